@@ -1,0 +1,261 @@
+/**
+ * Everything one replica does for one target (context, namespace):
+ *
+ * - its **informer** (on every replica) classifies each observed pod and enqueues the terminal ones as
+ *   delayed cleanup jobs keyed by UID, or cancels and tombstones the ones being deleted; it makes no API
+ *   calls;
+ * - its **leadership** campaign: when elected, wait for the informer's initial list, **reconcile** (enqueue
+ *   what is missing, retry failed jobs), then run the worker and reconcile periodically; when the
+ *   leadership is lost, abort in-flight jobs before their DELETE and close the worker.
+ */
+import type { V1Pod } from '@kubernetes/client-node';
+import type { Redis } from 'ioredis';
+import type { Outcome } from '../../workers/cleanup-driver-pod.ts';
+import type { Policy, RecheckMode } from '../config/schema.ts';
+import { deadlineMs, decide, malformedReason } from '../kube/app-state.ts';
+import type { LabelSelector } from '../kube/label-selector.ts';
+import type { PodApi } from '../kube/pod-api.ts';
+import type { PodEvent, PodInformer } from '../kube/pod-informer.ts';
+import type { Leadership } from '../leadership/leadership.ts';
+import { type CleanupQueue, jobDataFor } from '../queue/cleanup-queue.ts';
+import { type CleanupWorker, createCleanupWorker } from '../queue/cleanup-worker.ts';
+import type { TargetRef } from '../queue/job-identity.ts';
+import type { Logger } from '../telemetry/log.ts';
+
+/** Dependencies and settings of {@link createTargetCleaner}. */
+export interface TargetCleanerOptions {
+  target: TargetRef;
+  replicaId: string;
+  selector: LabelSelector;
+  policy: Policy;
+  retentionMs: number;
+  recheck: RecheckMode;
+  dryRun: boolean;
+  concurrency: number;
+  /** Period of the leader's full reconcile, ms. */
+  reconcileIntervalMs: number;
+  queue: CleanupQueue;
+  connection: Redis;
+  prefix: string;
+  pods: PodApi;
+  /** Built by the caller with `onEvent` = this cleaner's `observe`. */
+  informer: () => PodInformer;
+  /** Built by the caller with onElected/onLost = this cleaner's `elected`/`lost`. */
+  leadership: () => Leadership;
+  log: Logger;
+  now: () => number;
+  /** Single-server mode: warn when another worker consumes the same queue (replicas are uncoordinated). */
+  warnIfNotAlone?: boolean;
+  /** Retry backoff of failed DELETEs, ms (defaults in the worker). */
+  backoffMs?: number;
+  maxBackoffMs?: number;
+  onOutcome?: (outcome: Outcome) => void;
+}
+
+/** One target's cleaner. `observe`, `elected` and `lost` are the informer's and leadership's callbacks. */
+export interface TargetCleaner {
+  readonly target: TargetRef;
+  start(): Promise<void>;
+  /** Resigns leadership (another replica takes over at once), stops the worker and the informer. */
+  stop(): Promise<void>;
+  observe(event: PodEvent, pod: V1Pod): void;
+  elected(): void;
+  lost(reason: string): void;
+  /** Runs one reconcile now (leader only); returns how many jobs it added or retried. */
+  reconcile(): Promise<number>;
+  readonly isLeader: boolean;
+  readonly informerState: PodInformer;
+  readonly leadershipState: Leadership;
+}
+
+/** Creates the cleaner of one target; `start()` starts its informer and campaign. */
+export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
+  const log = opts.log;
+  /** UIDs this replica has already handed to Redis, so informer resyncs don't repeat the round trip. */
+  const handled = new Map<string, 'enqueued' | 'cancelled'>();
+  /** When this replica first saw a pod terminal without a finish time (an evicted driver). */
+  const firstSeenTerminal = new Map<string, number>();
+  let reconcileTimer: NodeJS.Timeout | undefined;
+  let term = 0;
+  let stopped = false;
+
+  const informer = opts.informer();
+  const leadership = opts.leadership();
+  const worker: CleanupWorker = createCleanupWorker({
+    target: opts.target,
+    connection: opts.connection,
+    prefix: opts.prefix,
+    concurrency: opts.concurrency,
+    replicaId: opts.replicaId,
+    log,
+    backoffMs: opts.backoffMs,
+    maxBackoffMs: opts.maxBackoffMs,
+    onOutcome: opts.onOutcome,
+    deps: {
+      pods: opts.pods,
+      cached: (name) => informer.get(name),
+      recheck: opts.recheck,
+      fence: (signal) => leadership.fence(signal),
+      stillLeader: () => leadership.stillLeader(),
+      selector: opts.selector,
+      policy: opts.policy,
+      dryRun: opts.dryRun,
+      now: opts.now,
+    },
+  });
+
+  const podFields = (pod: V1Pod) => ({ pod: pod.metadata?.name, uid: pod.metadata?.uid });
+
+  async function enqueue(
+    pod: V1Pod,
+    finishedAtMs: number | undefined,
+  ): Promise<'added' | 'exists' | 'tombstoned'> {
+    const uid = pod.metadata?.uid ?? '';
+    const now = opts.now();
+    if (finishedAtMs === undefined && !firstSeenTerminal.has(uid)) firstSeenTerminal.set(uid, now);
+    const times = deadlineMs(finishedAtMs, opts.retentionMs, now, firstSeenTerminal.get(uid));
+    if (times.skewMs > 0) {
+      log.warn(
+        { ...podFields(pod), skewMs: times.skewMs },
+        'finishedAt is in the future (clock skew): deadline clamped to now + retention',
+      );
+    }
+    const result = await opts.queue.enqueue(jobDataFor(pod, opts.target, times, opts.replicaId));
+    handled.set(uid, 'enqueued');
+    log.debug({ ...podFields(pod), result, deadline: new Date(times.deadlineMs).toISOString() }, 'enqueue');
+    return result;
+  }
+
+  async function cancel(pod: V1Pod, why: string): Promise<void> {
+    const uid = pod.metadata?.uid ?? '';
+    if (handled.get(uid) === 'cancelled') return;
+    const result = await opts.queue.cancel(uid);
+    handled.set(uid, 'cancelled');
+    log.debug({ ...podFields(pod), why, result }, 'cleanup cancelled: tombstoned');
+  }
+
+  function observe(event: PodEvent, pod: V1Pod): void {
+    const malformed = malformedReason(pod);
+    if (malformed) {
+      log.warn(
+        { event, pod: pod?.metadata?.name, uid: pod?.metadata?.uid, why: malformed },
+        'malformed pod object: left alone',
+      );
+      return;
+    }
+    const uid = pod.metadata?.uid ?? '';
+    if (event === 'deleted') {
+      // Gone from the API server: whoever deleted it, no job may act on it again.
+      void cancel(pod, 'DELETE event')
+        .catch((err) =>
+          log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'cancel failed'),
+        )
+        // A UID never comes back once deleted: forget it (the Redis tombstone remains for other replicas).
+        .finally(() => handled.delete(uid));
+      firstSeenTerminal.delete(uid);
+      return;
+    }
+    const decision = decide(pod, { selector: opts.selector, policy: opts.policy });
+    if (decision.action === 'cancel') {
+      void cancel(pod, 'deletionTimestamp set').catch((err) =>
+        log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'cancel failed'),
+      );
+    } else if (decision.action === 'enqueue' && !handled.has(uid)) {
+      void enqueue(pod, decision.state.finishedAtMs).catch((err) => {
+        // Redis unreachable: the leader's reconcile will add it later.
+        log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'enqueue failed');
+      });
+    }
+  }
+
+  async function reconcile(): Promise<number> {
+    let added = 0;
+    const eligible = new Set<string>();
+    for (const pod of informer.list()) {
+      const decision = decide(pod, { selector: opts.selector, policy: opts.policy });
+      if (decision.action !== 'enqueue') continue;
+      const uid = pod.metadata?.uid ?? '';
+      eligible.add(uid);
+      if ((await enqueue(pod, decision.state.finishedAtMs)) === 'added') added += 1;
+    }
+    const retried = await opts.queue.retryFailed((uid) => eligible.has(uid));
+    log.info({ added, retried, pods: eligible.size }, 'reconciled');
+    return added + retried;
+  }
+
+  /** Local leadership only: BullMQ lists the workers connected to the queue (Redis CLIENT LIST names). */
+  async function checkAlone(myTerm: number): Promise<void> {
+    while (myTerm === term && !stopped) {
+      const workers = await opts.queue.queue.getWorkers().catch(() => []);
+      const names = new Set(
+        workers.map((w) =>
+          String(w.name ?? '')
+            .split(':')
+            .pop(),
+        ),
+      );
+      if (names.size > 1) {
+        log.warn(
+          { workers: [...names] },
+          'another worker consumes this queue: replicas are uncoordinated (configure etcdEndpoints)',
+        );
+      }
+      await new Promise((r) => setTimeout(r, 30_000).unref());
+    }
+  }
+
+  function elected(): void {
+    const myTerm = ++term;
+    void (async () => {
+      // Nothing consumes before the informer has synced: reconcile needs the full list.
+      await informer.start();
+      if (myTerm !== term || !leadership.isLeader) return;
+      await reconcile().catch((err) =>
+        log.warn({ err: { message: (err as Error).message } }, 'reconcile failed'),
+      );
+      if (myTerm !== term || !leadership.isLeader) return;
+      worker.run();
+      clearInterval(reconcileTimer);
+      reconcileTimer = setInterval(() => {
+        if (leadership.isLeader)
+          void reconcile().catch((err) =>
+            log.warn({ err: { message: (err as Error).message } }, 'reconcile failed'),
+          );
+      }, opts.reconcileIntervalMs);
+      reconcileTimer.unref();
+      if (opts.warnIfNotAlone) void checkAlone(myTerm);
+    })();
+  }
+
+  function lost(reason: string): void {
+    term += 1;
+    clearInterval(reconcileTimer);
+    reconcileTimer = undefined;
+    void worker.stop(`leadership lost: ${reason}`).catch((err) => log.warn({ err }, 'worker stop failed'));
+    if (!stopped) log.info({ reason }, 'stopped consuming');
+  }
+
+  return {
+    target: opts.target,
+    observe,
+    elected,
+    lost,
+    reconcile,
+    get isLeader() {
+      return leadership.isLeader;
+    },
+    informerState: informer,
+    leadershipState: leadership,
+    async start() {
+      void informer.start();
+      leadership.start();
+    },
+    async stop() {
+      stopped = true;
+      await leadership.resign();
+      await worker.stop('shutdown');
+      await informer.stop();
+      await opts.queue.close();
+    },
+  };
+}

@@ -1,0 +1,75 @@
+/**
+ * `spark-driver-cleaner run`: one replica. Flags mirror the configuration fields ({@link FIELDS});
+ * environment variables `SDC_*` and a YAML file (`--config`) fill in the rest.
+ * Exit codes: 2 for bad configuration (one line per bad field on stderr), 0 after a clean shutdown.
+ */
+import type { Command } from 'commander';
+import { systemClock } from '../clock.ts';
+import { envName, FIELDS, flagName } from '../config/fields.ts';
+import { ConfigError, loadConfig, redactConfig } from '../config/load.ts';
+import { startHttpServer } from '../http/server.ts';
+import { KubeconfigError } from '../kube/kubeconfig.ts';
+import { startReplica } from '../replica.ts';
+import { createLogger } from '../telemetry/log.ts';
+
+/** Registers `run` on the program. */
+export function registerRunCommand(program: Command): void {
+  const cmd = program
+    .command('run')
+    .description('Run one replica: watch, enqueue, and clean up while leading.');
+  cmd.option('--config <file>', 'YAML file with any of the fields below (env: SDC_CONFIG)');
+  for (const f of FIELDS) {
+    const def = f.default !== undefined ? ` (default: ${f.default})` : '';
+    const flag = f.flag ? flagName(f.key) : `${flagName(f.key)} <value>`;
+    cmd.option(flag, `${f.help}${def} [env: ${envName(f.key)}]`);
+  }
+  cmd.action(async (flags: Record<string, unknown>) => {
+    await runReplica(flags);
+  });
+}
+
+/** Loads the config, starts the replica and its HTTP server, and stops both on SIGTERM/SIGINT. */
+export async function runReplica(flags: Record<string, unknown>): Promise<void> {
+  let config: ReturnType<typeof loadConfig>;
+  try {
+    config = loadConfig({ flags });
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`spark-driver-cleaner: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const log = createLogger({ level: config.logLevel, base: { replica: config.replicaId } });
+  log.info({ config: redactConfig(config) }, 'effective configuration');
+  let replica: Awaited<ReturnType<typeof startReplica>>;
+  try {
+    replica = await startReplica(config, { log, now: systemClock });
+  } catch (err) {
+    if (err instanceof KubeconfigError) {
+      process.stderr.write(`spark-driver-cleaner: invalid configuration:\n  - ${err.message}\n`);
+      log.flush();
+      process.exit(2);
+    }
+    throw err;
+  }
+  const http = await startHttpServer({ config, replica, log, now: systemClock });
+  log.info({ url: http.url }, 'http server listening');
+
+  let exiting = false;
+  const shutdown = (signal: string) => {
+    if (exiting) return;
+    exiting = true;
+    log.info({ signal }, 'shutting down: resigning leadership');
+    const force = setTimeout(() => process.exit(1), 15_000);
+    force.unref();
+    void (async () => {
+      await replica.stop();
+      await http.close();
+      log.flush();
+      process.exit(0);
+    })();
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}

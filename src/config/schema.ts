@@ -1,0 +1,204 @@
+/**
+ * The validated configuration of one replica (zod). Input values may be strings (environment, flags) or
+ * typed (YAML); every field is coerced and checked here, and each failure names the field and what is
+ * expected. Defaults live in {@link FIELDS}.
+ */
+import { hostname } from 'node:os';
+import { z } from 'zod';
+import { InvalidSelectorError, parseLabelSelector } from '../kube/label-selector.ts';
+import { parseDurationMs } from './duration.ts';
+
+/** A (context, namespace) pair to clean: Kyuubi's `KubernetesInfo`. `context` undefined = current/in-cluster. */
+export interface Target {
+  readonly context: string | undefined;
+  readonly namespace: string;
+}
+
+const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+/**
+ * Parses `context:namespace` (the namespace is after the LAST colon, since context names such as EKS ARNs
+ * contain colons) or a bare `namespace`.
+ */
+export function parseTarget(text: string): Target | string {
+  const t = text.trim();
+  const i = t.lastIndexOf(':');
+  const context = i >= 0 ? t.slice(0, i) : undefined;
+  const namespace = i >= 0 ? t.slice(i + 1) : t;
+  if (context === '') return `"${t}": the context before ":" is empty`;
+  if (!NAMESPACE.test(namespace)) return `"${t}": "${namespace}" is not a namespace name (RFC 1123 label)`;
+  return { context, namespace };
+}
+
+const list = z
+  .union([z.string(), z.array(z.string())])
+  .transform((v) => (Array.isArray(v) ? v : v.split(',')).map((s) => s.trim()).filter(Boolean));
+
+const duration = (what: string) =>
+  z.union([z.string(), z.number()]).transform((v, ctx) => {
+    const ms = parseDurationMs(v);
+    if (ms === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `"${v}" is not a duration; expected ISO-8601 (PT5M), ms (300000) or 30s/5m/24h (${what})`,
+      });
+      return z.NEVER;
+    }
+    return ms;
+  });
+
+const int = (min: number, max: number) =>
+  z.union([z.string(), z.number()]).transform((v, ctx) => {
+    const n = typeof v === 'number' ? v : Number(v.trim());
+    if (!Number.isInteger(n) || n < min || n > max || (typeof v === 'string' && v.trim() === '')) {
+      ctx.addIssue({ code: 'custom', message: `"${v}" is not an integer from ${min} to ${max}` });
+      return z.NEVER;
+    }
+    return n;
+  });
+
+const positive = z.union([z.string(), z.number()]).transform((v, ctx) => {
+  const n = typeof v === 'number' ? v : Number(v.trim());
+  if (!Number.isFinite(n) || n <= 0) {
+    ctx.addIssue({ code: 'custom', message: `"${v}" is not a positive number` });
+    return z.NEVER;
+  }
+  return n;
+});
+
+const bool = z.union([z.boolean(), z.string()]).transform((v, ctx) => {
+  if (typeof v === 'boolean') return v;
+  const s = v.trim().toLowerCase();
+  if (['true', '1', 'yes', 'on'].includes(s)) return true;
+  if (['false', '0', 'no', 'off', ''].includes(s)) return false;
+  ctx.addIssue({ code: 'custom', message: `"${v}" is not a boolean; expected true or false` });
+  return z.NEVER;
+});
+
+const url = (protocols: string[]) =>
+  z.string().refine(
+    (v) => {
+      try {
+        return protocols.includes(new URL(v).protocol);
+      } catch {
+        return false;
+      }
+    },
+    { message: `expected a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}` },
+  );
+
+const upperEnum = <T extends string>(values: readonly [T, ...T[]]) =>
+  z
+    .string()
+    .transform((v) => v.trim().toUpperCase())
+    .pipe(z.enum(values, { error: () => `expected one of ${values.join(', ')}` }));
+
+const lowerEnum = <T extends string>(values: readonly [T, ...T[]]) =>
+  z
+    .string()
+    .transform((v) => v.trim().toLowerCase())
+    .pipe(z.enum(values, { error: () => `expected one of ${values.join(', ')}` }));
+
+/** The zod schema over raw values keyed by {@link FIELDS} keys. */
+export const configSchema = z
+  .object({
+    targets: list.transform((items, ctx) => {
+      const targets: Target[] = [];
+      for (const item of items) {
+        const t = parseTarget(item);
+        if (typeof t === 'string')
+          ctx.addIssue({ code: 'custom', message: `${t}; expected context:namespace` });
+        else targets.push(t);
+      }
+      if (items.length === 0)
+        ctx.addIssue({ code: 'custom', message: 'no target given; expected at least one context:namespace' });
+      return targets;
+    }),
+    kubeconfig: z.string().min(1).optional(),
+    labelSelector: z.string().superRefine((v, ctx) => {
+      try {
+        parseLabelSelector(v);
+      } catch (err) {
+        if (err instanceof InvalidSelectorError)
+          ctx.addIssue({
+            code: 'custom',
+            message: `${err.message}; expected a label selector such as spark-role=driver,kyuubi-unique-tag`,
+          });
+        else throw err;
+      }
+    }),
+    policy: upperEnum(['ALL', 'COMPLETED']),
+    retention: duration('retention period'),
+    redisUrl: url(['redis:', 'rediss:']),
+    etcdEndpoints: list.pipe(z.array(url(['http:', 'https:']))).optional(),
+    electionTtlSeconds: int(2, 3600),
+    recheck: lowerEnum(['live', 'cache']),
+    apiQps: positive,
+    apiBurst: int(1, 100_000),
+    concurrency: int(1, 1000),
+    dryRun: bool,
+    replicaId: z
+      .string()
+      .regex(/^[A-Za-z0-9][-A-Za-z0-9_.]{0,127}$/, 'expected letters, digits, - _ . (at most 128)')
+      .optional(),
+    httpHost: z.string().min(1),
+    httpPort: int(0, 65535),
+    tombstoneTtl: duration('tombstone TTL'),
+    reconcileInterval: duration('reconcile interval'),
+    queuePrefix: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{1,32}$/, 'expected 1-32 letters, digits, - or _ (no colon)'),
+    logLevel: lowerEnum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']),
+    dashboardReadOnly: bool,
+    dashboardUser: z.string().min(1).optional(),
+    dashboardPassword: z.string().min(1).optional(),
+  })
+  .strict()
+  .superRefine((c, ctx) => {
+    if ((c.dashboardUser === undefined) !== (c.dashboardPassword === undefined)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['dashboardPassword'],
+        message: 'set both dashboardUser and dashboardPassword, or neither',
+      });
+    }
+    if (c.retention > 365 * 86_400_000)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['retention'],
+        message: 'longer than a year; expected e.g. PT5M',
+      });
+  })
+  .transform((c) => ({
+    targets: c.targets,
+    kubeconfig: c.kubeconfig,
+    labelSelector: c.labelSelector,
+    policy: c.policy,
+    retentionMs: c.retention,
+    redisUrl: c.redisUrl,
+    etcdEndpoints: c.etcdEndpoints ?? [],
+    electionTtlSeconds: c.electionTtlSeconds,
+    recheck: c.recheck,
+    apiQps: c.apiQps,
+    apiBurst: c.apiBurst,
+    concurrency: c.concurrency,
+    dryRun: c.dryRun,
+    replicaId: c.replicaId ?? `${hostname()}-${process.pid}`,
+    httpHost: c.httpHost,
+    httpPort: c.httpPort,
+    tombstoneTtlMs: c.tombstoneTtl,
+    reconcileIntervalMs: c.reconcileInterval,
+    queuePrefix: c.queuePrefix,
+    logLevel: c.logLevel,
+    dashboard: { readOnly: c.dashboardReadOnly, user: c.dashboardUser, password: c.dashboardPassword },
+  }));
+
+/**
+ * The effective configuration of one replica. Units are in the names: `retentionMs`, `tombstoneTtlMs`,
+ * `reconcileIntervalMs` (milliseconds), `electionTtlSeconds` (seconds, as etcd leases take them).
+ */
+export type CleanerConfig = z.output<typeof configSchema>;
+/** Cleanup policy, as Kyuubi's `kyuubi.kubernetes.spark.cleanupTerminatedDriverPod.kind` (without NONE). */
+export type Policy = CleanerConfig['policy'];
+/** Re-check mode of the handler: `live` GETs the pod, `cache` reads the informer's cache. */
+export type RecheckMode = CleanerConfig['recheck'];

@@ -1,0 +1,151 @@
+/**
+ * The two pod calls the cleanup handler makes — GET and DELETE with `preconditions.uid` — over
+ * @kubernetes/client-node's CoreV1Api, rate-limited per context, with a client timeout, and with every
+ * failure turned into a {@link KubeApiError} carrying the API's Status (reason, code, message) and
+ * `Retry-After`.
+ *
+ * Why the UID precondition: a pod re-created with the same name has a new UID; the API server answers
+ * 409 Conflict instead of deleting the new pod. It also makes a second DELETE of the same pod harmless:
+ * the pod is gone (404) or being deleted (returned unchanged).
+ */
+import { ApiException, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import type { RateLimiter } from './rate-limiter.ts';
+
+/** A failed API call: an HTTP error Status from the API server, a timeout, or a network error. */
+export class KubeApiError extends Error {
+  override name = 'KubeApiError';
+  /** HTTP status code; undefined for network errors and timeouts. */
+  readonly code: number | undefined;
+  /** Status `reason` (Forbidden, TooManyRequests, InternalError, …), or `Timeout` / the socket error code. */
+  readonly reason: string;
+  /** `Retry-After` in ms, when the server sent one (429, 503). */
+  readonly retryAfterMs: number | undefined;
+  constructor(message: string, code: number | undefined, reason: string, retryAfterMs?: number) {
+    super(message);
+    this.code = code;
+    this.reason = reason;
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/** Outcome of a DELETE: sent and accepted, or a no-op the API server told us about. */
+export type DeleteResult = 'accepted' | 'not-found' | 'uid-mismatch';
+
+/** GET and DELETE of one pod. Both reject with {@link KubeApiError} on real failures, or the signal's reason. */
+export interface PodApi {
+  /** Reads a pod; `undefined` when it does not exist (404). */
+  get(namespace: string, name: string, signal?: AbortSignal): Promise<V1Pod | undefined>;
+  /** DELETE with `preconditions.uid`: 404 → `not-found`, 409 → `uid-mismatch`. */
+  delete(namespace: string, name: string, uid: string, signal?: AbortSignal): Promise<DeleteResult>;
+}
+
+/** Options of {@link createPodApi}. */
+export interface PodApiOptions {
+  kc: KubeConfig;
+  limiter: RateLimiter;
+  /** Client timeout of one request, ms (default 10 000). */
+  timeoutMs?: number;
+}
+
+interface StatusBody {
+  reason?: string;
+  message?: string;
+  code?: number;
+}
+
+function parseStatus(body: unknown): StatusBody {
+  if (typeof body === 'object' && body !== null) return body as StatusBody;
+  if (typeof body !== 'string') return {};
+  try {
+    const parsed = JSON.parse(body);
+    return typeof parsed === 'object' && parsed ? (parsed as StatusBody) : {};
+  } catch {
+    return { message: body.slice(0, 300) };
+  }
+}
+
+/** Parses `Retry-After` (delta-seconds or an HTTP date) into ms. */
+export function retryAfterMs(header: string | undefined, nowMs: number): number | undefined {
+  if (!header) return undefined;
+  const secs = Number(header);
+  if (Number.isFinite(secs) && secs >= 0) return secs * 1000;
+  const at = Date.parse(header);
+  return Number.isFinite(at) ? Math.max(0, at - nowMs) : undefined;
+}
+
+/** Turns anything client-node throws into a {@link KubeApiError}. Abort reasons are rethrown as they are. */
+export function toKubeApiError(err: unknown, signal: AbortSignal | undefined, nowMs: number): unknown {
+  if (signal?.aborted) return signal.reason;
+  if (err instanceof ApiException) {
+    const status = parseStatus(err.body);
+    const headers = (err.headers ?? {}) as Record<string, string>;
+    return new KubeApiError(
+      status.message ?? `HTTP ${err.code}`,
+      err.code,
+      status.reason ?? 'Unknown',
+      retryAfterMs(headers['retry-after'], nowMs),
+    );
+  }
+  const e = err as {
+    name?: string;
+    message?: string;
+    code?: string;
+    cause?: { code?: string; message?: string };
+  };
+  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') {
+    return new KubeApiError('the API server did not answer within the client timeout', undefined, 'Timeout');
+  }
+  const code = e?.cause?.code ?? e?.code ?? 'NetworkError';
+  return new KubeApiError(e?.cause?.message ?? e?.message ?? String(err), undefined, code);
+}
+
+/** Creates the pod API of one context. */
+export function createPodApi(opts: PodApiOptions): PodApi {
+  const api = opts.kc.makeApiClient(CoreV1Api);
+  const timeoutMs = opts.timeoutMs ?? 10_000;
+  const withSignal = (signal: AbortSignal | undefined) => {
+    const s = signal
+      ? AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)])
+      : AbortSignal.timeout(timeoutMs);
+    return {
+      middleware: [
+        {
+          pre: async (ctx: { setSignal(s: AbortSignal): void }) => {
+            ctx.setSignal(s);
+            return ctx;
+          },
+          post: async <T>(ctx: T) => ctx,
+        },
+      ],
+      middlewareMergeStrategy: 'append' as const,
+    };
+  };
+  return {
+    async get(namespace, name, signal) {
+      await opts.limiter.take(signal);
+      try {
+        // biome-ignore lint/suspicious/noExplicitAny: client-node's option type is generic over middleware
+        return await api.readNamespacedPod({ namespace, name }, withSignal(signal) as any);
+      } catch (err) {
+        if (err instanceof ApiException && err.code === 404) return undefined;
+        throw toKubeApiError(err, signal, Date.now());
+      }
+    },
+    async delete(namespace, name, uid, signal) {
+      await opts.limiter.take(signal);
+      signal?.throwIfAborted();
+      try {
+        await api.deleteNamespacedPod(
+          { namespace, name, body: { preconditions: { uid } } },
+          // biome-ignore lint/suspicious/noExplicitAny: as above
+          withSignal(signal) as any,
+        );
+        return 'accepted';
+      } catch (err) {
+        if (err instanceof ApiException && err.code === 404) return 'not-found';
+        if (err instanceof ApiException && err.code === 409) return 'uid-mismatch';
+        throw toKubeApiError(err, signal, Date.now());
+      }
+    },
+  };
+}

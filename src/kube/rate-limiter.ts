@@ -1,0 +1,51 @@
+/**
+ * A token bucket for API requests, as client-go's `flowcontrol.NewTokenBucketRateLimiter(qps, burst)`
+ * that kube-controller-manager uses (default 20 QPS, burst 30). One bucket per context, shared by all of
+ * that cluster's targets.
+ */
+
+/** Rate limiter options. */
+export interface RateLimiterOptions {
+  /** Sustained requests per second (> 0). */
+  qps: number;
+  /** Bucket size: requests allowed at once after a quiet period (≥ 1). */
+  burst: number;
+  /** Clock, epoch ms. */
+  now: () => number;
+}
+
+/** Waits for a token. Rejects with the signal's reason when aborted while waiting. */
+export interface RateLimiter {
+  take(signal?: AbortSignal): Promise<void>;
+}
+
+/** Creates a token bucket. Tokens are reserved in order, so waiters are served first come, first served. */
+export function createRateLimiter(opts: RateLimiterOptions): RateLimiter {
+  const intervalMs = 1000 / opts.qps;
+  let tokens = opts.burst;
+  let last = opts.now();
+  return {
+    async take(signal) {
+      signal?.throwIfAborted();
+      const now = opts.now();
+      tokens = Math.min(opts.burst, tokens + (now - last) / intervalMs);
+      last = now;
+      tokens -= 1; // reserve, possibly going negative: the debt is the queue ahead of us
+      if (tokens >= 0) return;
+      const waitMs = -tokens * intervalMs;
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(done, waitMs);
+        function done() {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        }
+        function onAbort() {
+          clearTimeout(timer);
+          tokens += 1; // give the reservation back
+          reject(signal?.reason);
+        }
+        signal?.addEventListener('abort', onAbort, { once: true });
+      });
+    },
+  };
+}

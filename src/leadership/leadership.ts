@@ -1,0 +1,34 @@
+/**
+ * Leadership of one target (context, namespace): only the leader's worker consumes the target's queue.
+ * Two implementations: an etcd election ({@link createEtcdLeadership}) and, without etcd, local
+ * leadership ({@link createLocalLeadership}) where this replica always leads.
+ */
+
+/** Callbacks of a leadership; they must not throw. */
+export interface LeadershipEvents {
+  /** This replica became the leader (a new term). */
+  onElected: () => void;
+  /** This replica stopped being the leader: lease lost or stale, resigned, or shutting down. */
+  onLost: (reason: string) => void;
+}
+
+/** One target's leadership as seen from this replica. */
+export interface Leadership {
+  /** Starts campaigning (idempotent). */
+  start(): void;
+  /** Leaves: revokes the lease so another replica is elected at once, and stops campaigning. Idempotent. */
+  resign(): Promise<void>;
+  readonly isLeader: boolean;
+  /**
+   * Fencing: resolves only if this replica may DELETE now. Checks the lease is fresh (a TTL has not passed
+   * since the last successful keepalive) and the leader key still exists with our create revision.
+   * @throws FencedError otherwise.
+   */
+  fence(signal: AbortSignal): Promise<void>;
+  /** The I/O-free part of {@link Leadership.fence}: leader and lease fresh. */
+  stillLeader(): boolean;
+  /** Epoch ms of the last successful lease keepalive (undefined when not campaigning). */
+  readonly lastKeepaliveMs: number | undefined;
+  /** The replica id of the current leader of this target, if known. */
+  currentLeader(): Promise<string | undefined>;
+}

@@ -1,0 +1,41 @@
+/**
+ * Single-server fallback: with no etcd configured, this replica leads every target. Running several
+ * replicas this way is uncoordinated (each would DELETE): the target cleaner warns when it sees another
+ * worker on the same queue.
+ */
+import { FencedError } from '../../workers/cleanup-driver-pod.ts';
+import type { Leadership, LeadershipEvents } from './leadership.ts';
+
+/** Creates local leadership for one target: elected on `start()`, lost on `resign()`. */
+export function createLocalLeadership(
+  events: LeadershipEvents & { replicaId: string; now: () => number },
+): Leadership {
+  let leader = false;
+  let resigned = false;
+  return {
+    start() {
+      if (leader || resigned) return;
+      leader = true;
+      events.onElected();
+    },
+    async resign() {
+      resigned = true;
+      if (!leader) return;
+      leader = false;
+      events.onLost('resigned');
+    },
+    get isLeader() {
+      return leader;
+    },
+    async fence() {
+      if (!leader) throw new FencedError('not the leader');
+    },
+    stillLeader: () => leader,
+    get lastKeepaliveMs() {
+      return leader ? events.now() : undefined;
+    },
+    async currentLeader() {
+      return leader ? events.replicaId : undefined;
+    },
+  };
+}

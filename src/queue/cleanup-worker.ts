@@ -1,0 +1,200 @@
+/**
+ * The thin adapter between BullMQ and the cleanup handler (workers/cleanup-driver-pod.ts): it runs a
+ * Worker on a target's queue while this replica leads, maps each {@link Outcome} onto BullMQ, and writes
+ * the outcome's log line.
+ *
+ * - final outcomes → the job completes with the outcome as its return value;
+ * - `failed` → throw: BullMQ retries with our backoff (exponential, jitter, at least `Retry-After`);
+ * - `not-yet`, `fenced`, `aborted` → back to delayed with `DelayedError`, which is not a failed attempt.
+ *
+ * BullMQ facts this relies on: delayed jobs are promoted only by a running Worker of the queue;
+ * `close()` does not abort a running processor, so `stop()` calls `cancelAllJobs()` first, which aborts
+ * each processor's AbortSignal.
+ */
+import { DelayedError, type Job, Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import {
+  type CleanupDeps,
+  cleanupDriverPod,
+  NOOP_OUTCOMES,
+  type Outcome,
+} from '../../workers/cleanup-driver-pod.ts';
+import type { Logger } from '../telemetry/log.ts';
+import type { CleanupJobData } from './cleanup-queue.ts';
+import { queueName, type TargetRef } from './job-identity.ts';
+
+/** A failed API call, thrown so that BullMQ retries the job. Carries `Retry-After`, ms. */
+export class RetryableCleanupError extends Error {
+  override name = 'RetryableCleanupError';
+  readonly retryAfterMs: number | undefined;
+  constructor(message: string, retryAfterMs: number | undefined) {
+    super(message);
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/** Options of {@link createCleanupWorker}. */
+export interface CleanupWorkerOptions {
+  target: TargetRef;
+  connection: Redis;
+  prefix: string;
+  deps: CleanupDeps;
+  /** Jobs processed in parallel (≥ 1). */
+  concurrency: number;
+  /** Stored on each job BullMQ processes (`processedBy`), and the Redis client name of the worker. */
+  replicaId: string;
+  log: Logger;
+  /** First retry delay, ms (default 1000); doubles per attempt up to `maxBackoffMs` (default 300 000). */
+  backoffMs?: number;
+  maxBackoffMs?: number;
+  /** Called after each final or failed outcome (metrics, demo counters). */
+  onOutcome?: (outcome: Outcome, job: CleanupJobData) => void;
+}
+
+/** A worker that can be started and stopped any number of times (a new BullMQ Worker per term). */
+export interface CleanupWorker {
+  /** Starts consuming. Idempotent. */
+  run(): void;
+  /** Aborts in-flight jobs before their DELETE, then closes. Idempotent. */
+  stop(reason: string): Promise<void>;
+  readonly running: boolean;
+}
+
+/** Exponential backoff with jitter, never shorter than Retry-After: `min(max, base·2^(n-1))·U(0.5, 1)`. */
+export function retryDelayMs(
+  attemptsMade: number,
+  retryAfterMs: number | undefined,
+  baseMs: number,
+  maxMs: number,
+): number {
+  const expo = Math.min(maxMs, baseMs * 2 ** Math.max(0, attemptsMade - 1)) * (0.5 + Math.random() / 2);
+  return Math.round(Math.max(expo, retryAfterMs ?? 0));
+}
+
+function logOutcome(log: Logger, job: Job<CleanupJobData>, o: Outcome): void {
+  const d = job.data;
+  const fields = { context: d.context, namespace: d.namespace, pod: d.pod, uid: d.uid, outcome: o.outcome };
+  switch (o.outcome) {
+    case 'accepted':
+      log.info(
+        { ...fields, deadline: new Date(d.deadlineMs).toISOString(), latenessMs: o.latenessMs },
+        'driver pod deleted',
+      );
+      return;
+    case 'would-delete':
+      log.info(
+        { ...fields, deadline: new Date(d.deadlineMs).toISOString(), latenessMs: o.latenessMs },
+        'dry run: would delete',
+      );
+      return;
+    case 'failed':
+      log.warn(
+        {
+          ...fields,
+          step: o.step,
+          code: o.code,
+          reason: o.reason,
+          message: o.message,
+          retryAfterMs: o.retryAfterMs,
+          attempt: job.attemptsMade + 1,
+        },
+        `cleanup failed: ${o.step.toUpperCase()} ${o.code ?? ''} ${o.reason}`.replace('  ', ' '),
+      );
+      return;
+    case 'not-yet':
+      log.debug({ ...fields, dueInMs: o.dueInMs }, 'not due yet: back to delayed');
+      return;
+    case 'fenced':
+    case 'aborted':
+      log.debug(
+        { ...fields, why: o.outcome === 'fenced' ? o.reason : 'leadership lost or shutdown' },
+        'job put back before its DELETE',
+      );
+      return;
+    default:
+      log.debug({ ...fields, ...(o.outcome === 'skipped' ? { why: o.reason } : {}) }, 'no-op');
+  }
+}
+
+/** Creates the worker of one target; call `run()` when elected. */
+export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
+  const base = opts.backoffMs ?? 1000;
+  const max = opts.maxBackoffMs ?? 300_000;
+  let worker: Worker<CleanupJobData, Outcome> | undefined;
+  let closing: Promise<void> | undefined;
+
+  const processor = async (
+    job: Job<CleanupJobData, Outcome>,
+    token?: string,
+    signal?: AbortSignal,
+  ): Promise<Outcome> => {
+    const sig = signal ?? new AbortController().signal;
+    const outcome = await cleanupDriverPod(job.data, opts.deps, sig);
+    logOutcome(opts.log, job, outcome);
+    switch (outcome.outcome) {
+      case 'not-yet':
+        await job.moveToDelayed(job.data.deadlineMs, token);
+        throw new DelayedError();
+      case 'fenced':
+      case 'aborted':
+        // Not a failed attempt: put it back for whoever leads next (a short delay avoids a hot loop).
+        await job.moveToDelayed(opts.deps.now() + 250, token);
+        throw new DelayedError();
+      case 'failed':
+        opts.onOutcome?.(outcome, job.data);
+        throw new RetryableCleanupError(
+          `${outcome.step} ${outcome.code ?? ''} ${outcome.reason}: ${outcome.message}`,
+          outcome.retryAfterMs,
+        );
+      default:
+        opts.onOutcome?.(outcome, job.data);
+        return outcome;
+    }
+  };
+
+  return {
+    get running() {
+      return worker !== undefined && !closing;
+    },
+    run() {
+      if (worker) return;
+      const w = new Worker<CleanupJobData, Outcome>(queueName(opts.target), processor, {
+        connection: opts.connection,
+        prefix: opts.prefix,
+        autorun: false,
+        concurrency: opts.concurrency,
+        name: opts.replicaId,
+        // A crashed leader's active jobs come back through stall detection; give them a few chances.
+        maxStalledCount: 5,
+        settings: {
+          backoffStrategy: (attemptsMade, _type, err) =>
+            retryDelayMs(
+              attemptsMade,
+              err instanceof RetryableCleanupError ? err.retryAfterMs : undefined,
+              base,
+              max,
+            ),
+        },
+      });
+      w.on('error', (err) => opts.log.warn({ err: { message: err.message } }, 'worker error'));
+      worker = w;
+      w.run().catch((err: unknown) => opts.log.error({ err }, 'worker stopped with an error'));
+    },
+    async stop(reason) {
+      if (!worker) return;
+      if (closing) return closing;
+      const w = worker;
+      closing = (async () => {
+        w.cancelAllJobs(reason);
+        await w.close();
+      })().finally(() => {
+        worker = undefined;
+        closing = undefined;
+      });
+      return closing;
+    },
+  };
+}
+
+/** Names of no-op outcomes, re-exported for metrics and the demo's summary. */
+export { NOOP_OUTCOMES };

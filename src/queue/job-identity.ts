@@ -1,0 +1,57 @@
+/**
+ * The identity of a cleanup job and the names of a target's Redis keys. The only place that builds them.
+ *
+ * BullMQ: a job id may contain no `:` and may not be all digits; a pod UID (RFC 4122) is neither. An `add`
+ * with an id that exists in any state is a no-op, which is what makes N replicas' enqueues one job.
+ * Redis Cluster: every key of one queue must hash to one slot, so the queue name is a hash tag `{…}`.
+ */
+
+/** A target's identity: Kyuubi's KubernetesInfo. */
+export interface TargetRef {
+  readonly context: string;
+  readonly namespace: string;
+}
+
+/** The pod UID is not usable as a job id. */
+export class InvalidJobIdError extends Error {
+  override name = 'InvalidJobIdError';
+}
+
+/**
+ * The job id of a pod's cleanup job: its UID.
+ * @throws InvalidJobIdError for an empty UID, one with `:`, or an all-digit one (BullMQ would misread it).
+ */
+export function cleanupJobId(uid: string | undefined): string {
+  if (!uid || uid.includes(':') || /^\d+$/.test(uid)) {
+    throw new InvalidJobIdError(`pod uid "${uid}" cannot be a BullMQ job id`);
+  }
+  return uid;
+}
+
+/** `context:namespace`, as users write targets and as logs and metrics label them. */
+export function targetLabel(t: TargetRef): string {
+  return `${t.context}:${t.namespace}`;
+}
+
+/**
+ * The BullMQ queue name of a target: a Redis Cluster hash tag holding the URI-encoded context (which
+ * may contain `:` or `/`, e.g. EKS ARNs) and the namespace.
+ */
+export function queueName(t: TargetRef): string {
+  return `{${encodeURIComponent(t.context)}.${t.namespace}}`;
+}
+
+/** Redis key of a pod's tombstone; it shares the queue's hash tag, so it lives in the queue's slot. */
+export function tombstoneKey(prefix: string, t: TargetRef, uid: string): string {
+  return `${prefix}:${queueName(t)}:tombstone:${cleanupJobId(uid)}`;
+}
+
+/** Redis key of a BullMQ job hash (`prefix:queue:id`), to test its existence without loading it. */
+export function jobKey(prefix: string, t: TargetRef, uid: string): string {
+  return `${prefix}:${queueName(t)}:${cleanupJobId(uid)}`;
+}
+
+/** The etcd key prefix under which replicas campaign for a target's leadership. */
+export function electionPrefix(t: TargetRef): string {
+  return `spark-driver-cleaner/election/${encodeURIComponent(t.context)}/${t.namespace}/`;
+}

@@ -1,0 +1,183 @@
+/**
+ * One replica process: wires the configuration into a {@link TargetCleaner} per target, sharing one Redis
+ * connection, one etcd client, and per context one KubeConfig, rate limiter and pod API.
+ *
+ * Shutdown (SIGTERM) resigns every leadership first and at once, so other replicas take over within a
+ * second; in-flight jobs are aborted before their DELETE and go back to the queue; nothing is deleted
+ * early.
+ */
+import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
+import { Etcd3 } from 'etcd3';
+import { Redis } from 'ioredis';
+import type { Outcome } from '../workers/cleanup-driver-pod.ts';
+import { createTargetCleaner, type TargetCleaner } from './cleaner/target-cleaner.ts';
+import type { CleanerConfig } from './config/schema.ts';
+import { loadKubeConfig } from './kube/kubeconfig.ts';
+import { parseLabelSelector } from './kube/label-selector.ts';
+import { createPodApi, type PodApi } from './kube/pod-api.ts';
+import { createPodInformer } from './kube/pod-informer.ts';
+import { createRateLimiter } from './kube/rate-limiter.ts';
+import { createEtcdLeadership } from './leadership/etcd-leadership.ts';
+import { createLocalLeadership } from './leadership/local-leadership.ts';
+import { createCleanupQueue } from './queue/cleanup-queue.ts';
+import { electionPrefix, type TargetRef, targetLabel } from './queue/job-identity.ts';
+import type { Logger } from './telemetry/log.ts';
+
+/** A running replica. */
+export interface Replica {
+  readonly replicaId: string;
+  readonly cleaners: readonly TargetCleaner[];
+  readonly redis: Redis;
+  readonly etcd: Etcd3 | undefined;
+  /** Resigns all leaderships, stops workers and informers, closes connections. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/** Test and benchmark knobs that are not user configuration. */
+export interface ReplicaOverrides {
+  /** Retry backoff of failed DELETEs, ms. */
+  backoffMs?: number;
+  maxBackoffMs?: number;
+  /** Informer restart backoff, ms. */
+  informerBackoffMs?: number;
+  /** Client timeout of GET/DELETE, ms. */
+  requestTimeoutMs?: number;
+  onOutcome?: (outcome: Outcome, target: TargetRef) => void;
+}
+
+interface ContextClients {
+  kc: KubeConfig;
+  pods: PodApi;
+}
+
+/**
+ * Starts a replica.
+ * @throws KubeconfigError when a target's context cannot be loaded (a configuration error).
+ */
+export async function startReplica(
+  config: CleanerConfig,
+  deps: { log: Logger; now: () => number },
+  overrides: ReplicaOverrides = {},
+): Promise<Replica> {
+  const { log, now } = deps;
+  const selector = parseLabelSelector(config.labelSelector);
+
+  // Resolve every context first: a bad context is a configuration error, before anything connects.
+  const contexts = new Map<string, ContextClients>();
+  const targets: { ref: TargetRef; clients: ContextClients }[] = [];
+  for (const t of config.targets) {
+    const { kc, context } = loadKubeConfig(config.kubeconfig, t.context);
+    let clients = contexts.get(context);
+    if (!clients) {
+      const limiter = createRateLimiter({ qps: config.apiQps, burst: config.apiBurst, now });
+      clients = { kc, pods: createPodApi({ kc, limiter, timeoutMs: overrides.requestTimeoutMs }) };
+      contexts.set(context, clients);
+    }
+    targets.push({ ref: { context, namespace: t.namespace }, clients });
+  }
+
+  const redis = new Redis(config.redisUrl, {
+    maxRetriesPerRequest: null, // BullMQ requirement: commands wait for the connection instead of failing
+    connectionName: `sdc:${config.replicaId}`,
+    retryStrategy: (times) => Math.min(5000, 100 * 2 ** Math.min(times, 6)),
+  });
+  let redisDownLogged = false;
+  redis.on('error', (err) => {
+    if (!redisDownLogged) log.warn({ err: { message: err.message } }, 'redis unreachable; retrying');
+    redisDownLogged = true;
+  });
+  redis.on('ready', () => {
+    if (redisDownLogged) log.info('redis reachable again');
+    redisDownLogged = false;
+  });
+
+  const etcd =
+    config.etcdEndpoints.length > 0
+      ? new Etcd3({ hosts: config.etcdEndpoints, dialTimeout: 3000 })
+      : undefined;
+  if (!etcd) log.warn('no etcdEndpoints: single-server mode, this replica leads every target');
+
+  const cleaners: TargetCleaner[] = [];
+  for (const { ref, clients } of targets) {
+    const tlog = log.child({ context: ref.context, namespace: ref.namespace });
+    const queue = createCleanupQueue({
+      target: ref,
+      connection: redis,
+      prefix: config.queuePrefix,
+      tombstoneTtlMs: config.tombstoneTtlMs,
+      log: tlog,
+      now,
+    });
+    let cleaner: TargetCleaner | undefined;
+    const onEvent = (event: 'added' | 'updated' | 'deleted', pod: V1Pod) => cleaner?.observe(event, pod);
+    const events = {
+      onElected: () => cleaner?.elected(),
+      onLost: (reason: string) => cleaner?.lost(reason),
+    };
+    cleaner = createTargetCleaner({
+      target: ref,
+      replicaId: config.replicaId,
+      selector,
+      policy: config.policy,
+      retentionMs: config.retentionMs,
+      recheck: config.recheck,
+      dryRun: config.dryRun,
+      concurrency: config.concurrency,
+      reconcileIntervalMs: config.reconcileIntervalMs,
+      queue,
+      connection: redis,
+      prefix: config.queuePrefix,
+      pods: clients.pods,
+      log: tlog,
+      now,
+      backoffMs: overrides.backoffMs,
+      maxBackoffMs: overrides.maxBackoffMs,
+      warnIfNotAlone: !etcd,
+      onOutcome: (o) => overrides.onOutcome?.(o, ref),
+      informer: () =>
+        createPodInformer({
+          kc: clients.kc,
+          namespace: ref.namespace,
+          labelSelector: config.labelSelector,
+          log: tlog,
+          onEvent,
+          now,
+          backoffMs: overrides.informerBackoffMs,
+        }),
+      leadership: () =>
+        etcd
+          ? createEtcdLeadership({
+              client: etcd,
+              prefix: electionPrefix(ref),
+              replicaId: config.replicaId,
+              ttlSeconds: config.electionTtlSeconds,
+              log: tlog,
+              now,
+              ...events,
+            })
+          : createLocalLeadership({ replicaId: config.replicaId, now, ...events }),
+    });
+    cleaners.push(cleaner);
+  }
+
+  for (const c of cleaners) await c.start();
+  log.info({ targets: cleaners.map((c) => targetLabel(c.target)) }, 'replica started');
+
+  let stopping: Promise<void> | undefined;
+  return {
+    replicaId: config.replicaId,
+    cleaners,
+    redis,
+    etcd,
+    stop() {
+      stopping ??= (async () => {
+        // All targets at once: resigning first lets other replicas take over while we wind down.
+        await Promise.allSettled(cleaners.map((c) => c.stop()));
+        redis.disconnect();
+        etcd?.close();
+        log.info('replica stopped');
+      })();
+      return stopping;
+    },
+  };
+}

@@ -1,0 +1,262 @@
+/**
+ * Launches real `redis-server` and `etcd` processes on free loopback ports in a temporary directory,
+ * for the demo, the tests and the benchmarks. Nothing here is mocked: these are the Debian binaries.
+ *
+ * Every launched process is tracked and killed by {@link stopAllLocalServices} (and on process exit),
+ * so nothing is left running.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/** A binary we need is not installed. `message` carries the install command. */
+export class MissingBinaryError extends Error {
+  override name = 'MissingBinaryError';
+}
+
+/** A launched local service: a real child process listening on loopback. */
+export interface LocalService {
+  /** `redis://127.0.0.1:PORT` or `http://127.0.0.1:PORT` (etcd client URL). */
+  readonly url: string;
+  readonly port: number;
+  /** PID of the current process (changes after {@link LocalService.restart}). */
+  readonly pid: number | undefined;
+  /** SIGKILL the process (no clean shutdown) and wait for it to exit. */
+  kill(): Promise<void>;
+  /** SIGSTOP / SIGCONT: freeze and thaw the process (a partition as seen from its peers). */
+  pause(): void;
+  resume(): void;
+  /** Start it again on the same port (same data dir for etcd; redis keeps nothing). */
+  restart(): Promise<void>;
+  /** SIGTERM, wait for exit, remove its directory. Idempotent. */
+  stop(): Promise<void>;
+}
+
+const live = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of live) child.kill('SIGKILL');
+});
+
+/** Asks the kernel for a free TCP port on 127.0.0.1. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+/** Finds a binary on PATH; throws {@link MissingBinaryError} naming the Debian package to install. */
+export function requireBinary(name: string, debianPackage: string): string {
+  const found = spawnSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' });
+  const path = found.stdout.trim();
+  if (found.status !== 0 || !path) {
+    throw new MissingBinaryError(
+      `${name} not found on PATH: install it with \`apt-get update && apt-get install -y ${debianPackage}\`, ` +
+        'or point at an existing server (REDIS_URL / ETCD_ENDPOINTS).',
+    );
+  }
+  return path;
+}
+
+async function canConnect(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = new Socket();
+    sock.once('connect', () => {
+      sock.destroy();
+      resolve(true);
+    });
+    sock.once('error', () => resolve(false));
+    sock.connect(port, '127.0.0.1');
+  });
+}
+
+async function waitFor(what: string, check: () => Promise<boolean>, child: ChildProcess, timeoutMs = 20_000) {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    if (child.exitCode !== null) throw new Error(`${what} exited with code ${child.exitCode} during start`);
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${what} did not become ready within ${timeoutMs} ms`);
+}
+
+async function exited(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  await new Promise<void>((resolve) => child.once('exit', () => resolve()));
+}
+
+interface Launch {
+  bin: string;
+  args: string[];
+  ready: (port: number) => Promise<boolean>;
+  what: string;
+}
+
+function makeService(
+  port: number,
+  url: string,
+  dir: string,
+  launch: Launch,
+): LocalService & { start(): Promise<void> } {
+  let child: ChildProcess | undefined;
+  let stopped = false;
+  const start = async () => {
+    const c = spawn(launch.bin, launch.args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    c.stderr?.on('data', (d: Buffer) => {
+      stderr = (stderr + d.toString()).slice(-4000);
+    });
+    live.add(c);
+    c.once('exit', () => live.delete(c));
+    child = c;
+    try {
+      await waitFor(launch.what, () => launch.ready(port), c);
+    } catch (err) {
+      c.kill('SIGKILL');
+      throw new Error(`${(err as Error).message}\n${stderr}`);
+    }
+  };
+  return {
+    url,
+    port,
+    get pid() {
+      return child?.pid;
+    },
+    start,
+    async kill() {
+      if (!child) return;
+      child.kill('SIGKILL');
+      await exited(child);
+    },
+    pause() {
+      child?.kill('SIGSTOP');
+    },
+    resume() {
+      child?.kill('SIGCONT');
+    },
+    async restart() {
+      if (child && child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGKILL');
+        await exited(child);
+      }
+      await start();
+    },
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      if (child) {
+        child.kill('SIGCONT');
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child?.kill('SIGKILL'), 5000);
+        await exited(child);
+        clearTimeout(timer);
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * Starts `redis-server` on a free port with `maxmemory-policy noeviction` (BullMQ requires it) and no
+ * persistence. Resolves once it answers on its port.
+ * @throws MissingBinaryError when redis-server is not installed.
+ */
+export async function startRedis(opts: { port?: number } = {}): Promise<LocalService> {
+  const bin = requireBinary('redis-server', 'redis-server');
+  const port = opts.port ?? (await freePort());
+  const dir = mkdtempSync(join(tmpdir(), 'sdc-redis-'));
+  const svc = makeService(port, `redis://127.0.0.1:${port}`, dir, {
+    bin,
+    what: 'redis-server',
+    args: [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--maxmemory-policy',
+      'noeviction',
+      '--dir',
+      dir,
+    ],
+    ready: canConnect,
+  });
+  await svc.start();
+  return svc;
+}
+
+/** A started etcd cluster: one {@link LocalService} per member, and the client endpoints of all. */
+export interface LocalEtcd {
+  readonly endpoints: string[];
+  readonly members: LocalService[];
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts an etcd cluster of `members` (default 1) real `etcd` processes on free loopback ports, each with
+ * its own data directory. Resolves once every member answers on its client port.
+ * @throws MissingBinaryError when etcd is not installed (Debian package `etcd-server`).
+ */
+export async function startEtcd(opts: { members?: number } = {}): Promise<LocalEtcd> {
+  const bin = requireBinary('etcd', 'etcd-server');
+  const n = opts.members ?? 1;
+  const ports: { client: number; peer: number; name: string }[] = [];
+  for (let i = 0; i < n; i++) ports.push({ client: await freePort(), peer: await freePort(), name: `m${i}` });
+  const initialCluster = ports.map((p) => `${p.name}=http://127.0.0.1:${p.peer}`).join(',');
+  const token = `sdc-${process.pid}-${Date.now()}`;
+  const members = ports.map((p) => {
+    const dir = mkdtempSync(join(tmpdir(), `sdc-etcd-${p.name}-`));
+    return makeService(p.client, `http://127.0.0.1:${p.client}`, dir, {
+      bin,
+      what: `etcd ${p.name}`,
+      args: [
+        '--name',
+        p.name,
+        '--data-dir',
+        join(dir, 'data'),
+        '--listen-client-urls',
+        `http://127.0.0.1:${p.client}`,
+        '--advertise-client-urls',
+        `http://127.0.0.1:${p.client}`,
+        '--listen-peer-urls',
+        `http://127.0.0.1:${p.peer}`,
+        '--initial-advertise-peer-urls',
+        `http://127.0.0.1:${p.peer}`,
+        '--initial-cluster',
+        initialCluster,
+        '--initial-cluster-token',
+        token,
+        '--initial-cluster-state',
+        'new',
+        '--log-level',
+        'error',
+        '--logger',
+        'zap',
+      ],
+      ready: canConnect,
+    });
+  });
+  await Promise.all(members.map((m) => m.start()));
+  return {
+    endpoints: members.map((m) => m.url),
+    members,
+    async stop() {
+      await Promise.all(members.map((m) => m.stop()));
+    },
+  };
+}
+
+/** Kills every service this process launched (used by signal handlers). */
+export function killAllLocalServices(): void {
+  for (const child of live) child.kill('SIGKILL');
+}

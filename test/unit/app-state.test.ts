@@ -1,0 +1,112 @@
+import { describe, expect, it } from 'vitest';
+import { deadlineMs, decide, podState } from '../../src/kube/app-state.ts';
+import { parseLabelSelector } from '../../src/kube/label-selector.ts';
+import { expected, fixturePods } from '../helpers/fixtures.ts';
+
+const selector = parseLabelSelector('spark-role=driver,kyuubi-unique-tag');
+
+describe('every fixture pod gets its expected classification and decision', () => {
+  const pods = fixturePods();
+  it('has the fixtures', () => expect(pods.length).toBeGreaterThanOrEqual(13));
+  for (const pod of pods) {
+    const name = `${pod.metadata?.name} (${expected(pod, 'case')})`;
+    it(name, () => {
+      const state = podState(pod);
+      expect(String(state.terminal)).toBe(expected(pod, 'terminal'));
+      const appState = expected(pod, 'app-state');
+      if (appState) expect(state.state).toBe(appState);
+      const finished = expected(pod, 'finished-at');
+      if (finished?.startsWith('unknown')) expect(state.finishedAtMs).toBeUndefined();
+      else if (finished) expect(state.finishedAtMs).toBe(Date.parse(finished));
+      for (const policy of ['ALL', 'COMPLETED'] as const) {
+        const d = decide(pod, { selector, policy });
+        expect(String(d.action === 'enqueue'), `delete under ${policy}`).toBe(
+          expected(pod, `delete-under-${policy}`),
+        );
+      }
+    });
+  }
+  it('the pod already being deleted is cancelled, not enqueued', () => {
+    const pod = pods.find((p) => p.metadata?.deletionTimestamp);
+    if (!pod) throw new Error('fixture with deletionTimestamp missing');
+    expect(decide(pod, { selector, policy: 'ALL' })).toEqual({ action: 'cancel', reason: 'deleting' });
+  });
+});
+
+describe('decide on malformed input', () => {
+  it('a pod without uid is left alone as malformed', () => {
+    expect(
+      decide(
+        {
+          metadata: {
+            name: 'x',
+            namespace: 'n',
+            labels: { 'spark-role': 'driver', 'kyuubi-unique-tag': 't' },
+          },
+        },
+        { selector, policy: 'ALL' },
+      ),
+    ).toEqual({
+      action: 'none',
+      reason: 'malformed',
+    });
+  });
+  it('an object without metadata does not throw', () => {
+    expect(decide({} as never, { selector, policy: 'ALL' }).action).toBe('none');
+  });
+});
+
+describe('deadlineMs(finishedAt, retention, now)', () => {
+  const now = 1_000_000;
+  const cases: [
+    string,
+    number | undefined,
+    number,
+    number | undefined,
+    { deadlineMs: number; skewMs: number },
+  ][] = [
+    [
+      'terminated 10 s ago, retention 15 s → due in 5000 ms',
+      now - 10_000,
+      15_000,
+      undefined,
+      { deadlineMs: now + 5000, skewMs: 0 },
+    ],
+    [
+      'terminated 20 s ago, retention 15 s → overdue by 5000 ms',
+      now - 20_000,
+      15_000,
+      undefined,
+      { deadlineMs: now - 5000, skewMs: 0 },
+    ],
+    ['retention 0 → due at finish', now - 1, 0, undefined, { deadlineMs: now - 1, skewMs: 0 }],
+    ['finishedAt exactly now → now + retention', now, 5000, undefined, { deadlineMs: now + 5000, skewMs: 0 }],
+    [
+      'finishedAt 1 h in the future (skew) → clamped to now + retention',
+      now + 3_600_000,
+      5000,
+      undefined,
+      { deadlineMs: now + 5000, skewMs: 3_600_000 },
+    ],
+    [
+      'no finishedAt, first seen 3 s ago → first seen + retention',
+      undefined,
+      5000,
+      now - 3000,
+      { deadlineMs: now + 2000, skewMs: 0 },
+    ],
+    [
+      'no finishedAt, never seen before → now + retention',
+      undefined,
+      5000,
+      undefined,
+      { deadlineMs: now + 5000, skewMs: 0 },
+    ],
+  ];
+  for (const [name, finished, retention, firstSeen, want] of cases) {
+    it(name, () => {
+      const got = deadlineMs(finished, retention, now, firstSeen);
+      expect({ deadlineMs: got.deadlineMs, skewMs: got.skewMs }).toEqual(want);
+    });
+  }
+});

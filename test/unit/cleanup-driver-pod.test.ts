@@ -1,0 +1,191 @@
+import type { V1Pod } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { parseLabelSelector } from '../../src/kube/label-selector.ts';
+import { type DeleteResult, KubeApiError, type PodApi } from '../../src/kube/pod-api.ts';
+import type { CleanupJobData } from '../../src/queue/cleanup-queue.ts';
+import { type CleanupDeps, cleanupDriverPod, FencedError } from '../../workers/cleanup-driver-pod.ts';
+
+const NOW = Date.parse('2026-11-30T10:00:00Z');
+const UID = '4720771f-8ca8-4811-a6d2-287672fdf202';
+
+function driver(
+  over: { uid?: string; deleting?: boolean; phase?: string; labels?: Record<string, string> } = {},
+): V1Pod {
+  return {
+    metadata: {
+      name: 'd1',
+      namespace: 'spark',
+      uid: over.uid ?? UID,
+      labels: over.labels ?? { 'spark-role': 'driver', 'kyuubi-unique-tag': 't' },
+      ...(over.deleting ? { deletionTimestamp: new Date(NOW - 1000) } : {}),
+    },
+    status: { phase: (over.phase ?? 'Succeeded') as 'Succeeded' },
+  };
+}
+
+const job: CleanupJobData = {
+  context: 'c',
+  namespace: 'spark',
+  pod: 'd1',
+  uid: UID,
+  deadlineMs: NOW - 250,
+  finishedAtMs: NOW - 5250,
+  enqueuedBy: 'r1',
+};
+
+/** A recording fake of the pod API: returns scripted answers and records every call. */
+function fakePods(get: V1Pod | undefined | Error, del: DeleteResult | Error = 'accepted') {
+  const calls: string[] = [];
+  const pods: PodApi = {
+    async get(ns, name) {
+      calls.push(`get ${ns}/${name}`);
+      if (get instanceof Error) throw get;
+      return get;
+    },
+    async delete(ns, name, uid) {
+      calls.push(`delete ${ns}/${name} {uid:${uid}}`);
+      if (del instanceof Error) throw del;
+      return del;
+    },
+  };
+  return { pods, calls };
+}
+
+function deps(pods: PodApi, over: Partial<CleanupDeps> = {}): CleanupDeps {
+  return {
+    pods,
+    cached: () => undefined,
+    recheck: 'live',
+    fence: async () => undefined,
+    stillLeader: () => true,
+    selector: parseLabelSelector('spark-role=driver,kyuubi-unique-tag'),
+    policy: 'ALL',
+    dryRun: false,
+    now: () => NOW,
+    ...over,
+  };
+}
+
+const run = (d: CleanupDeps, signal = new AbortController().signal) => cleanupDriverPod(job, d, signal);
+
+describe('cleanupDriverPod', () => {
+  it('terminal pod past its deadline → get, then delete {uid} → accepted with lateness', async () => {
+    const f = fakePods(driver());
+    expect(await run(deps(f.pods))).toEqual({ outcome: 'accepted', latenessMs: 250 });
+    expect(f.calls).toEqual(['get spark/d1', `delete spark/d1 {uid:${UID}}`]);
+  });
+
+  it('before the deadline → not-yet, no API call', async () => {
+    const f = fakePods(driver());
+    expect(await run(deps(f.pods, { now: () => NOW - 1000 }))).toEqual({ outcome: 'not-yet', dueInMs: 750 });
+    expect(f.calls).toEqual([]);
+  });
+
+  it('pod gone → already-absent, no DELETE', async () => {
+    const f = fakePods(undefined);
+    expect(await run(deps(f.pods))).toEqual({ outcome: 'already-absent' });
+    expect(f.calls).toEqual(['get spark/d1']);
+  });
+
+  it('same name, other UID (re-created) → replaced, no DELETE', async () => {
+    const f = fakePods(driver({ uid: '99999999-0000-4000-8000-000000000000' }));
+    expect(await run(deps(f.pods))).toEqual({ outcome: 'replaced' });
+    expect(f.calls).toEqual(['get spark/d1']);
+  });
+
+  it('deletionTimestamp set → already-deleting, no DELETE', async () => {
+    const f = fakePods(driver({ deleting: true }));
+    expect(await run(deps(f.pods))).toEqual({ outcome: 'already-deleting' });
+    expect(f.calls).toEqual(['get spark/d1']);
+  });
+
+  it('labels no longer match → skipped, no DELETE', async () => {
+    const f = fakePods(driver({ labels: { 'spark-role': 'driver' } }));
+    expect(await run(deps(f.pods))).toEqual({ outcome: 'skipped', reason: 'not-selected' });
+  });
+
+  it('pod no longer terminal → skipped', async () => {
+    const f = fakePods(driver({ phase: 'Running' }));
+    expect(await run(deps(f.pods))).toEqual({ outcome: 'skipped', reason: 'not-terminal' });
+    expect(f.calls).toEqual(['get spark/d1']);
+  });
+
+  it('policy COMPLETED and a failed driver → skipped', async () => {
+    const f = fakePods(driver({ phase: 'Failed' }));
+    expect(await run(deps(f.pods, { policy: 'COMPLETED' }))).toEqual({
+      outcome: 'skipped',
+      reason: 'policy',
+    });
+  });
+
+  it('dry run → would-delete, no DELETE', async () => {
+    const f = fakePods(driver());
+    expect(await run(deps(f.pods, { dryRun: true }))).toEqual({ outcome: 'would-delete', latenessMs: 250 });
+    expect(f.calls).toEqual(['get spark/d1']);
+  });
+
+  it('DELETE answered 404 → already-absent; 409 (UID precondition) → replaced', async () => {
+    expect(await run(deps(fakePods(driver(), 'not-found').pods))).toEqual({ outcome: 'already-absent' });
+    expect(await run(deps(fakePods(driver(), 'uid-mismatch').pods))).toEqual({ outcome: 'replaced' });
+  });
+
+  it('DELETE 429 → failed with Status reason, code, message and Retry-After', async () => {
+    const f = fakePods(driver(), new KubeApiError('slow down', 429, 'TooManyRequests', 3000));
+    expect(await run(deps(f.pods))).toEqual({
+      outcome: 'failed',
+      step: 'delete',
+      code: 429,
+      reason: 'TooManyRequests',
+      message: 'slow down',
+      retryAfterMs: 3000,
+    });
+  });
+
+  it('GET 403 → failed at the get step, no DELETE', async () => {
+    const f = fakePods(new KubeApiError('pods "d1" is forbidden', 403, 'Forbidden'));
+    expect(await run(deps(f.pods))).toMatchObject({
+      outcome: 'failed',
+      step: 'get',
+      code: 403,
+      reason: 'Forbidden',
+    });
+    expect(f.calls).toEqual(['get spark/d1']);
+  });
+
+  it('fenced (not the leader any more) → fenced, no API call', async () => {
+    const f = fakePods(driver());
+    const d = deps(f.pods, {
+      fence: async () => {
+        throw new FencedError('lease may have expired');
+      },
+    });
+    expect(await run(d)).toEqual({ outcome: 'fenced', reason: 'lease may have expired' });
+    expect(f.calls).toEqual([]);
+  });
+
+  it('lease goes stale during the GET → fenced before the DELETE', async () => {
+    const f = fakePods(driver());
+    expect(await run(deps(f.pods, { stillLeader: () => false }))).toMatchObject({ outcome: 'fenced' });
+    expect(f.calls).toEqual(['get spark/d1']);
+  });
+
+  it('aborted (leadership lost) before the DELETE → aborted, no DELETE', async () => {
+    const ac = new AbortController();
+    const f = fakePods(driver());
+    const d = deps(f.pods);
+    d.pods.get = async (ns, name) => {
+      f.calls.push(`get ${ns}/${name}`);
+      ac.abort(new Error('leadership lost'));
+      return driver();
+    };
+    expect(await run(d, ac.signal)).toEqual({ outcome: 'aborted' });
+    expect(f.calls).toEqual(['get spark/d1']);
+  });
+
+  it('cache mode reads the informer cache, not the API', async () => {
+    const f = fakePods(undefined);
+    const d = deps(f.pods, { recheck: 'cache', cached: (name) => (name === 'd1' ? driver() : undefined) });
+    expect(await run(d)).toEqual({ outcome: 'accepted', latenessMs: 250 });
+    expect(f.calls).toEqual([`delete spark/d1 {uid:${UID}}`]);
+  });
+});

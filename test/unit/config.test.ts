@@ -1,0 +1,177 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseDurationMs } from '../../src/config/duration.ts';
+import { ConfigError, loadConfig, redactConfig } from '../../src/config/load.ts';
+
+const base = { SDC_TARGETS: 'kind-a:spark' };
+
+function problems(fn: () => unknown): string[] {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof ConfigError) return [...err.problems];
+    throw err;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('parseDurationMs', () => {
+  const cases: [string | number, number | undefined][] = [
+    ['PT5M', 300_000],
+    ['PT0.5S', 500],
+    ['P1DT1H', 90_000_000],
+    ['300000', 300_000],
+    [1500, 1500],
+    ['2s', 2000],
+    ['500ms', 500],
+    ['24h', 86_400_000],
+    ['5 m', 300_000],
+    ['P', undefined],
+    ['PT', undefined],
+    ['-5s', undefined],
+    ['five minutes', undefined],
+    [-1, undefined],
+  ];
+  for (const [input, want] of cases)
+    it(`${JSON.stringify(input)} → ${want}`, () => expect(parseDurationMs(input)).toBe(want));
+});
+
+describe('loadConfig', () => {
+  it('defaults: Kyuubi-like selector, ALL, 5 min retention, 10 s TTL, live re-check, 20 QPS burst 30', () => {
+    const c = loadConfig({ env: base });
+    expect(c).toMatchObject({
+      targets: [{ context: 'kind-a', namespace: 'spark' }],
+      labelSelector: 'spark-role=driver,kyuubi-unique-tag',
+      policy: 'ALL',
+      retentionMs: 300_000,
+      electionTtlSeconds: 10,
+      recheck: 'live',
+      apiQps: 20,
+      apiBurst: 30,
+      dryRun: false,
+      etcdEndpoints: [],
+      tombstoneTtlMs: 86_400_000,
+      reconcileIntervalMs: 600_000,
+      httpHost: '127.0.0.1',
+    });
+    expect(c.replicaId).toMatch(/-\d+$/);
+  });
+
+  it('flags > env > file > defaults', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sdc-cfg-'));
+    const file = join(dir, 'c.yaml');
+    writeFileSync(file, 'retention: PT1M\npolicy: COMPLETED\napiQps: 5\ntargets: [ "f:ns1" ]\n');
+    const c = loadConfig({ file, env: { SDC_POLICY: 'all', SDC_API_QPS: '7' }, flags: { apiQps: '9' } });
+    expect(c.retentionMs).toBe(60_000); // file over default
+    expect(c.policy).toBe('ALL'); // env over file
+    expect(c.apiQps).toBe(9); // flag over env
+    expect(c.targets).toEqual([{ context: 'f', namespace: 'ns1' }]);
+  });
+
+  it('a context with colons (EKS ARN) keeps them; the namespace is after the last colon', () => {
+    const c = loadConfig({ env: { SDC_TARGETS: 'arn:aws:eks:eu-west-1:123:cluster/prod:spark, other:ns2' } });
+    expect(c.targets).toEqual([
+      { context: 'arn:aws:eks:eu-west-1:123:cluster/prod', namespace: 'spark' },
+      { context: 'other', namespace: 'ns2' },
+    ]);
+  });
+
+  it('a bare namespace means the current context', () => {
+    expect(loadConfig({ env: { SDC_TARGETS: 'spark' } }).targets).toEqual([
+      { context: undefined, namespace: 'spark' },
+    ]);
+  });
+
+  const bad: [string, Record<string, string>, RegExp][] = [
+    ['no target', { SDC_TARGETS: '' }, /targets: required but not set \(--targets or SDC_TARGETS\)/],
+    ['bad namespace', { SDC_TARGETS: 'ctx:Spark_Jobs' }, /SDC_TARGETS: .*not a namespace name/],
+    ['bad policy', { SDC_POLICY: 'SOME' }, /SDC_POLICY: expected one of ALL, COMPLETED/],
+    [
+      'bad retention',
+      { SDC_RETENTION: '5 minutes' },
+      /SDC_RETENTION: "5 minutes" is not a duration; expected ISO-8601/,
+    ],
+    [
+      'bad redis url',
+      { SDC_REDIS_URL: 'localhost:6379' },
+      /SDC_REDIS_URL: expected a URL starting with redis:\/\//,
+    ],
+    [
+      'bad etcd endpoint',
+      { SDC_ETCD_ENDPOINTS: 'http://a:2379,b:2379' },
+      /SDC_ETCD_ENDPOINTS: expected a URL/,
+    ],
+    [
+      'TTL too small',
+      { SDC_ELECTION_TTL_SECONDS: '1' },
+      /SDC_ELECTION_TTL_SECONDS: "1" is not an integer from 2/,
+    ],
+    ['bad recheck', { SDC_RECHECK: 'sometimes' }, /SDC_RECHECK: expected one of live, cache/],
+    ['bad qps', { SDC_API_QPS: '0' }, /SDC_API_QPS: "0" is not a positive number/],
+    ['bad burst', { SDC_API_BURST: '2.5' }, /SDC_API_BURST: "2.5" is not an integer/],
+    ['bad dry run', { SDC_DRY_RUN: 'maybe' }, /SDC_DRY_RUN: "maybe" is not a boolean/],
+    ['bad port', { SDC_HTTP_PORT: '70000' }, /SDC_HTTP_PORT: "70000" is not an integer from 0 to 65535/],
+    ['bad selector', { SDC_LABEL_SELECTOR: 'spark-role=driver,=x' }, /SDC_LABEL_SELECTOR: invalid label key/],
+    ['bad replica id', { SDC_REPLICA_ID: 'a b' }, /SDC_REPLICA_ID: expected letters/],
+    ['bad prefix', { SDC_QUEUE_PREFIX: 'a:b' }, /SDC_QUEUE_PREFIX: expected 1-32 letters/],
+    ['half of basic auth', { SDC_DASHBOARD_USER: 'admin' }, /set both dashboardUser and dashboardPassword/],
+    ['bad tombstone ttl', { SDC_TOMBSTONE_TTL: 'forever' }, /SDC_TOMBSTONE_TTL: "forever" is not a duration/],
+    [
+      'bad reconcile interval',
+      { SDC_RECONCILE_INTERVAL: 'x' },
+      /SDC_RECONCILE_INTERVAL: "x" is not a duration/,
+    ],
+    ['bad concurrency', { SDC_CONCURRENCY: '0' }, /SDC_CONCURRENCY: "0" is not an integer from 1/],
+    ['bad log level', { SDC_LOG_LEVEL: 'loud' }, /SDC_LOG_LEVEL: expected one of trace/],
+  ];
+  for (const [name, env, pattern] of bad) {
+    it(`${name}: one line naming the field and what is expected`, () => {
+      const lines = problems(() => loadConfig({ env: { ...base, ...env } }));
+      expect(lines.join('\n')).toMatch(pattern);
+    });
+  }
+
+  it('every bad field is reported, not just the first', () => {
+    const lines = problems(() =>
+      loadConfig({ env: { ...base, SDC_POLICY: 'x', SDC_RETENTION: 'y', SDC_API_QPS: '-1' } }),
+    );
+    expect(lines).toHaveLength(3);
+  });
+
+  it('an unknown key in the YAML file is reported with the known ones', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sdc-cfg-'));
+    const file = join(dir, 'c.yaml');
+    writeFileSync(file, 'retension: PT1M\n');
+    expect(problems(() => loadConfig({ file, env: base })).join()).toMatch(
+      /retension in .*: unknown field; expected one of targets/,
+    );
+  });
+
+  it('an unreadable or non-YAML file is a configuration error', () => {
+    expect(problems(() => loadConfig({ file: '/nonexistent/c.yaml', env: base })).join()).toMatch(
+      /cannot read the file \(ENOENT\)/,
+    );
+    const dir = mkdtempSync(join(tmpdir(), 'sdc-cfg-'));
+    writeFileSync(join(dir, 'c.yaml'), 'a: [1,\n');
+    expect(problems(() => loadConfig({ file: join(dir, 'c.yaml'), env: base })).join()).toMatch(
+      /not valid YAML/,
+    );
+  });
+
+  it('the effective-config log masks secrets', () => {
+    const c = loadConfig({
+      env: {
+        ...base,
+        SDC_REDIS_URL: 'redis://:s3cret@redis:6379',
+        SDC_DASHBOARD_USER: 'u',
+        SDC_DASHBOARD_PASSWORD: 'pw',
+      },
+    });
+    const text = JSON.stringify(redactConfig(c));
+    expect(text).not.toContain('s3cret');
+    expect(text).not.toContain('"pw"');
+    expect(text).toContain('redis://:***@redis:6379');
+  });
+});

@@ -1,0 +1,142 @@
+/**
+ * The cleanup job handler: a function of (job data, dependencies) → {@link Outcome}. It checks in layers,
+ * as Kubernetes' TTL-after-finished controller does (pkg/controller/ttlafterfinished):
+ *
+ *   deadline reached? → fence (still the leader?) → re-check the pod (live GET or informer cache)
+ *   → DELETE with preconditions.uid → outcome.
+ *
+ * The re-check makes stale work harmless: a pod already gone, replaced by a new pod of the same name,
+ * already being deleted, relabelled out of the selector or no longer terminal is left alone. The UID
+ * precondition closes the window between the GET and the DELETE. No no-op is ever a warning.
+ * The handler never touches BullMQ: `src/queue/cleanup-worker.ts` maps outcomes onto it.
+ */
+import type { V1Pod } from '@kubernetes/client-node';
+import type { Policy, RecheckMode } from '../src/config/schema.ts';
+import { decide } from '../src/kube/app-state.ts';
+import type { LabelSelector } from '../src/kube/label-selector.ts';
+import { KubeApiError, type PodApi } from '../src/kube/pod-api.ts';
+import type { CleanupJobData } from '../src/queue/cleanup-queue.ts';
+
+/** This replica may not DELETE now: leadership lost, lease stale, or leader key gone. */
+export class FencedError extends Error {
+  override name = 'FencedError';
+}
+
+/** What a cleanup job ended with. The first seven are final; `not-yet`, `fenced`, `aborted` put the job back. */
+export type Outcome =
+  | { readonly outcome: 'accepted'; readonly latenessMs: number }
+  | { readonly outcome: 'already-absent' }
+  | { readonly outcome: 'replaced' }
+  | { readonly outcome: 'already-deleting' }
+  | { readonly outcome: 'skipped'; readonly reason: string }
+  | { readonly outcome: 'would-delete'; readonly latenessMs: number }
+  | {
+      readonly outcome: 'failed';
+      readonly step: 'get' | 'delete';
+      readonly code: number | undefined;
+      readonly reason: string;
+      readonly message: string;
+      readonly retryAfterMs: number | undefined;
+    }
+  | { readonly outcome: 'not-yet'; readonly dueInMs: number }
+  | { readonly outcome: 'fenced'; readonly reason: string }
+  | { readonly outcome: 'aborted' };
+
+/** Names of the final no-op outcomes (logged at debug). */
+export const NOOP_OUTCOMES = [
+  'already-absent',
+  'replaced',
+  'already-deleting',
+  'skipped',
+  'would-delete',
+] as const;
+
+/** What the handler needs. Test doubles implement the same shapes. */
+export interface CleanupDeps {
+  pods: PodApi;
+  /** The informer's cached pod of that name, for `recheck: 'cache'`. */
+  cached: (name: string) => V1Pod | undefined;
+  recheck: RecheckMode;
+  /** Resolves when this replica may still DELETE for the target; rejects with {@link FencedError} otherwise. */
+  fence: (signal: AbortSignal) => Promise<void>;
+  /** Synchronous, I/O-free part of the fence (lease freshness), checked again right before the DELETE. */
+  stillLeader: () => boolean;
+  selector: LabelSelector;
+  policy: Policy;
+  dryRun: boolean;
+  /** Epoch ms. */
+  now: () => number;
+}
+
+function failure(step: 'get' | 'delete', err: unknown): Outcome {
+  if (err instanceof KubeApiError) {
+    return {
+      outcome: 'failed',
+      step,
+      code: err.code,
+      reason: err.reason,
+      message: err.message,
+      retryAfterMs: err.retryAfterMs,
+    };
+  }
+  throw err; // a bug, not an API failure: let BullMQ record it
+}
+
+/**
+ * Processes one cleanup job.
+ * @param signal aborted when leadership is lost or the replica shuts down; checked before the DELETE.
+ * @returns the outcome; never throws for API failures (they are `failed` outcomes).
+ */
+export async function cleanupDriverPod(
+  job: CleanupJobData,
+  deps: CleanupDeps,
+  signal: AbortSignal,
+): Promise<Outcome> {
+  const now = deps.now();
+  if (now < job.deadlineMs) return { outcome: 'not-yet', dueInMs: job.deadlineMs - now };
+  if (signal.aborted) return { outcome: 'aborted' };
+  try {
+    await deps.fence(signal);
+  } catch (err) {
+    if (signal.aborted) return { outcome: 'aborted' };
+    if (err instanceof FencedError) return { outcome: 'fenced', reason: err.message };
+    throw err;
+  }
+
+  let pod: V1Pod | undefined;
+  if (deps.recheck === 'cache') {
+    pod = deps.cached(job.pod);
+  } else {
+    try {
+      pod = await deps.pods.get(job.namespace, job.pod, signal);
+    } catch (err) {
+      if (signal.aborted) return { outcome: 'aborted' };
+      return failure('get', err);
+    }
+  }
+  if (!pod) return { outcome: 'already-absent' };
+  // Same name, other UID: the pod was re-created; the old pod's job must never touch it.
+  if (pod.metadata?.uid !== job.uid) return { outcome: 'replaced' };
+  if (pod.metadata?.deletionTimestamp) return { outcome: 'already-deleting' };
+  const decision = decide(pod, { selector: deps.selector, policy: deps.policy });
+  if (decision.action !== 'enqueue') {
+    const reason = decision.action === 'none' ? decision.reason : decision.reason;
+    return { outcome: 'skipped', reason };
+  }
+
+  const latenessMs = Math.max(0, deps.now() - job.deadlineMs);
+  if (deps.dryRun) return { outcome: 'would-delete', latenessMs };
+  // Last gate before the only mutating call: the GET may have taken a while.
+  if (signal.aborted) return { outcome: 'aborted' };
+  if (!deps.stillLeader()) return { outcome: 'fenced', reason: 'lease went stale during the re-check' };
+  try {
+    const result = await deps.pods.delete(job.namespace, job.pod, job.uid, signal);
+    if (result === 'not-found') return { outcome: 'already-absent' };
+    if (result === 'uid-mismatch') return { outcome: 'replaced' };
+    return { outcome: 'accepted', latenessMs: Math.max(0, deps.now() - job.deadlineMs) };
+  } catch (err) {
+    // An abort after the request left can't be taken back; but the UID precondition makes a repeat harmless.
+    if (signal.aborted && !(err instanceof KubeApiError)) return { outcome: 'aborted' };
+    return failure('delete', err);
+  }
+}
