@@ -35,9 +35,6 @@ export interface Replica {
 
 /** Test and benchmark knobs that are not user configuration. */
 export interface ReplicaOverrides {
-  /** Retry backoff of failed DELETEs, ms. */
-  backoffMs?: number;
-  maxBackoffMs?: number;
   /** Informer restart backoff, ms. */
   informerBackoffMs?: number;
   /** Client timeout of GET/DELETE, ms. */
@@ -130,8 +127,8 @@ export async function startReplica(
       pods: clients.pods,
       log: tlog,
       now,
-      backoffMs: overrides.backoffMs,
-      maxBackoffMs: overrides.maxBackoffMs,
+      backoffMs: config.retryBaseDelayMs,
+      maxBackoffMs: config.retryMaxDelayMs,
       warnIfNotAlone: !etcd,
       onOutcome: (o) => overrides.onOutcome?.(o, ref),
       informer: () =>

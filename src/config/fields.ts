@@ -65,6 +65,12 @@ export const FIELDS: readonly FieldSpec[] = [
   { key: 'apiQps', default: '20', help: 'API requests per second per context (as kube-controller-manager).' },
   { key: 'apiBurst', default: '30', help: 'API request burst per context.' },
   { key: 'concurrency', default: '10', help: 'Cleanup jobs processed in parallel per target by its leader.' },
+  {
+    key: 'retryBaseDelay',
+    default: '1s',
+    help: 'First retry delay of a failed DELETE; doubles per attempt (jitter, ≥ Retry-After).',
+  },
+  { key: 'retryMaxDelay', default: '5m', help: 'Longest retry delay of a failed DELETE.' },
   { key: 'dryRun', default: 'false', help: 'Log `would-delete` instead of sending DELETE.', flag: true },
   { key: 'replicaId', help: 'This replica’s identity in elections and logs; default `hostname-pid`.' },
   { key: 'httpHost', default: '127.0.0.1', help: 'Address of the HTTP server (health, metrics, dashboard).' },

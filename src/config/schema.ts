@@ -136,6 +136,8 @@ export const configSchema = z
     apiQps: positive,
     apiBurst: int(1, 100_000),
     concurrency: int(1, 1000),
+    retryBaseDelay: duration('retry base delay'),
+    retryMaxDelay: duration('retry max delay'),
     dryRun: bool,
     replicaId: z
       .string()
@@ -182,6 +184,8 @@ export const configSchema = z
     apiQps: c.apiQps,
     apiBurst: c.apiBurst,
     concurrency: c.concurrency,
+    retryBaseDelayMs: c.retryBaseDelay,
+    retryMaxDelayMs: c.retryMaxDelay,
     dryRun: c.dryRun,
     replicaId: c.replicaId ?? `${hostname()}-${process.pid}`,
     httpHost: c.httpHost,

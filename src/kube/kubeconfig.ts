@@ -25,7 +25,8 @@ export function kubeconfigPath(explicit: string | undefined): string | undefined
 
 /**
  * Loads a KubeConfig for `context` (undefined = the file's current context, or in-cluster when there is
- * no file). `path` may list several files separated by `:` as $KUBECONFIG does; the first is used.
+ * no file). `path` may list several files separated by `:` as $KUBECONFIG does: they are merged, the
+ * first file's current context winning, as kubectl does.
  * @returns the KubeConfig and the context's resolved name.
  * @throws KubeconfigError when the file is unreadable or has no such context (the message lists the known ones).
  */
@@ -34,8 +35,9 @@ export function loadKubeConfig(
   context: string | undefined,
 ): { kc: KubeConfig; context: string } {
   const kc = new KubeConfig();
-  const file = path?.split(':').find(Boolean);
-  if (!file) {
+  const files = (path ?? '').split(':').filter(Boolean);
+  const file = files.join(':');
+  if (files.length === 0) {
     if (context && context !== IN_CLUSTER_CONTEXT) {
       throw new KubeconfigError(`context "${context}": no kubeconfig found (set --kubeconfig or KUBECONFIG)`);
     }
@@ -48,10 +50,17 @@ export function loadKubeConfig(
     }
     return { kc, context: IN_CLUSTER_CONTEXT };
   }
-  try {
-    kc.loadFromFile(file);
-  } catch (err) {
-    throw new KubeconfigError(`--kubeconfig ${file}: cannot load (${(err as Error).message.split('\n')[0]})`);
+  for (const [i, f] of files.entries()) {
+    try {
+      if (i === 0) kc.loadFromFile(f);
+      else {
+        const more = new KubeConfig();
+        more.loadFromFile(f);
+        kc.mergeConfig(more, true);
+      }
+    } catch (err) {
+      throw new KubeconfigError(`--kubeconfig ${f}: cannot load (${(err as Error).message.split('\n')[0]})`);
+    }
   }
   const name = context ?? kc.getCurrentContext();
   if (!name || !kc.getContextObject(name)) {

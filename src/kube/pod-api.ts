@@ -9,6 +9,8 @@
  * the pod is gone (404) or being deleted (returned unchanged).
  */
 import { ApiException, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+// client-node's object-parameter API takes Observable-style middleware (its own minimal stub).
+import { of } from '@kubernetes/client-node/dist/gen/rxjsStub.js';
 import type { RateLimiter } from './rate-limiter.ts';
 
 /** A failed API call: an HTTP error Status from the API server, a timeout, or a network error. */
@@ -110,11 +112,11 @@ export function createPodApi(opts: PodApiOptions): PodApi {
     return {
       middleware: [
         {
-          pre: async (ctx: { setSignal(s: AbortSignal): void }) => {
+          pre: (ctx: { setSignal(s: AbortSignal): void }) => {
             ctx.setSignal(s);
-            return ctx;
+            return of(ctx);
           },
-          post: async <T>(ctx: T) => ctx,
+          post: <T>(ctx: T) => of(ctx),
         },
       ],
       middlewareMergeStrategy: 'append' as const,

@@ -83,7 +83,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
       const deleted = new Promise<void>((resolve) => {
         void ns
           .watch()
-          .key(prevKey.slice(opts.prefix.length))
+          .key(prevKey)
           .startRevision((BigInt(res.header.revision) + 1n).toString())
           .create()
           .then(

@@ -1,0 +1,107 @@
+/**
+ * The HTTP control surface under `/_sandbox/`, so tests in other processes can drive a sandbox server
+ * the way in-process tests use its handle. Not part of the Kubernetes API: no auth, not logged.
+ *
+ * - `GET /_sandbox/state` → `{ resourceVersion, compactedResourceVersion, pods, openWatches, nowMs }`
+ * - `POST /_sandbox/faults` FaultSpec → 201 `{ id }`; `GET /_sandbox/faults`; `DELETE /_sandbox/faults[/<id>]`
+ * - `GET /_sandbox/requests` → `{ countsByVerb, deletesByUid: {uid: codes[]}, deleteRequestTotal, recent }`;
+ *   `DELETE /_sandbox/requests` resets the log
+ * - `GET /_sandbox/clock` → `{ nowMs }`; `POST /_sandbox/clock/advance` `{ ms }` → `{ nowMs }`
+ * - `POST /_sandbox/compact`, `POST /_sandbox/watches/drop` → 204
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { SandboxClock } from './clock.ts';
+import type { FaultRegistry, FaultSpec } from './faults.ts';
+import { FaultSpecError } from './faults.ts';
+import { readBody, sendJson } from './http-io.ts';
+import type { RequestLog } from './request-log.ts';
+import type { PodStore } from './store.ts';
+import type { WatchHub } from './watch.ts';
+
+/** The reserved path prefix of the control surface. */
+export const CONTROL_PREFIX = '/_sandbox/';
+
+/** The parts of a server the control surface drives. */
+export interface ControlTargets {
+  store: PodStore;
+  hub: WatchHub;
+  faults: FaultRegistry;
+  log: RequestLog;
+  clock: SandboxClock;
+}
+
+function controlError(res: ServerResponse, code: number, message: string): void {
+  sendJson(res, code, JSON.stringify({ error: message }));
+}
+
+async function jsonBody(req: IncomingMessage): Promise<unknown> {
+  const raw = await readBody(req);
+  if (raw.trim() === '') return {};
+  return JSON.parse(raw);
+}
+
+/** Serves one control request (path starts with {@link CONTROL_PREFIX}). Never throws. */
+export async function handleControl(
+  req: IncomingMessage,
+  res: ServerResponse,
+  pathname: string,
+  t: ControlTargets,
+): Promise<void> {
+  const sub = pathname.slice(CONTROL_PREFIX.length);
+  const method = req.method ?? 'GET';
+  try {
+    if (sub === 'state' && method === 'GET') {
+      sendJson(
+        res,
+        200,
+        JSON.stringify({
+          resourceVersion: t.store.resourceVersion,
+          compactedResourceVersion: t.store.compactedResourceVersion,
+          pods: t.store.size,
+          openWatches: t.hub.openCount,
+          nowMs: t.clock.now(),
+        }),
+      );
+    } else if (sub === 'faults' && method === 'POST') {
+      const id = t.faults.inject((await jsonBody(req)) as FaultSpec);
+      sendJson(res, 201, JSON.stringify({ id }));
+    } else if (sub === 'faults' && method === 'GET') {
+      sendJson(res, 200, JSON.stringify({ faults: t.faults.list() }));
+    } else if ((sub === 'faults' || sub.startsWith('faults/')) && method === 'DELETE') {
+      t.faults.clear(sub === 'faults' ? undefined : decodeURIComponent(sub.slice('faults/'.length)));
+      res.writeHead(204).end();
+    } else if (sub === 'requests' && method === 'GET') {
+      sendJson(
+        res,
+        200,
+        JSON.stringify({
+          countsByVerb: t.log.countsByVerb(),
+          deletesByUid: Object.fromEntries(t.log.deletesByUid()),
+          deleteRequestTotal: t.log.deleteRequestTotal(),
+          recent: t.log.recent(),
+        }),
+      );
+    } else if (sub === 'requests' && method === 'DELETE') {
+      t.log.reset();
+      res.writeHead(204).end();
+    } else if (sub === 'clock' && method === 'GET') {
+      sendJson(res, 200, JSON.stringify({ nowMs: t.clock.now() }));
+    } else if (sub === 'clock/advance' && method === 'POST') {
+      const body = (await jsonBody(req)) as { ms?: unknown };
+      if (typeof body.ms !== 'number') throw new FaultSpecError('clock/advance needs {"ms": number}');
+      t.clock.advance(body.ms);
+      sendJson(res, 200, JSON.stringify({ nowMs: t.clock.now() }));
+    } else if (sub === 'compact' && method === 'POST') {
+      t.store.compact();
+      res.writeHead(204).end();
+    } else if (sub === 'watches/drop' && method === 'POST') {
+      t.hub.dropAll();
+      res.writeHead(204).end();
+    } else {
+      controlError(res, 404, `no control endpoint ${method} ${pathname}`);
+    }
+  } catch (err) {
+    const bad = err instanceof TypeError || err instanceof SyntaxError;
+    controlError(res, bad ? 400 : 500, (err as Error).message);
+  }
+}

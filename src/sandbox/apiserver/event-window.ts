@@ -1,0 +1,70 @@
+/**
+ * The retained window of watch events, like etcd's history between compactions: a watch resuming
+ * from resourceVersion R is served the retained events after R, unless events after R were already
+ * dropped (window overflow or {@link EventWindow.compact}), in which case it gets 410 Expired.
+ */
+import { expired } from './status.ts';
+
+/** Anything with a resourceVersion number. */
+export interface Versioned {
+  readonly rv: number;
+}
+
+/** A bounded, resourceVersion-ordered event log. */
+export class EventWindow<E extends Versioned> {
+  readonly #capacity: number;
+  #events: E[] = [];
+  #start = 0;
+  /** Every event with rv > this is retained. */
+  #compactedRv: number;
+
+  /** `capacity`: events kept (≥ 1); `initialRv`: the resourceVersion before the first event. */
+  constructor(capacity: number, initialRv: number) {
+    if (!(capacity >= 1)) throw new TypeError(`watchWindow must be ≥ 1, got ${capacity}`);
+    this.#capacity = capacity;
+    this.#compactedRv = initialRv;
+  }
+
+  /** Watches from a resourceVersion below this get 410 Expired. */
+  get compactedRv(): number {
+    return this.#compactedRv;
+  }
+
+  /** Appends an event (rv must be higher than every retained one); drops the oldest when full. */
+  push(ev: E): void {
+    this.#events.push(ev);
+    if (this.#events.length - this.#start > this.#capacity) {
+      this.#compactedRv = (this.#events[this.#start] as E).rv;
+      this.#start++;
+      // Reclaim the dropped prefix now and then rather than shifting on every push.
+      if (this.#start > 4096 && this.#start > this.#capacity) {
+        this.#events = this.#events.slice(this.#start);
+        this.#start = 0;
+      }
+    }
+  }
+
+  /**
+   * Retained events with rv > `rv`, oldest first.
+   * @throws KubeStatusError 410 Expired (`too old resource version: R (C)`) when some were dropped.
+   */
+  since(rv: number): E[] {
+    if (rv < this.#compactedRv) throw expired(rv, this.#compactedRv + 1);
+    const evs = this.#events;
+    let lo = this.#start;
+    let hi = evs.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((evs[mid] as E).rv <= rv) lo = mid + 1;
+      else hi = mid;
+    }
+    return evs.slice(lo);
+  }
+
+  /** Drops every retained event, as an etcd compaction at `currentRv`. */
+  compact(currentRv: number): void {
+    this.#compactedRv = currentRv;
+    this.#events = [];
+    this.#start = 0;
+  }
+}

@@ -1,0 +1,297 @@
+/**
+ * startSandboxApiServer: an emulated kube-apiserver serving the core/v1 Pods API over plain
+ * `node:http` or `node:https`, with bearer-token auth, a kubeconfig for itself, fault injection, a
+ * request log, a clock for grace periods, and compaction/watch-drop hooks.
+ *
+ * Request path: control prefix → (not logged) control surface; otherwise the request is classified
+ * (discovery / pods verb / unknown), counted in the request log at arrival, authenticated, run through
+ * the fault registry, then served. Every failure becomes a Status answer; nothing crashes the server.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo, Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { V1DeleteOptions, V1Pod } from '@kubernetes/client-node';
+import { createSandboxClock } from './clock.ts';
+import { CONTROL_PREFIX, handleControl } from './control.ts';
+import { discoveryDocument, isHealthPath } from './discovery.ts';
+import { type ApiVerb, FaultRegistry, type FaultSpec } from './faults.ts';
+import { sendError, sendJson } from './http-io.ts';
+import { buildKubeconfig } from './kubeconfig.ts';
+import { mergePatch } from './patch.ts';
+import { RequestLog, type RequestLogView } from './request-log.ts';
+import { handlePodRequest, matchPodRoute, podVerb } from './routes-pods.ts';
+import { faultStatus, pathNotFound, unauthorized } from './status.ts';
+import { type CreateMode, type DeleteResult, PodStore } from './store.ts';
+import { generateServingCertificate } from './tls.ts';
+import { WatchHub } from './watch.ts';
+
+/** Options of {@link startSandboxApiServer}. */
+export interface SandboxApiServerOptions {
+  /** TCP port; 0 (default) picks a free one. */
+  port?: number;
+  /** Listen address (default 127.0.0.1). */
+  host?: string;
+  /** Serve HTTPS with a generated self-signed certificate (default false). */
+  tls?: boolean;
+  /** Require `Authorization: Bearer <token>` on API requests (default: no auth). */
+  token?: string;
+  /** Context/cluster/user name in the written kubeconfig (default 'sandbox'). */
+  contextName?: string;
+  /** Default namespace of the kubeconfig context (default none). */
+  namespace?: string;
+  /** Where to write the kubeconfig (default: a new temp directory). */
+  kubeconfigOut?: string;
+  /** Number of events retained for watches resuming from a resourceVersion (default 50,000). */
+  watchWindow?: number;
+  /** Interval in ms of BOOKMARK events on watches that allow them (default 60,000). */
+  bookmarkIntervalMs?: number;
+  /** How often in ms the kubelet emulation checks for ended grace periods (default 200). */
+  sweepIntervalMs?: number;
+}
+
+/** In-process pod access: no faults, not logged as API requests, same rules and events as the API. */
+export interface SandboxPods {
+  /**
+   * Creates a pod. mode 'inprocess' (default) keeps a given uid/status/creationTimestamp and defaults
+   * the rest (phase Pending); 'verbatim' keeps everything (fixtures); 'api' behaves as a POST.
+   * @throws KubeStatusError 409 AlreadyExists.
+   */
+  create(pod: V1Pod, mode?: CreateMode): V1Pod;
+  get(namespace: string, name: string): V1Pod | undefined;
+  /** All pods, or those of one namespace, in key order. */
+  list(namespace?: string): V1Pod[];
+  /** Replaces spec, metadata and status (the scheduler's and kubelet's writes). @throws 404, 409. */
+  update(pod: V1Pod): V1Pod;
+  /** JSON-merge-patches `status` (the kubelet's status updates). @throws KubeStatusError 404. */
+  patchStatus(namespace: string, name: string, statusPatch: NonNullable<V1Pod['status']>): V1Pod;
+  /** Deletes as a DELETE request would. @throws KubeStatusError 404, 409. */
+  delete(namespace: string, name: string, opts?: V1DeleteOptions): DeleteResult;
+}
+
+/** A running sandbox API server. */
+export interface SandboxApiServer {
+  /** `http://127.0.0.1:PORT` or `https://…`. */
+  url: string;
+  contextName: string;
+  /** Path of the kubeconfig written for this server. */
+  kubeconfigPath: string;
+  kubeconfigYaml: string;
+  /** PEM CA certificate when serving HTTPS. */
+  caCertPem: string | undefined;
+  pods: SandboxPods;
+  faults: { inject(f: FaultSpec): string; clear(id?: string): void };
+  requests: RequestLogView;
+  /** Sandbox clock (epoch ms); advancing it ends grace periods at once. */
+  clock: { now(): number; advance(ms: number): void };
+  /** The current global resourceVersion. */
+  resourceVersion(): number;
+  /** Number of open watch streams. */
+  openWatches(): number;
+  /** Number of pods stored (cheaper than `pods.list().length`). */
+  podCount(): number;
+  /** Drops retained events: the next watch from an older resourceVersion gets 410 Expired. */
+  compact(): void;
+  /** Ends every open watch stream cleanly, mid-stream. */
+  dropWatches(): void;
+  /** Stops listening, ends watches and connections. Idempotent. */
+  close(): Promise<void>;
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * Starts a sandbox API server and writes its kubeconfig.
+ * @throws Error when the port cannot be bound (EADDRINUSE etc.).
+ */
+export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}): Promise<SandboxApiServer> {
+  const host = opts.host ?? '127.0.0.1';
+  const contextName = opts.contextName ?? 'sandbox';
+  const clock = createSandboxClock();
+  const store = new PodStore({ now: clock.now, watchWindow: opts.watchWindow });
+  const hub = new WatchHub(store, { bookmarkIntervalMs: opts.bookmarkIntervalMs, now: clock.now });
+  const faults = new FaultRegistry(clock.now);
+  const log = new RequestLog();
+  const token = opts.token;
+  const cert = opts.tls ? await generateServingCertificate(host) : undefined;
+  let hostPort = '';
+
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
+    serveRequest(req, res).catch((err) => sendError(res, err));
+  };
+
+  const serveRequest = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const rawUrl = req.url ?? '/';
+    const q = rawUrl.indexOf('?');
+    const pathname = q < 0 ? rawUrl : rawUrl.slice(0, q);
+    const query = new URLSearchParams(q < 0 ? '' : rawUrl.slice(q + 1));
+    const method = req.method ?? 'GET';
+    if (pathname.startsWith(CONTROL_PREFIX)) {
+      await handleControl(req, res, pathname, { store, hub, faults, log, clock });
+      return;
+    }
+
+    const route = matchPodRoute(pathname);
+    let verb: ApiVerb | 'discovery' = 'discovery';
+    let methodError: unknown;
+    if (route) {
+      try {
+        verb = podVerb(method, route, query);
+      } catch (err) {
+        methodError = err;
+        verb = method === 'DELETE' ? 'delete' : 'get';
+      }
+    }
+    const finish = log.arrive(verb, method, pathname, clock.now());
+    let uid: string | undefined;
+    if (verb === 'delete' && route?.name && route.namespace) {
+      // Look the uid up at arrival: by the time the answer is written the pod may be gone.
+      uid = store.getEntry(route.namespace, route.name)?.pod.metadata?.uid;
+    }
+    res.on('close', () => finish(res.headersSent ? res.statusCode : 0, uid));
+
+    if (token !== undefined && req.headers.authorization !== `Bearer ${token}`) {
+      sendError(res, unauthorized());
+      return;
+    }
+    if (!route) {
+      if (isHealthPath(pathname)) {
+        res.writeHead(200, { 'Content-Type': 'text/plain; charset=utf-8' }).end('ok');
+        return;
+      }
+      const doc = method === 'GET' ? discoveryDocument(pathname, hostPort) : undefined;
+      if (doc !== undefined) sendJson(res, 200, doc);
+      else sendError(res, pathNotFound());
+      return;
+    }
+    if (methodError) {
+      sendError(res, methodError);
+      return;
+    }
+    const apiVerb = verb as ApiVerb;
+    const fault = faults.take(apiVerb, pathname);
+    let dropWatch: 'clean' | 'reset' | undefined;
+    if (fault) {
+      if (fault.latencyMs) await delay(fault.latencyMs);
+      if (fault.reset && apiVerb !== 'watch') {
+        req.socket.destroy();
+        return;
+      }
+      if (fault.status !== undefined) {
+        sendError(
+          res,
+          faultStatus(fault.status, apiVerb, route.namespace, route.name, fault.retryAfterSeconds),
+        );
+        return;
+      }
+      if (apiVerb === 'watch' && (fault.reset || fault.dropWatch))
+        dropWatch = fault.reset ? 'reset' : 'clean';
+    }
+    await handlePodRequest({
+      req,
+      res,
+      route,
+      verb: apiVerb,
+      query,
+      store,
+      hub,
+      dropWatch,
+      now: clock.now,
+      onWatchEnd: () => {},
+      noteUid: (preconditionUid) => {
+        uid ??= preconditionUid;
+      },
+    });
+  };
+
+  const server: Server = cert
+    ? createHttpsServer({ cert: cert.cert, key: cert.key }, handle)
+    : createHttpServer(handle);
+  server.keepAliveTimeout = 30_000;
+  const sockets = new Set<Socket>();
+  server.on('connection', (s: Socket) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  server.on('clientError', (_err, socket) => {
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\n\r\n');
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 0, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const urlHost = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? '127.0.0.1' : host;
+  hostPort = `${urlHost}:${port}`;
+  const url = `${cert ? 'https' : 'http'}://${hostPort}`;
+
+  const kubeconfigYaml = buildKubeconfig([
+    { contextName, url, caCertPem: cert?.cert, token, namespace: opts.namespace },
+  ]);
+  const kubeconfigPath =
+    opts.kubeconfigOut ?? join(mkdtempSync(join(tmpdir(), 'sandbox-apiserver-')), 'kubeconfig.yaml');
+  writeFileSync(kubeconfigPath, kubeconfigYaml, { mode: 0o600 });
+
+  const sweepTimer = setInterval(() => store.sweep(), opts.sweepIntervalMs ?? 200);
+  sweepTimer.unref();
+  const unsubscribeClock = clock.onAdvance(() => store.sweep());
+
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    contextName,
+    kubeconfigPath,
+    kubeconfigYaml,
+    caCertPem: cert?.cert,
+    pods: {
+      create: (pod, mode = 'inprocess') => store.create(pod, mode),
+      get: (ns, name) => store.get(ns, name),
+      list: (ns) => store.list(ns),
+      update: (pod) => store.replace(pod, 'all'),
+      patchStatus: (ns, name, statusPatch) =>
+        store.patch(
+          ns,
+          name,
+          (cur) => ({ ...cur, status: mergePatch(cur.status ?? {}, statusPatch) as V1Pod['status'] }),
+          'all',
+        ),
+      delete: (ns, name, deleteOpts) => {
+        const r = store.delete(ns, name, deleteOpts);
+        return { ...r, pod: { apiVersion: 'v1', kind: 'Pod', ...structuredClone(r.pod) } };
+      },
+    },
+    faults: { inject: (f) => faults.inject(f), clear: (id) => faults.clear(id) },
+    requests: log,
+    clock: { now: clock.now, advance: clock.advance },
+    resourceVersion: () => store.resourceVersion,
+    openWatches: () => hub.openCount,
+    podCount: () => store.size,
+    compact: () => store.compact(),
+    dropWatches: () => hub.dropAll(),
+    close() {
+      closing ??= (async () => {
+        clearInterval(sweepTimer);
+        unsubscribeClock();
+        hub.dropAll();
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeAllConnections();
+          for (const s of sockets) s.destroy();
+        });
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,188 @@
+/**
+ * `Status` error bodies exactly as kube-apiserver writes them (k8s.io/apimachinery/pkg/api/errors):
+ * `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":…,"reason":…,"details":…,"code":…}`.
+ * Clients (client-node's ApiException.body, kubectl) parse these, so field order and wording matter.
+ */
+
+/** The `details` of a Status: which object the failure is about. */
+export interface StatusDetails {
+  name?: string;
+  group?: string;
+  kind?: string;
+  retryAfterSeconds?: number;
+  causes?: { reason?: string; message?: string; field?: string }[];
+}
+
+/** A Kubernetes `metav1.Status` body with `status: "Failure"`. */
+export interface KubeStatus {
+  kind: 'Status';
+  apiVersion: 'v1';
+  metadata: Record<string, never>;
+  status: 'Failure';
+  message: string;
+  reason: string;
+  details?: StatusDetails;
+  code: number;
+}
+
+/**
+ * An API failure that the HTTP layer turns into a Status response with `status.code` as HTTP code.
+ * Thrown by the pod store (in-process callers see it too) and by request parsing.
+ */
+export class KubeStatusError extends Error {
+  override name = 'KubeStatusError';
+  readonly status: KubeStatus;
+  /** Extra response headers, e.g. `Retry-After` for 429. */
+  readonly headers: Record<string, string>;
+  constructor(status: KubeStatus, headers: Record<string, string> = {}) {
+    super(status.message);
+    this.status = status;
+    this.headers = headers;
+  }
+  get code(): number {
+    return this.status.code;
+  }
+}
+
+function status(code: number, reason: string, message: string, details?: StatusDetails): KubeStatus {
+  // Key order as kube-apiserver marshals metav1.Status: details (when present) comes before code.
+  return details === undefined
+    ? { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code }
+    : { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, details, code };
+}
+
+/** 404 `pods "x" not found` (errors.NewNotFound). */
+export function notFound(name: string, resource = 'pods'): KubeStatusError {
+  return new KubeStatusError(
+    status(404, 'NotFound', `${resource} "${name}" not found`, { name, kind: resource }),
+  );
+}
+
+/** 409 `pods "x" already exists` (errors.NewAlreadyExists). */
+export function alreadyExists(name: string): KubeStatusError {
+  return new KubeStatusError(
+    status(409, 'AlreadyExists', `pods "${name}" already exists`, { name, kind: 'pods' }),
+  );
+}
+
+/**
+ * 409 Conflict (errors.NewConflict). `resource` is `Pod` for delete preconditions: rest.BeforeDelete
+ * builds the GroupResource from the object's Kind, so kube-apiserver really says `on Pod "x"` there,
+ * and `pods` for update conflicts.
+ */
+export function conflict(name: string, reason: string, resource = 'pods'): KubeStatusError {
+  return new KubeStatusError(
+    status(409, 'Conflict', `Operation cannot be fulfilled on ${resource} "${name}": ${reason}`, {
+      name,
+      kind: resource,
+    }),
+  );
+}
+
+/** 400 BadRequest with a free message (malformed body, bad selector, bad query value). */
+export function badRequest(message: string): KubeStatusError {
+  return new KubeStatusError(status(400, 'BadRequest', message));
+}
+
+/** 422 Invalid (errors.NewInvalid) for a pod that fails validation. */
+export function invalid(name: string, field: string, message: string): KubeStatusError {
+  return new KubeStatusError(
+    status(422, 'Invalid', `Pod "${name}" is invalid: ${field}: ${message}`, {
+      name,
+      kind: 'Pod',
+      causes: [{ reason: 'FieldValueInvalid', message, field }],
+    }),
+  );
+}
+
+/** 415 as written by the apiserver's negotiation (UnsupportedMediaType). */
+export function unsupportedMediaType(contentType: string): KubeStatusError {
+  return new KubeStatusError(
+    status(
+      415,
+      'UnsupportedMediaType',
+      `the body of the request was in an unknown format - accepted media types include: ${contentType}`,
+    ),
+  );
+}
+
+/** 404 for a path no handler serves (the generic "could not find the requested resource"). */
+export function pathNotFound(): KubeStatusError {
+  return new KubeStatusError(status(404, 'NotFound', 'the server could not find the requested resource', {}));
+}
+
+/** 405 for a verb the path does not support. */
+export function methodNotAllowed(): KubeStatusError {
+  return new KubeStatusError(
+    status(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource', {}),
+  );
+}
+
+/** 401 Unauthorized (no or wrong bearer token). */
+export function unauthorized(): KubeStatusError {
+  return new KubeStatusError(status(401, 'Unauthorized', 'Unauthorized'));
+}
+
+/** 410 Expired: the watch's resourceVersion is older than the retained event window. */
+export function expired(requested: number, oldest: number): KubeStatusError {
+  return new KubeStatusError(status(410, 'Expired', `too old resource version: ${requested} (${oldest})`));
+}
+
+/**
+ * The Status an injected fault answers with, worded like the real thing: 403 from RBAC, 429 from
+ * API Priority and Fairness (with Retry-After), 500 internal error, 503 unavailable, 409 conflict.
+ */
+export function faultStatus(
+  code: number,
+  verb: string,
+  namespace: string | undefined,
+  name: string | undefined,
+  retryAfterSeconds?: number,
+): KubeStatusError {
+  switch (code) {
+    case 401:
+      return unauthorized();
+    case 403: {
+      const where = namespace ? ` in the namespace "${namespace}"` : ' at the cluster scope';
+      const subject = name ? `pods "${name}" is forbidden` : 'pods is forbidden';
+      return new KubeStatusError(
+        status(
+          403,
+          'Forbidden',
+          `${subject}: User "system:serviceaccount:spark:cleaner" cannot ${verb} resource "pods" in API group ""${where}`,
+          name ? { name, kind: 'pods' } : { kind: 'pods' },
+        ),
+      );
+    }
+    case 409:
+      return conflict(
+        name ?? '',
+        'the object has been modified; please apply your changes to the latest version and try again',
+      );
+    case 429: {
+      const after = retryAfterSeconds ?? 1;
+      return new KubeStatusError(
+        status(429, 'TooManyRequests', 'Too many requests, please try again later.', {
+          retryAfterSeconds: after,
+        }),
+        { 'Retry-After': String(after) },
+      );
+    }
+    case 500:
+      return new KubeStatusError(
+        status(500, 'InternalError', 'Internal error occurred: injected fault', {
+          causes: [{ message: 'injected fault' }],
+        }),
+      );
+    case 503: {
+      const headers: Record<string, string> =
+        retryAfterSeconds !== undefined ? { 'Retry-After': String(retryAfterSeconds) } : {};
+      return new KubeStatusError(
+        status(503, 'ServiceUnavailable', 'The server is currently unable to handle the request', {}),
+        headers,
+      );
+    }
+    default:
+      return new KubeStatusError(status(code, 'InternalError', `injected fault ${code}`));
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * The least-privilege rule of the deployment, as a checkable function: in every target namespace the
+ * cleaner's service account may get, list, watch and delete pods, and nothing else anywhere.
+ *
+ * Why exactly these four verbs (see the handler's flow in DESIGN.md): `list` + `watch` feed the
+ * informer, `get` re-reads a pod before its DELETE (live re-check), `delete` removes it with a UID
+ * precondition. Leadership lives in etcd, so no `coordination.k8s.io` Lease rights are needed.
+ */
+import type { KubeObject } from './validate-object.ts';
+
+/** The only rule a target namespace's Role may hold. */
+export const POD_CLEANUP_RULE = {
+  apiGroups: [''],
+  resources: ['pods'],
+  verbs: ['delete', 'get', 'list', 'watch'],
+} as const;
+
+/** Who must be granted the rule, and where. */
+export interface RbacExpectation {
+  /** The cleaner's ServiceAccount. */
+  serviceAccount: { name: string; namespace: string };
+  /** Target namespaces (from SDC_TARGETS); each needs exactly one Role and one RoleBinding. */
+  targetNamespaces: readonly string[];
+}
+
+interface PolicyRule {
+  apiGroups?: readonly string[];
+  resources?: readonly string[];
+  verbs?: readonly string[];
+  resourceNames?: readonly string[];
+  nonResourceURLs?: readonly string[];
+}
+
+interface Subject {
+  kind: string;
+  name: string;
+  namespace?: string;
+}
+
+const sorted = (values: readonly string[] | undefined): string[] => [...(values ?? [])].sort();
+
+/** A rule in a canonical form (lists sorted, absent lists omitted) for exact comparison. */
+function canonicalRule(rule: PolicyRule): Record<string, string[]> {
+  const result: Record<string, string[]> = {};
+  for (const key of ['apiGroups', 'resources', 'verbs', 'resourceNames', 'nonResourceURLs'] as const) {
+    if (rule[key] !== undefined) result[key] = sorted(rule[key]);
+  }
+  return result;
+}
+
+/**
+ * Checks the RBAC objects among `objects` against `expected`.
+ *
+ * @returns one line per violation (`Role spark-team-a/x: rules ...`); empty when the grant is exactly
+ *   get/list/watch/delete on pods in each target namespace and nothing more.
+ */
+export function podRbacProblems(objects: readonly KubeObject[], expected: RbacExpectation): string[] {
+  const problems: string[] = [];
+  const want = JSON.stringify(canonicalRule(POD_CLEANUP_RULE));
+  const rbac = objects.filter((o) => o.apiVersion.startsWith('rbac.authorization.k8s.io/'));
+
+  for (const o of rbac) {
+    const where = `${o.kind} ${o.metadata.namespace ?? '(cluster)'}/${o.metadata.name}`;
+    if (o.kind === 'ClusterRole' || o.kind === 'ClusterRoleBinding') {
+      problems.push(`${where}: no cluster-wide RBAC allowed`);
+      continue;
+    }
+    if (!expected.targetNamespaces.includes(o.metadata.namespace ?? '')) {
+      problems.push(`${where}: not in a target namespace (${expected.targetNamespaces.join(', ')})`);
+    }
+    if (o.kind === 'Role') {
+      const rules = (o.rules as PolicyRule[] | undefined) ?? [];
+      const got = rules.map((r) => JSON.stringify(canonicalRule(r)));
+      if (got.length !== 1 || got[0] !== want)
+        problems.push(`${where}: rules ${JSON.stringify(rules)}, want [${want}]`);
+    }
+    if (o.kind === 'RoleBinding') {
+      const roleRef = o.roleRef as { kind: string; name: string; apiGroup: string };
+      const role = rbac.find(
+        (r) =>
+          r.kind === 'Role' &&
+          r.metadata.name === roleRef.name &&
+          r.metadata.namespace === o.metadata.namespace,
+      );
+      if (roleRef.kind !== 'Role' || role === undefined) {
+        problems.push(`${where}: roleRef ${roleRef.kind}/${roleRef.name} is not a Role of this namespace`);
+      }
+      const subjects = (o.subjects as Subject[] | undefined) ?? [];
+      const sa = expected.serviceAccount;
+      const onlySa =
+        subjects.length === 1 &&
+        subjects[0]?.kind === 'ServiceAccount' &&
+        subjects[0].name === sa.name &&
+        subjects[0].namespace === sa.namespace;
+      if (!onlySa)
+        problems.push(
+          `${where}: subjects ${JSON.stringify(subjects)}, want only ServiceAccount ${sa.namespace}/${sa.name}`,
+        );
+    }
+  }
+
+  for (const ns of expected.targetNamespaces) {
+    for (const kind of ['Role', 'RoleBinding']) {
+      const count = rbac.filter((o) => o.kind === kind && o.metadata.namespace === ns).length;
+      if (count !== 1) problems.push(`namespace ${ns}: ${count} ${kind}s, want exactly 1`);
+    }
+  }
+  return problems;
+}

@@ -1,0 +1,342 @@
+/**
+ * The product end to end: replica processes (`spark-driver-cleaner run`) against real Redis, real etcd and
+ * sandbox API servers. Every assertion about DELETEs reads the sandbox's request log.
+ */
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
+import { sparkDriverPod, startSparkWorkload } from '../../src/sandbox/workload.ts';
+import {
+  createTerminatedDrivers,
+  deletesPer,
+  linesWhere,
+  startTestCluster,
+  type TestCluster,
+} from '../helpers/cluster.ts';
+import { memoryLogger } from '../helpers/log.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+let cluster: TestCluster;
+beforeAll(async () => {
+  cluster = await startTestCluster(['alpha', 'beta']);
+}, 60_000);
+afterAll(async () => {
+  await cluster?.stop();
+});
+
+const alpha = () => cluster.servers.alpha as NonNullable<TestCluster['servers'][string]>;
+const beta = () => cluster.servers.beta as NonNullable<TestCluster['servers'][string]>;
+const isDriver = (p: { metadata?: { labels?: Record<string, string> } }) =>
+  p.metadata?.labels?.['spark-role'] === 'driver';
+const env = (targets: string, prefix: string, extra: Record<string, string> = {}) => ({
+  SDC_TARGETS: targets,
+  SDC_QUEUE_PREFIX: prefix,
+  SDC_RETENTION: '1s',
+  SDC_ELECTION_TTL_SECONDS: '3',
+  SDC_RETRY_BASE_DELAY: '200ms',
+  SDC_RETRY_MAX_DELAY: '2s',
+  ...extra,
+});
+const warnings = (prefix?: string) =>
+  linesWhere(
+    cluster.replicas,
+    (l) => (l.level === 'warn' || l.level === 'error') && (!prefix || String(l.msg).startsWith(prefix)),
+  );
+
+describe('coordinated cleanup', () => {
+  it('two replicas, one target → exactly one DELETE per terminated pod, all sent by the leader', async () => {
+    const ns = 'one';
+    const replicas = [
+      cluster.startReplica('r1', env(`alpha:${ns}`, 't1')),
+      cluster.startReplica('r2', env(`alpha:${ns}`, 't1')),
+    ];
+    const workload = startSparkWorkload(alpha(), {
+      namespaces: [ns],
+      pods: 30,
+      ratePerSecond: 30,
+      runMs: 300,
+      pendingMs: 100,
+    });
+    await workload.done;
+    const uids = workload.stats.terminated.map((t) => t.uid);
+    expect(uids).toHaveLength(30);
+    await waitFor(
+      'every terminated driver deleted',
+      () => alpha().pods.list(ns).filter(isDriver).length === 0,
+      30_000,
+    );
+    expect(deletesPer(alpha(), uids)).toEqual(uids.map(() => 1));
+    expect(alpha().requests.deletesByUid().size).toBe(30);
+    const accepted = linesWhere(replicas, (l) => l.outcome === 'accepted' && l.namespace === ns);
+    expect(accepted).toHaveLength(30);
+    expect(new Set(accepted.map((l) => l.replica)).size).toBe(1); // one leader did all of it
+    for (const l of accepted)
+      expect(l).toMatchObject({
+        level: 'info',
+        context: 'alpha',
+        namespace: ns,
+        pod: expect.any(String),
+        uid: expect.any(String),
+      });
+    expect(warnings('cleanup failed')).toEqual([]);
+    for (const r of replicas) r.kill('SIGTERM');
+    expect(await Promise.all(replicas.map((r) => r.exited))).toEqual([0, 0]);
+  });
+
+  it('two namespaces and two contexts → a leader per target, each target cleaned once per pod', async () => {
+    const targets = 'alpha:two-a,alpha:two-b,beta:two-c';
+    const replicas = [
+      cluster.startReplica('m1', env(targets, 't2')),
+      cluster.startReplica('m2', env(targets, 't2')),
+    ];
+    const a = startSparkWorkload(alpha(), {
+      namespaces: ['two-a', 'two-b'],
+      pods: 20,
+      ratePerSecond: 40,
+      runMs: 200,
+      pendingMs: 50,
+    });
+    const b = startSparkWorkload(beta(), {
+      namespaces: ['two-c'],
+      pods: 10,
+      ratePerSecond: 40,
+      runMs: 200,
+      pendingMs: 50,
+    });
+    await Promise.all([a.done, b.done]);
+    await waitFor(
+      'alpha cleaned',
+      () =>
+        alpha().pods.list('two-a').filter(isDriver).length +
+          alpha().pods.list('two-b').filter(isDriver).length ===
+        0,
+      30_000,
+    );
+    await waitFor('beta cleaned', () => beta().pods.list('two-c').filter(isDriver).length === 0, 30_000);
+    const ua = a.stats.terminated.map((t) => t.uid);
+    const ub = b.stats.terminated.map((t) => t.uid);
+    expect(deletesPer(alpha(), ua)).toEqual(ua.map(() => 1));
+    expect(deletesPer(beta(), ub)).toEqual(ub.map(() => 1));
+    // Each target elected its own leader (possibly the same replica), and exactly one per target at a time.
+    const elected = linesWhere(replicas, (l) => l.msg === 'elected leader');
+    expect(new Set(elected.map((l) => `${l.context}:${l.namespace}`))).toEqual(
+      new Set(['alpha:two-a', 'alpha:two-b', 'beta:two-c']),
+    );
+    expect(elected).toHaveLength(3);
+    for (const r of replicas) r.kill('SIGTERM');
+    await Promise.all(replicas.map((r) => r.exited));
+  });
+
+  it('the leader SIGKILLed with lost Redis data → the new leader reconciles and deletes each pod exactly once', async () => {
+    const ns = 'failover';
+    const e = env(`alpha:${ns}`, 't3', { SDC_RETENTION: '4s' });
+    const replicas = [cluster.startReplica('k1', e), cluster.startReplica('k2', e)];
+    const leaderLine = await Promise.race(
+      replicas.map((r) =>
+        r.waitForLine((l) => l.msg === 'elected leader' && l.namespace === ns).then(() => r),
+      ),
+    );
+    const pods = createTerminatedDrivers(alpha(), ns, 10, 'fo');
+    const uids = pods.map((p) => p.metadata?.uid ?? '');
+    const redis = new Redis(cluster.redis.url);
+    try {
+      const queue = createCleanupQueue({
+        target: { context: 'alpha', namespace: ns },
+        connection: redis,
+        prefix: 't3',
+        tombstoneTtlMs: 60_000,
+        log: memoryLogger().log,
+        now: Date.now,
+      });
+      await waitFor('10 delayed jobs', async () => (await queue.queue.getDelayedCount()) === 10);
+      leaderLine.kill('SIGKILL');
+      await leaderLine.exited;
+      // Lose every job too: only the new leader's reconcile can bring them back.
+      await redis.flushall();
+      await queue.close();
+    } finally {
+      redis.disconnect();
+    }
+    const survivor = replicas.find((r) => r !== leaderLine);
+    await waitFor(
+      'pods deleted by the new leader',
+      () => alpha().pods.list(ns).filter(isDriver).length === 0,
+      30_000,
+    );
+    expect(deletesPer(alpha(), uids)).toEqual(uids.map(() => 1));
+    const reconciles = survivor?.lines
+      .filter((l) => l.msg === 'reconciled' && l.namespace === ns)
+      .map((l) => l.added);
+    expect(
+      reconciles,
+      JSON.stringify(survivor?.lines.filter((l) => l.namespace === ns).slice(-30)),
+    ).toContain(10);
+    survivor?.kill('SIGTERM');
+    await survivor?.exited;
+  });
+
+  it('a pod deleted by someone during retention, or held by a finalizer, is cancelled and never DELETEd by us', async () => {
+    const ns = 'cancel';
+    const e = env(`alpha:${ns}`, 't4', { SDC_RETENTION: '2s' });
+    const replicas = [cluster.startReplica('c1', e), cluster.startReplica('c2', e)];
+    await Promise.race(
+      replicas.map((r) => r.waitForLine((l) => l.msg === 'elected leader' && l.namespace === ns)),
+    );
+    const [byPerson, control] = createTerminatedDrivers(alpha(), ns, 2, 'cx');
+    // A terminal driver already being deleted: a finalizer holds it with deletionTimestamp set.
+    const held = sparkDriverPod({
+      namespace: ns,
+      appName: 'held',
+      phase: 'Succeeded',
+      nowMs: alpha().clock.now(),
+    });
+    held.metadata = { ...held.metadata, finalizers: ['example.com/audit-export'] };
+    const heldPod = alpha().pods.create(held);
+    alpha().pods.delete(ns, heldPod.metadata?.name ?? ''); // in-process: not counted as an API request
+    const redis = new Redis(cluster.redis.url);
+    const queue = createCleanupQueue({
+      target: { context: 'alpha', namespace: ns },
+      connection: redis,
+      prefix: 't4',
+      tombstoneTtlMs: 60_000,
+      log: memoryLogger().log,
+      now: Date.now,
+    });
+    try {
+      const uidOf = (p: typeof byPerson) => p?.metadata?.uid ?? '';
+      await waitFor('jobs of the two plain pods', async () => (await queue.queue.getDelayedCount()) === 2);
+      alpha().pods.delete(ns, byPerson?.metadata?.name ?? '');
+      await waitFor(
+        'job of the deleted pod cancelled',
+        async () => !(await queue.queue.getJob(uidOf(byPerson))),
+      );
+      expect(await queue.isTombstoned(uidOf(byPerson))).toBe(true);
+      expect(await queue.isTombstoned(heldPod.metadata?.uid ?? '')).toBe(true);
+      // The control pod has the same deadline; once it is deleted, the others' deadlines have passed too.
+      await waitFor(
+        'control pod deleted',
+        () => !alpha().pods.get(ns, control?.metadata?.name ?? ''),
+        20_000,
+      );
+      expect(deletesPer(alpha(), [uidOf(byPerson), heldPod.metadata?.uid ?? '', uidOf(control)])).toEqual([
+        0, 0, 1,
+      ]);
+      // A reconcile does not bring them back either.
+      expect(
+        await queue.enqueue({
+          context: 'alpha',
+          namespace: ns,
+          pod: 'x',
+          uid: uidOf(byPerson),
+          deadlineMs: 0,
+          finishedAtMs: 0,
+          enqueuedBy: 't',
+        }),
+      ).toBe('tombstoned');
+      expect(await queue.queue.getJob(heldPod.metadata?.uid ?? '')).toBeUndefined();
+    } finally {
+      await queue.close();
+      redis.disconnect();
+      for (const r of replicas) r.kill('SIGTERM');
+      await Promise.all(replicas.map((r) => r.exited));
+    }
+  });
+
+  it('stale jobs: an absent pod is a quiet no-op; a re-created pod of the same name is never deleted by the old job', async () => {
+    const ns = 'stale';
+    const e = env(`alpha:${ns}`, 't5');
+    const replicas = [cluster.startReplica('s1', e), cluster.startReplica('s2', e)];
+    await Promise.race(
+      replicas.map((r) => r.waitForLine((l) => l.msg === 'elected leader' && l.namespace === ns)),
+    );
+    // A running driver named like an old, finished one: the old UID's job must not touch it.
+    const current = alpha().pods.create(
+      sparkDriverPod({ namespace: ns, appName: 'reborn', phase: 'Running', nowMs: alpha().clock.now() }),
+    );
+    const name = current.metadata?.name ?? '';
+    const redis = new Redis(cluster.redis.url);
+    const queue = createCleanupQueue({
+      target: { context: 'alpha', namespace: ns },
+      connection: redis,
+      prefix: 't5',
+      tombstoneTtlMs: 60_000,
+      log: memoryLogger().log,
+      now: Date.now,
+    });
+    try {
+      const job = (uid: string, pod: string) => ({
+        context: 'alpha',
+        namespace: ns,
+        pod,
+        uid,
+        deadlineMs: Date.now(),
+        finishedAtMs: Date.now(),
+        enqueuedBy: 'test',
+      });
+      await queue.enqueue(job('6a0c4d1e-0000-4000-8000-00000000aaaa', name));
+      await queue.enqueue(job('6a0c4d1e-0000-4000-8000-00000000bbbb', 'never-existed-driver'));
+      const outcomes = await waitFor('both jobs processed', () => {
+        const ls = linesWhere(
+          replicas,
+          (l) => l.namespace === ns && (l.outcome === 'replaced' || l.outcome === 'already-absent'),
+        );
+        return ls.length >= 2 ? ls : undefined;
+      });
+      expect(outcomes.map((l) => [l.outcome, l.level]).sort()).toEqual([
+        ['already-absent', 'debug'],
+        ['replaced', 'debug'],
+      ]);
+      expect(alpha().pods.get(ns, name)?.metadata?.uid).toBe(current.metadata?.uid);
+      expect(
+        alpha()
+          .requests.deletesByUid()
+          .get(current.metadata?.uid ?? ''),
+      ).toBeUndefined();
+      expect(warnings().filter((l) => l.namespace === ns)).toEqual([]);
+    } finally {
+      await queue.close();
+      redis.disconnect();
+      for (const r of replicas) r.kill('SIGTERM');
+      await Promise.all(replicas.map((r) => r.exited));
+    }
+  });
+
+  it('403, 429, 500 and a connection reset are logged with their details and retried until the pod is deleted', async () => {
+    const ns = 'faults';
+    const e = env(`alpha:${ns}`, 't6');
+    const replica = cluster.startReplica('f1', e);
+    await replica.waitForLine((l) => l.msg === 'elected leader' && l.namespace === ns);
+    const path = `/api/v1/namespaces/${ns}/pods/`;
+    // Faults apply in order of injection to the next matching requests.
+    alpha().faults.inject({ verb: 'delete', path, status: 403, count: 1 });
+    alpha().faults.inject({ verb: 'delete', path, status: 429, retryAfterSeconds: 1, count: 1 });
+    alpha().faults.inject({ verb: 'delete', path, status: 500, count: 1 });
+    alpha().faults.inject({ verb: 'delete', path, reset: true, count: 1 });
+    const [pod] = createTerminatedDrivers(alpha(), ns, 1, 'flaky');
+    const uid = pod?.metadata?.uid ?? '';
+    await waitFor('pod finally deleted', () => !alpha().pods.get(ns, pod?.metadata?.name ?? ''), 30_000);
+    const codes = alpha().requests.deletesByUid().get(uid) ?? [];
+    expect([...codes].sort()).toEqual([0, 200, 403, 429, 500].sort());
+    const failed = replica.lines.filter((l) => l.outcome === 'failed');
+    expect(failed.map((l) => l.level)).toEqual(['warn', 'warn', 'warn', 'warn']);
+    expect(failed.filter((l) => l.code).map((l) => l.code)).toEqual(expect.arrayContaining([403, 429, 500]));
+    // undici names a reset socket UND_ERR_SOCKET ("other side closed"); either way it is a network failure.
+    expect(failed.find((l) => !l.code)).toMatchObject({
+      reason: expect.stringMatching(/ECONNRESET|UND_ERR_SOCKET|EPIPE/),
+    });
+    for (const l of failed.filter((x) => x.code))
+      expect(l).toMatchObject({
+        reason: expect.any(String),
+        message: expect.any(String),
+        uid,
+        pod: pod?.metadata?.name,
+      });
+    expect(failed.find((l) => l.code === 429)).toMatchObject({
+      reason: 'TooManyRequests',
+      retryAfterMs: 1000,
+    });
+    expect(replica.lines.filter((l) => l.outcome === 'accepted')).toHaveLength(1);
+    replica.kill('SIGTERM');
+    await replica.exited;
+  });
+});

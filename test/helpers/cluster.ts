@@ -1,0 +1,108 @@
+/**
+ * A test cluster: real Redis and etcd, sandbox API servers (one per context) and a merged kubeconfig,
+ * plus helpers to start replica processes against them and to read the sandbox's request log.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { V1Pod } from '@kubernetes/client-node';
+import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
+import {
+  type LocalEtcd,
+  type LocalService,
+  startEtcd,
+  startRedis,
+} from '../../src/sandbox/local-services.ts';
+import { type LogLine, type ReplicaProcess, spawnReplica } from '../../src/sandbox/replica-process.ts';
+import { sparkDriverPod } from '../../src/sandbox/workload.ts';
+
+export interface TestCluster {
+  redis: LocalService;
+  etcd: LocalEtcd;
+  servers: Record<string, SandboxApiServer>;
+  /** One file listing every server's context (KUBECONFIG may name several files; we merge them). */
+  kubeconfig: string;
+  replicas: ReplicaProcess[];
+  startReplica(id: string, env: Record<string, string>): ReplicaProcess;
+  stop(): Promise<void>;
+}
+
+/** Starts Redis, etcd and one sandbox API server per context name. */
+export async function startTestCluster(contexts: string[]): Promise<TestCluster> {
+  const [redis, etcd] = await Promise.all([startRedis(), startEtcd()]);
+  const servers: Record<string, SandboxApiServer> = {};
+  for (const name of contexts) servers[name] = await startSandboxApiServer({ contextName: name });
+  const kubeconfig = Object.values(servers)
+    .map((s) => s.kubeconfigPath)
+    .join(':');
+  const replicas: ReplicaProcess[] = [];
+  return {
+    redis,
+    etcd,
+    servers,
+    kubeconfig,
+    replicas,
+    startReplica(id, env) {
+      const r = spawnReplica({
+        id,
+        env: {
+          KUBECONFIG: kubeconfig,
+          SDC_REDIS_URL: redis.url,
+          SDC_ETCD_ENDPOINTS: etcd.endpoints.join(','),
+          SDC_HTTP_PORT: '0',
+          SDC_LOG_LEVEL: 'debug',
+          ...env,
+        },
+      });
+      replicas.push(r);
+      return r;
+    },
+    async stop() {
+      for (const r of replicas) r.kill('SIGKILL');
+      await Promise.all(replicas.map((r) => r.exited));
+      await Promise.all(Object.values(servers).map((s) => s.close()));
+      await Promise.all([redis.stop(), etcd.stop()]);
+    },
+  };
+}
+
+/** Creates `n` terminated driver pods (finished now) in a namespace; returns them. */
+export function createTerminatedDrivers(
+  server: SandboxApiServer,
+  namespace: string,
+  n: number,
+  prefix = 'app',
+): V1Pod[] {
+  const pods: V1Pod[] = [];
+  for (let i = 0; i < n; i++) {
+    const pod = sparkDriverPod({
+      namespace,
+      appName: `${prefix}-${i}`,
+      phase: i % 3 === 2 ? 'Failed' : 'Succeeded',
+      nowMs: server.clock.now(),
+    });
+    pods.push(server.pods.create(pod));
+  }
+  return pods;
+}
+
+/** DELETE requests per pod UID, for the given UIDs (0 when none). */
+export function deletesPer(server: SandboxApiServer, uids: string[]): number[] {
+  const m = server.requests.deletesByUid();
+  return uids.map((u) => m.get(u)?.length ?? 0);
+}
+
+/** Log lines of every replica matching a predicate. */
+export function linesWhere(
+  replicas: ReplicaProcess[],
+  match: (l: LogLine) => boolean,
+): (LogLine & { replica: string })[] {
+  return replicas.flatMap((r) => r.lines.filter(match).map((l) => ({ ...l, replica: r.id })));
+}
+
+/** Writes text to a fresh temp file and returns its path. */
+export function tempFile(name: string, text: string): string {
+  const p = join(mkdtempSync(join(tmpdir(), 'sdc-test-')), name);
+  writeFileSync(p, text);
+  return p;
+}

@@ -1,0 +1,19 @@
+/** A logger that keeps its JSON lines in memory, for asserting on log output. */
+import { Writable } from 'node:stream';
+import { createLogger, type Logger } from '../../src/telemetry/log.ts';
+
+export interface MemoryLog {
+  log: Logger;
+  lines: Record<string, unknown>[];
+}
+
+export function memoryLogger(level = 'debug'): MemoryLog {
+  const lines: Record<string, unknown>[] = [];
+  const destination = new Writable({
+    write(chunk, _enc, cb) {
+      for (const line of String(chunk).split('\n')) if (line.trim()) lines.push(JSON.parse(line));
+      cb();
+    },
+  });
+  return { log: createLogger({ level, destination }), lines };
+}
