@@ -12,7 +12,7 @@ import { Redis } from 'ioredis';
 import type { Outcome } from '../workers/cleanup-driver-pod.ts';
 import { createTargetCleaner, type TargetCleaner } from './cleaner/target-cleaner.ts';
 import type { CleanerConfig } from './config/schema.ts';
-import { loadKubeConfig } from './kube/kubeconfig.ts';
+import { kubeconfigPath, loadKubeConfig } from './kube/kubeconfig.ts';
 import { parseLabelSelector } from './kube/label-selector.ts';
 import { createPodApi, type PodApi } from './kube/pod-api.ts';
 import { createPodInformer } from './kube/pod-informer.ts';
@@ -63,7 +63,7 @@ export async function startReplica(
   const contexts = new Map<string, ContextClients>();
   const targets: { ref: TargetRef; clients: ContextClients }[] = [];
   for (const t of config.targets) {
-    const { kc, context } = loadKubeConfig(config.kubeconfig, t.context);
+    const { kc, context } = loadKubeConfig(kubeconfigPath(config.kubeconfig), t.context);
     let clients = contexts.get(context);
     if (!clients) {
       const limiter = createRateLimiter({ qps: config.apiQps, burst: config.apiBurst, now });

@@ -131,10 +131,8 @@ describe('coordinated cleanup', () => {
     const ns = 'failover';
     const e = env(`alpha:${ns}`, 't3', { SDC_RETENTION: '4s' });
     const replicas = [cluster.startReplica('k1', e), cluster.startReplica('k2', e)];
-    const leaderLine = await Promise.race(
-      replicas.map((r) =>
-        r.waitForLine((l) => l.msg === 'elected leader' && l.namespace === ns).then(() => r),
-      ),
+    await Promise.race(
+      replicas.map((r) => r.waitForLine((l) => l.msg === 'elected leader' && l.namespace === ns)),
     );
     const pods = createTerminatedDrivers(alpha(), ns, 10, 'fo');
     const uids = pods.map((p) => p.metadata?.uid ?? '');
@@ -149,15 +147,19 @@ describe('coordinated cleanup', () => {
         now: Date.now,
       });
       await waitFor('10 delayed jobs', async () => (await queue.queue.getDelayedCount()) === 10);
-      leaderLine.kill('SIGKILL');
-      await leaderLine.exited;
+      // Ask etcd who leads right now (under load a lease may have changed hands since the first election).
+      const leaderId = await cluster.leaderOf('alpha', ns);
+      const leader = replicas.find((r) => r.id === leaderId);
+      if (!leader) throw new Error(`leader ${leaderId} is not one of the replicas`);
+      leader.kill('SIGKILL');
+      await leader.exited;
       // Lose every job too: only the new leader's reconcile can bring them back.
       await redis.flushall();
       await queue.close();
     } finally {
       redis.disconnect();
     }
-    const survivor = replicas.find((r) => r !== leaderLine);
+    const survivor = replicas.find((r) => r.child.exitCode === null && r.child.signalCode === null);
     await waitFor(
       'pods deleted by the new leader',
       () => alpha().pods.list(ns).filter(isDriver).length === 0,

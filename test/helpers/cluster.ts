@@ -6,6 +6,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
+import { Etcd3 } from 'etcd3';
+import { electionPrefix } from '../../src/queue/job-identity.ts';
 import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
 import {
   type LocalEtcd,
@@ -24,6 +26,8 @@ export interface TestCluster {
   kubeconfig: string;
   replicas: ReplicaProcess[];
   startReplica(id: string, env: Record<string, string>): ReplicaProcess;
+  /** The replica id holding the target's leader key in etcd right now (lowest create revision). */
+  leaderOf(context: string, namespace: string): Promise<string | undefined>;
   stop(): Promise<void>;
 }
 
@@ -56,6 +60,16 @@ export async function startTestCluster(contexts: string[]): Promise<TestCluster>
       });
       replicas.push(r);
       return r;
+    },
+    async leaderOf(context, namespace) {
+      const client = new Etcd3({ hosts: etcd.endpoints });
+      try {
+        const ns = client.namespace(electionPrefix({ context, namespace }));
+        const res = await ns.getAll().sort('Create', 'Ascend').limit(1).exec();
+        return res.kvs[0]?.value.toString();
+      } finally {
+        client.close();
+      }
     },
     async stop() {
       for (const r of replicas) r.kill('SIGKILL');
