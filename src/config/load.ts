@@ -27,6 +27,20 @@ export interface ConfigSources {
   env?: Readonly<Record<string, string | undefined>>;
   /** Path of the YAML file; falls back to `SDC_CONFIG` in `env`. */
   file?: string;
+  /**
+   * The in-cluster service account's namespace, used as the default target when none is configured
+   * (default: read from /var/run/secrets/kubernetes.io/serviceaccount/namespace when it exists).
+   */
+  serviceAccountNamespace?: () => string | undefined;
+}
+
+/** The namespace of the pod's service account, when running in a Kubernetes pod. */
+function readServiceAccountNamespace(): string | undefined {
+  try {
+    return readFileSync('/var/run/secrets/kubernetes.io/serviceaccount/namespace', 'utf8').trim() || undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function describe(key: string, source: Source, file: string | undefined): string {
@@ -100,6 +114,14 @@ export function loadConfig(sources: ConfigSources = {}): CleanerConfig {
     }
   }
 
+  // In a pod with no kubeconfig and no target, clean the pod's own namespace (in-cluster context).
+  if (raw.targets === undefined && raw.kubeconfig === undefined) {
+    const ns = (sources.serviceAccountNamespace ?? readServiceAccountNamespace)();
+    if (ns) {
+      raw.targets = ns;
+      origin.targets = 'default';
+    }
+  }
   const parsed = configSchema.safeParse(raw);
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {

@@ -44,43 +44,49 @@ const warnings = (prefix?: string) =>
   );
 
 describe('coordinated cleanup', () => {
-  it('two replicas, one target → exactly one DELETE per terminated pod, all sent by the leader', async () => {
+  it('three replicas, one target, 200 terminating drivers → exactly 200 DELETEs, all sent by the leader, none leaked', async () => {
     const ns = 'one';
-    const replicas = [
-      cluster.startReplica('r1', env(`alpha:${ns}`, 't1')),
-      cluster.startReplica('r2', env(`alpha:${ns}`, 't1')),
-    ];
+    const e = env(`alpha:${ns}`, 't1', { SDC_API_QPS: '500', SDC_API_BURST: '500', SDC_CONCURRENCY: '20' });
+    const replicas = ['r1', 'r2', 'r3'].map((id) => cluster.startReplica(id, e));
     const workload = startSparkWorkload(alpha(), {
       namespaces: [ns],
-      pods: 30,
-      ratePerSecond: 30,
+      pods: 200,
+      ratePerSecond: 100,
       runMs: 300,
       pendingMs: 100,
     });
     await workload.done;
     const uids = workload.stats.terminated.map((t) => t.uid);
-    expect(uids).toHaveLength(30);
+    expect(uids).toHaveLength(200);
     await waitFor(
       'every terminated driver deleted',
       () => alpha().pods.list(ns).filter(isDriver).length === 0,
-      30_000,
+      60_000,
     );
     expect(deletesPer(alpha(), uids)).toEqual(uids.map(() => 1));
-    expect(alpha().requests.deletesByUid().size).toBe(30);
+    expect(alpha().requests.deletesByUid().size).toBe(200);
+    // Executors went with their drivers (garbage collection), never by a DELETE of ours.
+    expect(alpha().pods.list(ns)).toEqual([]);
     const accepted = linesWhere(replicas, (l) => l.outcome === 'accepted' && l.namespace === ns);
-    expect(accepted).toHaveLength(30);
+    expect(accepted).toHaveLength(200);
     expect(new Set(accepted.map((l) => l.replica)).size).toBe(1); // one leader did all of it
-    for (const l of accepted)
+    for (const l of accepted) {
       expect(l).toMatchObject({
         level: 'info',
         context: 'alpha',
         namespace: ns,
         pod: expect.any(String),
         uid: expect.any(String),
+        latenessMs: expect.any(Number),
       });
+    }
+    // No DELETE before the deadline: finishedAt + retention (1 s) ≤ the time the leader logged it.
+    const finished = new Map(workload.stats.terminated.map((t) => [t.uid, t.finishedAtMs]));
+    for (const l of accepted)
+      expect(Date.parse(String(l.time))).toBeGreaterThanOrEqual((finished.get(String(l.uid)) ?? 0) + 1000);
     expect(warnings('cleanup failed')).toEqual([]);
     for (const r of replicas) r.kill('SIGTERM');
-    expect(await Promise.all(replicas.map((r) => r.exited))).toEqual([0, 0]);
+    expect(await Promise.all(replicas.map((r) => r.exited))).toEqual([0, 0, 0]);
   });
 
   it('two namespaces and two contexts → a leader per target, each target cleaned once per pod', async () => {

@@ -78,6 +78,12 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it('in a pod with no target and no kubeconfig, the service account namespace is the target', () => {
+    const c = loadConfig({ env: {}, serviceAccountNamespace: () => 'spark-jobs' });
+    expect(c.targets).toEqual([{ context: undefined, namespace: 'spark-jobs' }]);
+    expect(() => loadConfig({ env: {}, serviceAccountNamespace: () => undefined })).toThrow(ConfigError);
+  });
+
   it('a bare namespace means the current context', () => {
     expect(loadConfig({ env: { SDC_TARGETS: 'spark' } }).targets).toEqual([
       { context: undefined, namespace: 'spark' },
@@ -85,7 +91,7 @@ describe('loadConfig', () => {
   });
 
   const bad: [string, Record<string, string>, RegExp][] = [
-    ['no target', { SDC_TARGETS: '' }, /targets: required but not set \(--targets or SDC_TARGETS\)/],
+    ['no target', { SDC_TARGETS: '', SDC_KUBECONFIG: '/k' }, /targets: required but not set \(--targets or SDC_TARGETS\)/],
     ['bad namespace', { SDC_TARGETS: 'ctx:Spark_Jobs' }, /SDC_TARGETS: .*not a namespace name/],
     ['bad policy', { SDC_POLICY: 'SOME' }, /SDC_POLICY: expected one of ALL, COMPLETED/],
     [
