@@ -64,6 +64,11 @@ export const FIELDS: readonly FieldSpec[] = [
   },
   { key: 'apiQps', default: '20', help: 'API requests per second per context (as kube-controller-manager).' },
   { key: 'apiBurst', default: '30', help: 'API request burst per context.' },
+  {
+    key: 'apiTimeout',
+    default: '10s',
+    help: 'Client timeout of one GET or DELETE; a DELETE that times out is retried (the UID precondition makes it harmless).',
+  },
   { key: 'concurrency', default: '10', help: 'Cleanup jobs processed in parallel per target by its leader.' },
   {
     key: 'retryBaseDelay',

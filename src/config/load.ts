@@ -37,7 +37,9 @@ export interface ConfigSources {
 /** The namespace of the pod's service account, when running in a Kubernetes pod. */
 function readServiceAccountNamespace(): string | undefined {
   try {
-    return readFileSync('/var/run/secrets/kubernetes.io/serviceaccount/namespace', 'utf8').trim() || undefined;
+    return (
+      readFileSync('/var/run/secrets/kubernetes.io/serviceaccount/namespace', 'utf8').trim() || undefined
+    );
   } catch {
     return undefined;
   }

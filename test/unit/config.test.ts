@@ -91,7 +91,11 @@ describe('loadConfig', () => {
   });
 
   const bad: [string, Record<string, string>, RegExp][] = [
-    ['no target', { SDC_TARGETS: '', SDC_KUBECONFIG: '/k' }, /targets: required but not set \(--targets or SDC_TARGETS\)/],
+    [
+      'no target',
+      { SDC_TARGETS: '', SDC_KUBECONFIG: '/k' },
+      /targets: required but not set \(--targets or SDC_TARGETS\)/,
+    ],
     ['bad namespace', { SDC_TARGETS: 'ctx:Spark_Jobs' }, /SDC_TARGETS: .*not a namespace name/],
     ['bad policy', { SDC_POLICY: 'SOME' }, /SDC_POLICY: expected one of ALL, COMPLETED/],
     [
