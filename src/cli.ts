@@ -7,6 +7,8 @@
  * Exit codes: 0 success, 1 runtime failure, 2 bad configuration or usage.
  */
 import { Command } from 'commander';
+import { registerBenchCommand } from './commands/bench.ts';
+import { registerDemoCommand } from './commands/demo.ts';
 import { registerRunCommand } from './commands/run.ts';
 import { registerApiserverCommand } from './sandbox/apiserver-command.ts';
 
@@ -21,6 +23,8 @@ const program = new Command()
   });
 
 registerRunCommand(program);
+registerDemoCommand(program);
 registerApiserverCommand(program);
+registerBenchCommand(program);
 
 await program.parseAsync(process.argv);

@@ -7,7 +7,7 @@
  * early.
  */
 import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
-import { Etcd3 } from 'etcd3';
+import type { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
 import type { Outcome } from '../workers/cleanup-driver-pod.ts';
 import { createTargetCleaner, type TargetCleaner } from './cleaner/target-cleaner.ts';
@@ -17,11 +17,13 @@ import { parseLabelSelector } from './kube/label-selector.ts';
 import { createPodApi, type PodApi } from './kube/pod-api.ts';
 import { createPodInformer } from './kube/pod-informer.ts';
 import { createRateLimiter } from './kube/rate-limiter.ts';
+import { createEtcdClient } from './leadership/etcd-client.ts';
 import { createEtcdLeadership } from './leadership/etcd-leadership.ts';
 import { createLocalLeadership } from './leadership/local-leadership.ts';
 import { createCleanupQueue } from './queue/cleanup-queue.ts';
 import { electionPrefix, type TargetRef, targetLabel } from './queue/job-identity.ts';
 import type { Logger } from './telemetry/log.ts';
+import type { Telemetry } from './telemetry/telemetry.ts';
 
 /** A running replica. */
 export interface Replica {
@@ -53,7 +55,7 @@ interface ContextClients {
  */
 export async function startReplica(
   config: CleanerConfig,
-  deps: { log: Logger; now: () => number },
+  deps: { log: Logger; now: () => number; telemetry?: Telemetry },
   overrides: ReplicaOverrides = {},
 ): Promise<Replica> {
   const { log, now } = deps;
@@ -67,7 +69,9 @@ export async function startReplica(
     let clients = contexts.get(context);
     if (!clients) {
       const limiter = createRateLimiter({ qps: config.apiQps, burst: config.apiBurst, now });
-      clients = { kc, pods: createPodApi({ kc, limiter, timeoutMs: overrides.requestTimeoutMs }) };
+      const timeoutMs = overrides.requestTimeoutMs ?? config.apiTimeoutMs;
+      const observer = deps.telemetry?.podCalls(context);
+      clients = { kc, pods: createPodApi({ kc, limiter, timeoutMs, observer }) };
       contexts.set(context, clients);
     }
     targets.push({ ref: { context, namespace: t.namespace }, clients });
@@ -88,10 +92,7 @@ export async function startReplica(
     redisDownLogged = false;
   });
 
-  const etcd =
-    config.etcdEndpoints.length > 0
-      ? new Etcd3({ hosts: config.etcdEndpoints, dialTimeout: 3000 })
-      : undefined;
+  const etcd = config.etcdEndpoints.length > 0 ? createEtcdClient(config.etcdEndpoints) : undefined;
   if (!etcd) log.warn('no etcdEndpoints: single-server mode, this replica leads every target');
 
   const cleaners: TargetCleaner[] = [];
@@ -131,6 +132,7 @@ export async function startReplica(
       maxBackoffMs: config.retryMaxDelayMs,
       warnIfNotAlone: !etcd,
       onOutcome: (o) => overrides.onOutcome?.(o, ref),
+      telemetry: deps.telemetry?.forTarget(ref),
       informer: () =>
         createPodInformer({
           kc: clients.kc,

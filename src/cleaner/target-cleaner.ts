@@ -17,10 +17,11 @@ import type { LabelSelector } from '../kube/label-selector.ts';
 import type { PodApi } from '../kube/pod-api.ts';
 import type { PodEvent, PodInformer } from '../kube/pod-informer.ts';
 import type { Leadership } from '../leadership/leadership.ts';
-import { type CleanupQueue, jobDataFor } from '../queue/cleanup-queue.ts';
+import { type CleanupJobData, type CleanupQueue, jobDataFor } from '../queue/cleanup-queue.ts';
 import { type CleanupWorker, createCleanupWorker } from '../queue/cleanup-worker.ts';
 import type { TargetRef } from '../queue/job-identity.ts';
 import type { Logger } from '../telemetry/log.ts';
+import type { EnqueueTrigger, TargetTelemetry } from '../telemetry/target-telemetry.ts';
 
 /** Dependencies and settings of {@link createTargetCleaner}. */
 export interface TargetCleanerOptions {
@@ -50,6 +51,8 @@ export interface TargetCleanerOptions {
   backoffMs?: number;
   maxBackoffMs?: number;
   onOutcome?: (outcome: Outcome) => void;
+  /** Spans and metrics of enqueue, processing and reconcile (src/telemetry); optional. */
+  telemetry?: TargetTelemetry;
 }
 
 /** One target's cleaner. `observe`, `elected` and `lost` are the informer's and leadership's callbacks. */
@@ -66,6 +69,8 @@ export interface TargetCleaner {
   readonly isLeader: boolean;
   readonly informerState: PodInformer;
   readonly leadershipState: Leadership;
+  /** The target's queue (the dashboard and the metrics read it). */
+  readonly queue: CleanupQueue;
 }
 
 /** Creates the cleaner of one target; `start()` starts its informer and campaign. */
@@ -91,6 +96,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     backoffMs: opts.backoffMs,
     maxBackoffMs: opts.maxBackoffMs,
     onOutcome: opts.onOutcome,
+    telemetry: opts.telemetry,
     deps: {
       pods: opts.pods,
       cached: (name) => informer.get(name),
@@ -109,6 +115,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   async function enqueue(
     pod: V1Pod,
     finishedAtMs: number | undefined,
+    trigger: EnqueueTrigger,
   ): Promise<'added' | 'exists' | 'tombstoned'> {
     const uid = pod.metadata?.uid ?? '';
     const now = opts.now();
@@ -120,10 +127,15 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
         'finishedAt is in the future (clock skew): deadline clamped to now + retention',
       );
     }
-    const result = await opts.queue.enqueue(jobDataFor(pod, opts.target, times, opts.replicaId));
-    handled.set(uid, 'enqueued');
-    log.debug({ ...podFields(pod), result, deadline: new Date(times.deadlineMs).toISOString() }, 'enqueue');
-    return result;
+    const send = async (data: CleanupJobData) => {
+      const result = await opts.queue.enqueue(data);
+      handled.set(uid, 'enqueued');
+      log.debug({ ...podFields(pod), result, deadline: new Date(times.deadlineMs).toISOString() }, 'enqueue');
+      return result;
+    };
+    const data = jobDataFor(pod, opts.target, times, opts.replicaId);
+    // The telemetry wraps the enqueue in its spans and stamps the job with their traceparent.
+    return opts.telemetry ? opts.telemetry.enqueue(trigger, data, send) : send(data);
   }
 
   async function cancel(pod: V1Pod, why: string): Promise<void> {
@@ -161,7 +173,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
         log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'cancel failed'),
       );
     } else if (decision.action === 'enqueue' && !handled.has(uid)) {
-      void enqueue(pod, decision.state.finishedAtMs).catch((err) => {
+      void enqueue(pod, decision.state.finishedAtMs, event).catch((err) => {
         // Redis unreachable: the leader's reconcile will add it later.
         log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'enqueue failed');
       });
@@ -176,10 +188,11 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       if (decision.action !== 'enqueue') continue;
       const uid = pod.metadata?.uid ?? '';
       eligible.add(uid);
-      if ((await enqueue(pod, decision.state.finishedAtMs)) === 'added') added += 1;
+      if ((await enqueue(pod, decision.state.finishedAtMs, 'reconcile')) === 'added') added += 1;
     }
     const retried = await opts.queue.retryFailed((uid) => eligible.has(uid));
     log.info({ added, retried, pods: eligible.size }, 'reconciled');
+    opts.telemetry?.reconciled({ added, retried });
     return added + retried;
   }
 
@@ -246,6 +259,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     },
     informerState: informer,
     leadershipState: leadership,
+    queue: opts.queue,
     async start() {
       void informer.start();
       leadership.start();

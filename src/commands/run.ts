@@ -11,6 +11,7 @@ import { startHttpServer } from '../http/server.ts';
 import { KubeconfigError } from '../kube/kubeconfig.ts';
 import { startReplica } from '../replica.ts';
 import { createLogger } from '../telemetry/log.ts';
+import { createTelemetry } from '../telemetry/telemetry.ts';
 
 /** Registers `run` on the program. */
 export function registerRunCommand(program: Command): void {
@@ -42,9 +43,13 @@ export async function runReplica(flags: Record<string, unknown>): Promise<void> 
   }
   const log = createLogger({ level: config.logLevel, base: { replica: config.replicaId } });
   log.info({ config: redactConfig(config) }, 'effective configuration');
+  // OTEL_* configure the traces (none when unset); the metrics are served on /metrics.
+  const telemetry = createTelemetry({ now: systemClock, replicaId: config.replicaId });
+  for (const w of telemetry.tracing.warnings) log.warn(w);
+  if (telemetry.tracing.enabled) log.info('exporting traces over OTLP/HTTP');
   let replica: Awaited<ReturnType<typeof startReplica>>;
   try {
-    replica = await startReplica(config, { log, now: systemClock });
+    replica = await startReplica(config, { log, now: systemClock, telemetry });
   } catch (err) {
     if (err instanceof KubeconfigError) {
       process.stderr.write(`spark-driver-cleaner: invalid configuration:\n  - ${err.message}\n`);
@@ -53,7 +58,7 @@ export async function runReplica(flags: Record<string, unknown>): Promise<void> 
     }
     throw err;
   }
-  const http = await startHttpServer({ config, replica, log, now: systemClock });
+  const http = await startHttpServer({ config, replica, log, now: systemClock, metrics: telemetry.metrics });
   log.info({ url: http.url }, 'http server listening');
 
   let exiting = false;
@@ -66,6 +71,7 @@ export async function runReplica(flags: Record<string, unknown>): Promise<void> 
     void (async () => {
       await replica.stop();
       await http.close();
+      await telemetry.shutdown();
       log.flush();
       process.exit(0);
     })();

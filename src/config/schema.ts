@@ -3,6 +3,7 @@
  * typed (YAML); every field is coerced and checked here, and each failure names the field and what is
  * expected. Defaults live in {@link FIELDS}.
  */
+import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { InvalidSelectorError, parseLabelSelector } from '../kube/label-selector.ts';
@@ -15,6 +16,8 @@ export interface Target {
 }
 
 const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const HOSTNAME =
+  /^(?=.{1,253}$)[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*$/;
 
 /**
  * Parses `context:namespace` (the namespace is after the LAST colon, since context names such as EKS ARNs
@@ -144,7 +147,10 @@ export const configSchema = z
       .string()
       .regex(/^[A-Za-z0-9][-A-Za-z0-9_.]{0,127}$/, 'expected letters, digits, - _ . (at most 128)')
       .optional(),
-    httpHost: z.string().min(1),
+    // Checked here, not at listen time: a typo must be a configuration error (exit 2), not a crash.
+    httpHost: z
+      .string()
+      .refine((v) => isIP(v) !== 0 || HOSTNAME.test(v), 'expected an IP address or a host name (RFC 1123)'),
     httpPort: int(0, 65535),
     tombstoneTtl: duration('tombstone TTL'),
     reconcileInterval: duration('reconcile interval'),

@@ -1,76 +1,82 @@
 /**
- * The replica's HTTP server (Fastify): `/healthz`, `/readyz`, `/api/v1/leaders`. Bound to 127.0.0.1
- * unless configured otherwise.
+ * The replica's one HTTP port (Fastify), bound to `httpHost` (127.0.0.1 unless configured otherwise):
+ *
+ * - `/healthz`, `/readyz` — probes (health-routes.ts), always open;
+ * - `/metrics` — Prometheus text format, always open;
+ * - `/ui` — the Bull dashboard (dashboard.ts), read-only unless `dashboardReadOnly` is false;
+ * - `/api/v1/leaders`, `/api/v1/applications…` — this replica's view (api-routes.ts).
+ *
+ * With `dashboardUser`/`dashboardPassword` set, `/ui` (with the dashboard's own API) and `/api/v1/`
+ * require HTTP Basic credentials.
  */
 import Fastify from 'fastify';
 import type { CleanerConfig } from '../config/schema.ts';
-import { targetLabel } from '../queue/job-identity.ts';
 import type { Replica } from '../replica.ts';
 import type { Logger } from '../telemetry/log.ts';
+import { type CleanerMetrics, createMetrics } from '../telemetry/metrics.ts';
+import { registerApiRoutes } from './api-routes.ts';
+import { registerBasicAuth } from './basic-auth.ts';
+import { DASHBOARD_PATH, registerDashboard } from './dashboard.ts';
+import { registerHealthRoutes } from './health-routes.ts';
 
 /** Options of {@link startHttpServer}. */
 export interface HttpServerOptions {
-  config: CleanerConfig;
+  config: Pick<CleanerConfig, 'httpHost' | 'httpPort' | 'dashboard'>;
   replica: Replica;
   log: Logger;
+  /** Epoch ms. */
   now: () => number;
+  /**
+   * The replica's metrics (from its `Telemetry`, so that what the core records is served). Default: a
+   * fresh registry with only the series read from the replica at scrape time.
+   */
+  metrics?: CleanerMetrics;
   /** An informer down longer than this makes /healthz fail, ms (default 120 000). */
   informerDownThresholdMs?: number;
+  /** An event-loop stall longer than this makes /healthz fail, ms (default 10 000). */
+  eventLoopStallThresholdMs?: number;
 }
 
 /** A listening HTTP server. */
 export interface HttpServer {
+  /** `http://host:port` actually bound (the port is resolved when `httpPort` is 0). */
   readonly url: string;
   close(): Promise<void>;
 }
 
-/** Starts the HTTP server on `config.httpHost:config.httpPort`. */
+/**
+ * Starts the HTTP server on `config.httpHost:config.httpPort`.
+ * @throws Fastify's listen error (EADDRINUSE, EACCES) when the port cannot be bound.
+ */
 export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServer> {
-  const { replica, now } = opts;
-  const threshold = opts.informerDownThresholdMs ?? 120_000;
+  const { replica, config } = opts;
   const app = Fastify({ logger: false });
+  const metrics = opts.metrics ?? createMetrics({ now: opts.now, processMetrics: false });
+  metrics.watch(replica);
 
-  app.get('/healthz', async (_req, reply) => {
-    const down = replica.cleaners
-      .filter(
-        (c) =>
-          c.informerState.downSinceMs !== undefined && now() - (c.informerState.downSinceMs ?? 0) > threshold,
-      )
-      .map((c) => targetLabel(c.target));
-    if (down.length > 0) return reply.code(503).send({ ok: false, informersDown: down });
-    return { ok: true };
+  const { user, password } = config.dashboard;
+  if (user !== undefined && password !== undefined) {
+    registerBasicAuth(app, { user, password, protectedPrefixes: [DASHBOARD_PATH, '/api/'] });
+  }
+  registerHealthRoutes(app, {
+    replica,
+    now: opts.now,
+    informerDownThresholdMs: opts.informerDownThresholdMs,
+    eventLoopStallThresholdMs: opts.eventLoopStallThresholdMs,
+  });
+  app.get('/metrics', async (_req, reply) => {
+    const { text, contentType } = await metrics.scrape();
+    return reply.type(contentType).send(text);
+  });
+  registerApiRoutes(app, { replica });
+  await registerDashboard(app, { replica, readOnly: config.dashboard.readOnly });
+  app.setErrorHandler((err, req, reply) => {
+    const e = err as { message?: string; statusCode?: number };
+    opts.log.warn({ err: { message: e.message }, url: req.url }, 'http request failed');
+    return reply.code(e.statusCode ?? 500).send({ error: e.message ?? String(err) });
   });
 
-  app.get('/readyz', async (_req, reply) => {
-    const unsynced = replica.cleaners
-      .filter((c) => !c.informerState.synced)
-      .map((c) => targetLabel(c.target));
-    const redis = replica.redis.status === 'ready';
-    const checks: Record<string, unknown> = { informersSynced: unsynced.length === 0, redis };
-    if (replica.etcd) {
-      checks.etcd = await Promise.race([
-        replica.etcd.maintenance
-          .status()
-          .then(() => true)
-          .catch(() => false),
-        new Promise<boolean>((r) => setTimeout(() => r(false), 1000)),
-      ]);
-    }
-    const ok = Object.values(checks).every(Boolean);
-    return reply.code(ok ? 200 : 503).send({ ok, ...checks, ...(unsynced.length ? { unsynced } : {}) });
-  });
-
-  app.get('/api/v1/leaders', async () => {
-    const entries = await Promise.all(
-      replica.cleaners.map(
-        async (c) =>
-          [targetLabel(c.target), await c.leadershipState.currentLeader().catch(() => null)] as const,
-      ),
-    );
-    return { replica: replica.replicaId, leaders: Object.fromEntries(entries) };
-  });
-
-  const address = await app.listen({ host: opts.config.httpHost, port: opts.config.httpPort });
+  const address = await app.listen({ host: config.httpHost, port: config.httpPort });
   return {
     url: address,
     close: () => app.close(),

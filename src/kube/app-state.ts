@@ -26,8 +26,14 @@ export interface PodState {
 }
 
 function driverTerminated(pod: V1Pod): V1ContainerStateTerminated | undefined {
-  const statuses = pod.status?.containerStatuses ?? [];
-  return statuses.find((c) => c.name === DRIVER_CONTAINER)?.state?.terminated ?? undefined;
+  const statuses: unknown = pod.status?.containerStatuses;
+  // Watch events are not deserialized: a malformed status (not an array, null items) must not throw,
+  // or one odd pod would fail the whole reconcile.
+  if (!Array.isArray(statuses)) return undefined;
+  const driver = statuses.find((c) => c?.name === DRIVER_CONTAINER) as
+    | NonNullable<NonNullable<V1Pod['status']>['containerStatuses']>[number]
+    | undefined;
+  return driver?.state?.terminated ?? undefined;
 }
 
 function timeMs(t: Date | string | undefined): number | undefined {

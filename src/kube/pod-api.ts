@@ -41,12 +41,32 @@ export interface PodApi {
   delete(namespace: string, name: string, uid: string, signal?: AbortSignal): Promise<DeleteResult>;
 }
 
+/** One GET or DELETE as a {@link PodCallObserver} sees it. */
+export interface PodCall {
+  readonly verb: 'GET' | 'DELETE';
+  readonly namespace: string;
+  readonly pod: string;
+  /** The UID precondition of a DELETE. */
+  readonly uid?: string;
+}
+
+/**
+ * Watches each call (metrics, client spans). `start` is called after the rate limiter, as the request
+ * leaves; it returns the function called once with the HTTP status code (undefined when no response came:
+ * timeout, network error, abort) and the error the call failed with, if any.
+ */
+export interface PodCallObserver {
+  start(call: PodCall): (statusCode: number | undefined, err?: unknown) => void;
+}
+
 /** Options of {@link createPodApi}. */
 export interface PodApiOptions {
   kc: KubeConfig;
   limiter: RateLimiter;
   /** Client timeout of one request, ms (default 10 000). */
   timeoutMs?: number;
+  /** Told about every request (telemetry); optional. */
+  observer?: PodCallObserver;
 }
 
 interface StatusBody {
@@ -105,7 +125,7 @@ export function toKubeApiError(err: unknown, signal: AbortSignal | undefined, no
 export function createPodApi(opts: PodApiOptions): PodApi {
   const api = opts.kc.makeApiClient(CoreV1Api);
   const timeoutMs = opts.timeoutMs ?? 10_000;
-  const withSignal = (signal: AbortSignal | undefined) => {
+  const withSignal = (signal: AbortSignal | undefined, onStatus?: (code: number) => void) => {
     const s = signal
       ? AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)])
       : AbortSignal.timeout(timeoutMs);
@@ -116,18 +136,39 @@ export function createPodApi(opts: PodApiOptions): PodApi {
             ctx.setSignal(s);
             return of(ctx);
           },
-          post: <T>(ctx: T) => of(ctx),
+          post: <T extends { httpStatusCode?: number }>(ctx: T) => {
+            if (ctx.httpStatusCode !== undefined) onStatus?.(ctx.httpStatusCode);
+            return of(ctx);
+          },
         },
       ],
       middlewareMergeStrategy: 'append' as const,
     };
   };
+  /** Runs one request under the observer, which learns the status code from the middleware's `post`. */
+  const observed = async <T>(call: PodCall, run: (onStatus: (code: number) => void) => Promise<T>) => {
+    const end = opts.observer?.start(call);
+    if (!end) return run(() => {});
+    let code: number | undefined;
+    try {
+      const result = await run((c) => {
+        code = c;
+      });
+      end(code);
+      return result;
+    } catch (err) {
+      end(code ?? (err instanceof ApiException ? err.code : undefined), err);
+      throw err;
+    }
+  };
   return {
     async get(namespace, name, signal) {
       await opts.limiter.take(signal);
       try {
-        // biome-ignore lint/suspicious/noExplicitAny: client-node's option type is generic over middleware
-        return await api.readNamespacedPod({ namespace, name }, withSignal(signal) as any);
+        return await observed({ verb: 'GET', namespace, pod: name }, (onStatus) =>
+          // biome-ignore lint/suspicious/noExplicitAny: client-node's option type is generic over middleware
+          api.readNamespacedPod({ namespace, name }, withSignal(signal, onStatus) as any),
+        );
       } catch (err) {
         if (err instanceof ApiException && err.code === 404) return undefined;
         throw toKubeApiError(err, signal, Date.now());
@@ -137,10 +178,12 @@ export function createPodApi(opts: PodApiOptions): PodApi {
       await opts.limiter.take(signal);
       signal?.throwIfAborted();
       try {
-        await api.deleteNamespacedPod(
-          { namespace, name, body: { preconditions: { uid } } },
-          // biome-ignore lint/suspicious/noExplicitAny: as above
-          withSignal(signal) as any,
+        await observed({ verb: 'DELETE', namespace, pod: name, uid }, (onStatus) =>
+          api.deleteNamespacedPod(
+            { namespace, name, body: { preconditions: { uid } } },
+            // biome-ignore lint/suspicious/noExplicitAny: as above
+            withSignal(signal, onStatus) as any,
+          ),
         );
         return 'accepted';
       } catch (err) {

@@ -62,6 +62,8 @@ export interface CleanupQueue {
 export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
   const name = queueName(opts.target);
   const queue = new Queue<CleanupJobData>(name, { connection: opts.connection, prefix: opts.prefix });
+  // Without a listener BullMQ prints every connection error to stderr; the replica logs Redis outages once.
+  queue.on('error', () => undefined);
   const keepSeconds = Math.ceil(opts.tombstoneTtlMs / 1000);
   const redis = opts.connection;
 

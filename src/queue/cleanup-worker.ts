@@ -20,6 +20,7 @@ import {
   type Outcome,
 } from '../../workers/cleanup-driver-pod.ts';
 import type { Logger } from '../telemetry/log.ts';
+import type { TargetTelemetry } from '../telemetry/target-telemetry.ts';
 import type { CleanupJobData } from './cleanup-queue.ts';
 import { queueName, type TargetRef } from './job-identity.ts';
 
@@ -49,6 +50,8 @@ export interface CleanupWorkerOptions {
   maxBackoffMs?: number;
   /** Called after each final or failed outcome (metrics, demo counters). */
   onOutcome?: (outcome: Outcome, job: CleanupJobData) => void;
+  /** Wraps each processing attempt (consumer span, outcome metrics); the outcome log line is written inside it. */
+  telemetry?: Pick<TargetTelemetry, 'process'>;
 }
 
 /** A worker that can be started and stopped any number of times (a new BullMQ Worker per term). */
@@ -129,8 +132,12 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
     signal?: AbortSignal,
   ): Promise<Outcome> => {
     const sig = signal ?? new AbortController().signal;
-    const outcome = await cleanupDriverPod(job.data, opts.deps, sig);
-    logOutcome(opts.log, job, outcome);
+    const handle = async () => {
+      const o = await cleanupDriverPod(job.data, opts.deps, sig);
+      logOutcome(opts.log, job, o);
+      return o;
+    };
+    const outcome = await (opts.telemetry ? opts.telemetry.process(job.data, handle) : handle());
     switch (outcome.outcome) {
       case 'not-yet':
         await job.moveToDelayed(job.data.deadlineMs, token);
@@ -166,6 +173,11 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
         name: opts.replicaId,
         // A crashed leader's active jobs come back through stall detection; give them a few chances.
         maxStalledCount: 5,
+        // Locks expire after lockDuration (renewed every half) and the check runs every stalledInterval:
+        // a crashed leader's in-flight jobs resume within ~15 s instead of BullMQ's default ~60 s
+        // (30 s + 30 s). Processing a job twice is harmless: fencing, re-check, UID precondition.
+        lockDuration: 10_000,
+        stalledInterval: 5_000,
         settings: {
           backoffStrategy: (attemptsMade, _type, err) =>
             retryDelayMs(

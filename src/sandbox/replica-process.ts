@@ -25,6 +25,10 @@ export interface SpawnReplicaOptions {
   onLine?: (line: LogLine) => void;
   /** Keep at most this many lines in memory (default 20 000). */
   keepLines?: number;
+  /** CLI subcommand to run (default `run`; the demo's uncoordinated baseline uses `baseline-replica`). */
+  command?: string;
+  /** CLI entry point to run (default {@link CLI_PATH}; the benchmarks also run a compiled `cli.js`). */
+  cliPath?: string;
 }
 
 /** A replica child process. */
@@ -50,7 +54,7 @@ process.once('exit', () => {
 
 /** Spawns one replica with the same Node binary as this process. */
 export function spawnReplica(opts: SpawnReplicaOptions): ReplicaProcess {
-  const child = spawn(process.execPath, [CLI_PATH, 'run'], {
+  const child = spawn(process.execPath, [opts.cliPath ?? CLI_PATH, opts.command ?? 'run'], {
     env: { ...process.env, SDC_REPLICA_ID: opts.id, ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

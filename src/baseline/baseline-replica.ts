@@ -1,0 +1,102 @@
+/**
+ * One replica of the uncoordinated baseline (see {@link createKyuubiLikeCleaner}): per context one
+ * KubeConfig, rate limiter and pod API, as the coordinated replica has, and per target an informer and
+ * a local-timer cleaner. No Redis, no etcd: that is the point.
+ *
+ * {@link spawnBaselineReplica} runs it as a real child process (`spark-driver-cleaner baseline-replica`,
+ * configured by the same `SDC_*` variables as `run`), for the demo and the benchmarks.
+ */
+import type { V1Pod } from '@kubernetes/client-node';
+import type { CleanerConfig } from '../config/schema.ts';
+import { loadKubeConfig } from '../kube/kubeconfig.ts';
+import { parseLabelSelector } from '../kube/label-selector.ts';
+import { createPodApi, type PodApi } from '../kube/pod-api.ts';
+import { createPodInformer } from '../kube/pod-informer.ts';
+import { createRateLimiter } from '../kube/rate-limiter.ts';
+import { targetLabel } from '../queue/job-identity.ts';
+import { type ReplicaProcess, type SpawnReplicaOptions, spawnReplica } from '../sandbox/replica-process.ts';
+import type { Logger } from '../telemetry/log.ts';
+import { createKyuubiLikeCleaner, type KyuubiLikeCleaner } from './kyuubi-like-cleaner.ts';
+
+/** A running baseline replica. */
+export interface BaselineReplica {
+  readonly replicaId: string;
+  readonly cleaners: readonly KyuubiLikeCleaner[];
+  /** Cancels pending timers and stops the informers. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a baseline replica from a replica configuration (targets, kubeconfig, labelSelector, policy,
+ * retention, apiQps/apiBurst, replicaId; queue and election fields are ignored). Resolves once every
+ * informer has loaded its first list, after logging 'replica started'.
+ * @throws KubeconfigError when a target's context cannot be loaded (a configuration error).
+ */
+export async function startBaselineReplica(
+  config: CleanerConfig,
+  deps: { log: Logger; now: () => number },
+): Promise<BaselineReplica> {
+  const { log, now } = deps;
+  const selector = parseLabelSelector(config.labelSelector);
+  const contexts = new Map<string, { kc: ReturnType<typeof loadKubeConfig>['kc']; pods: PodApi }>();
+  const cleaners: KyuubiLikeCleaner[] = [];
+  for (const t of config.targets) {
+    const { kc, context } = loadKubeConfig(config.kubeconfig, t.context);
+    let clients = contexts.get(context);
+    if (!clients) {
+      const limiter = createRateLimiter({ qps: config.apiQps, burst: config.apiBurst, now });
+      clients = { kc, pods: createPodApi({ kc, limiter }) };
+      contexts.set(context, clients);
+    }
+    const target = { context, namespace: t.namespace };
+    const tlog = log.child({ context, namespace: t.namespace });
+    const { kc: targetKc, pods } = clients;
+    let cleaner: KyuubiLikeCleaner | undefined;
+    cleaner = createKyuubiLikeCleaner({
+      target,
+      selector,
+      policy: config.policy,
+      retentionMs: config.retentionMs,
+      pods,
+      log: tlog,
+      now,
+      informer: () =>
+        createPodInformer({
+          kc: targetKc,
+          namespace: t.namespace,
+          labelSelector: config.labelSelector,
+          log: tlog,
+          now,
+          onEvent: (event: 'added' | 'updated' | 'deleted', pod: V1Pod) => cleaner?.observe(event, pod),
+        }),
+    });
+    cleaners.push(cleaner);
+  }
+  await Promise.all(cleaners.map((c) => c.start()));
+  log.info({ targets: cleaners.map((c) => targetLabel(c.target)), mode: 'baseline' }, 'replica started');
+  let stopping: Promise<void> | undefined;
+  return {
+    replicaId: config.replicaId,
+    cleaners,
+    stop() {
+      stopping ??= (async () => {
+        await Promise.allSettled(cleaners.map((c) => c.stop()));
+        log.info('replica stopped');
+      })();
+      return stopping;
+    },
+  };
+}
+
+/** Options of {@link spawnBaselineReplica}: those of `spawnReplica` without the subcommand. */
+export type SpawnBaselineReplicaOptions = Omit<SpawnReplicaOptions, 'command'>;
+
+/**
+ * Spawns one baseline replica process (`spark-driver-cleaner baseline-replica`) with the same Node
+ * binary, configured by `SDC_*` variables in `opts.env` like `spawnReplica`. Its log lines: 'replica
+ * started' once its informers synced; per pod and replica one 'driver pod deleted' (info, outcome
+ * accepted, latenessMs) or 'Failed to delete pod' (warn, outcome failed, code, reason).
+ */
+export function spawnBaselineReplica(opts: SpawnBaselineReplicaOptions): ReplicaProcess {
+  return spawnReplica({ ...opts, command: 'baseline-replica' });
+}

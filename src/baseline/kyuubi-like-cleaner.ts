@@ -1,0 +1,141 @@
+/**
+ * The uncoordinated baseline: what every Kyuubi server replica does today for one KubernetesInfo
+ * (context, namespace), rebuilt on our informer and pod API so the demo and the benchmarks can
+ * measure it against the coordinated cleaner on the same sandbox.
+ *
+ * Each replica keeps its own cleanup cache: when its informer sees a driver pod in a terminal state,
+ * it starts a local timer for `finishedAt + retention` and, when the timer fires, sends its own
+ * DELETE, once, without retry. Nothing is shared between replicas, so N replicas send N DELETEs per
+ * pod and N−1 of them are answered 404, each logged as a failure ("Failed to delete pod"), which is
+ * how real 403/429/5xx failures get buried. An observed DELETE event does not cancel a pending timer
+ * (Kyuubi's cache does not either).
+ *
+ * Two differences from Kyuubi, on purpose: the DELETE carries `preconditions.uid` (our pod API
+ * always does; it changes no count, only protects a re-created pod), and stopping does not delete
+ * pending pods early (Kyuubi does on shutdown), so that stopping the demo does not skew its counts.
+ */
+import type { V1Pod } from '@kubernetes/client-node';
+import type { Policy } from '../config/schema.ts';
+import { deadlineMs, decide, malformedReason } from '../kube/app-state.ts';
+import type { LabelSelector } from '../kube/label-selector.ts';
+import { KubeApiError, type PodApi } from '../kube/pod-api.ts';
+import type { PodEvent, PodInformer } from '../kube/pod-informer.ts';
+import type { TargetRef } from '../queue/job-identity.ts';
+import type { Logger } from '../telemetry/log.ts';
+
+/** Options of {@link createKyuubiLikeCleaner}. */
+export interface KyuubiLikeCleanerOptions {
+  target: TargetRef;
+  selector: LabelSelector;
+  policy: Policy;
+  /** Retention period after the driver finished, ms. */
+  retentionMs: number;
+  pods: PodApi;
+  /** Builds the informer; the caller wires its `onEvent` to this cleaner's `observe`. */
+  informer: () => PodInformer;
+  /** Logger carrying `context` and `namespace`. */
+  log: Logger;
+  /** Clock, epoch ms. */
+  now: () => number;
+}
+
+/** One target's uncoordinated cleaner. */
+export interface KyuubiLikeCleaner {
+  readonly target: TargetRef;
+  /** Starts the informer; resolves once its first list is loaded. */
+  start(): Promise<void>;
+  /** Cancels pending timers (no early DELETE) and stops the informer. Idempotent. */
+  stop(): Promise<void>;
+  /** The informer's callback. Schedules a local timer for each newly seen terminal driver pod. */
+  observe(event: PodEvent, pod: V1Pod): void;
+  /** Timers not fired yet. */
+  readonly pending: number;
+}
+
+/** Creates the cleaner of one target; `start()` starts its informer. */
+export function createKyuubiLikeCleaner(opts: KyuubiLikeCleanerOptions): KyuubiLikeCleaner {
+  const { log, now } = opts;
+  const timers = new Map<string, NodeJS.Timeout>();
+  /** UIDs whose timer already fired: Kyuubi's cache forgets them, we don't, so each replica sends one DELETE per pod. */
+  const fired = new Set<string>();
+  let stopped = false;
+  const informer = opts.informer();
+
+  async function fire(pod: V1Pod, deadline: number): Promise<void> {
+    const namespace = pod.metadata?.namespace ?? '';
+    const name = pod.metadata?.name ?? '';
+    const uid = pod.metadata?.uid ?? '';
+    const fields = { context: opts.target.context, namespace, pod: name, uid };
+    try {
+      const result = await opts.pods.delete(namespace, name, uid);
+      if (result === 'accepted') {
+        log.info(
+          { ...fields, outcome: 'accepted', latenessMs: Math.max(0, now() - deadline) },
+          'driver pod deleted',
+        );
+      } else {
+        // What Kyuubi does with another replica's success: a failure, logged as loudly as a real one.
+        const notFound = result === 'not-found';
+        log.warn(
+          {
+            ...fields,
+            outcome: 'failed',
+            code: notFound ? 404 : 409,
+            reason: notFound ? 'NotFound' : 'Conflict',
+          },
+          'Failed to delete pod',
+        );
+      }
+    } catch (err) {
+      const e = err instanceof KubeApiError ? err : undefined;
+      log.warn(
+        {
+          ...fields,
+          outcome: 'failed',
+          code: e?.code,
+          reason: e?.reason ?? 'Unknown',
+          message: (err as Error).message,
+        },
+        'Failed to delete pod',
+      );
+    }
+  }
+
+  function observe(event: PodEvent, pod: V1Pod): void {
+    // Kyuubi's cache is not told about deletions: a pending timer still fires.
+    if (stopped || event === 'deleted' || malformedReason(pod)) return;
+    const decision = decide(pod, { selector: opts.selector, policy: opts.policy });
+    if (decision.action !== 'enqueue') return;
+    const uid = pod.metadata?.uid ?? '';
+    if (timers.has(uid) || fired.has(uid)) return;
+    const t = now();
+    const { deadlineMs: deadline } = deadlineMs(decision.state.finishedAtMs, opts.retentionMs, t);
+    const timer = setTimeout(
+      () => {
+        timers.delete(uid);
+        fired.add(uid);
+        void fire(pod, deadline);
+      },
+      Math.max(0, deadline - t),
+    );
+    timers.set(uid, timer);
+  }
+
+  return {
+    target: opts.target,
+    observe,
+    get pending() {
+      return timers.size;
+    },
+    async start() {
+      await informer.start();
+    },
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      for (const timer of timers.values()) clearTimeout(timer);
+      timers.clear();
+      await informer.stop();
+    },
+  };
+}

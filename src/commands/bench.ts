@@ -1,0 +1,89 @@
+/**
+ * `spark-driver-cleaner bench [--quick] [--only …] [--name …]`: runs the benchmarks in `bench/` (the
+ * product beside the uncoordinated baseline, on real Redis, etcd and a sandbox API server), writes
+ * `bench/results/<name>.json` and renders `bench/REPORT.md`.
+ *
+ * The benchmarks live outside `src/` and are not part of the built image, so they are loaded by a
+ * computed path (the compiler does not follow it): the command works from a source checkout.
+ * Exit codes: 0 done, 1 a benchmark failed (or redis-server / etcd is missing), 2 bad option or no
+ * `bench/` directory beside `src/`.
+ */
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import { systemClock } from '../clock.ts';
+import { MissingBinaryError } from '../sandbox/local-services.ts';
+
+/** What `bench/run.ts` exports that this command uses (declared here: the compiler must not load it). */
+interface BenchModule {
+  BENCHMARKS: readonly string[];
+  runBench(opts: {
+    quick: boolean;
+    only?: readonly string[];
+    name?: string;
+    resultsDir?: string;
+    reportDir?: string;
+    now: () => number;
+  }): Promise<{ path: string }>;
+}
+
+const EXT = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
+const RUN_PATH = fileURLToPath(new URL(`../../bench/run${EXT}`, import.meta.url));
+const NAMES = ['deletes', 'failover', 'lateness', 'burst', 'cost'];
+
+function benchList(raw: string): string[] {
+  const names = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const bad = names.filter((n) => !NAMES.includes(n));
+  if (bad.length || !names.length)
+    throw new InvalidArgumentError(`expected a comma-separated list of ${NAMES.join(', ')}; got ${raw}`);
+  return names;
+}
+
+function fileName(raw: string): string {
+  if (!/^[A-Za-z0-9._-]+$/.test(raw))
+    throw new InvalidArgumentError('expected a file name: letters, digits, . _ -');
+  return raw;
+}
+
+/** Registers `bench` on the program. */
+export function registerBenchCommand(program: Command): void {
+  program
+    .command('bench')
+    .description(
+      'Benchmarks: DELETEs per pod against replicas (coordinated vs the uncoordinated baseline), failover, ' +
+        'lateness, burst throughput, API rate, cost. Writes bench/results/<name>.json and bench/REPORT.md.',
+    )
+    .option('--quick', 'small sizes and short windows (under two minutes, for CI)', false)
+    .addOption(new Option('--only <list>', `benchmarks to run: ${NAMES.join(',')}`).argParser(benchList))
+    .addOption(new Option('--name <name>', 'results file name (default quick or full)').argParser(fileName))
+    .option('--out <dir>', 'write the results JSON and the report there instead of bench/results and bench/')
+    .action(async (flags: { quick: boolean; only?: string[]; name?: string; out?: string }) => {
+      if (!existsSync(RUN_PATH)) {
+        process.stderr.write(
+          `spark-driver-cleaner bench: ${RUN_PATH} not found; run it from a source checkout\n`,
+        );
+        process.exit(2);
+      }
+      const mod = (await import(RUN_PATH)) as BenchModule;
+      try {
+        const out = flags.out ? { resultsDir: flags.out, reportDir: flags.out } : {};
+        await mod.runBench({
+          quick: flags.quick,
+          only: flags.only,
+          name: flags.name,
+          ...out,
+          now: systemClock,
+        });
+      } catch (err) {
+        if (err instanceof MissingBinaryError) {
+          process.stderr.write(`spark-driver-cleaner bench: ${err.message}\n`);
+          process.exit(1);
+        }
+        throw err;
+      }
+      process.exit(0);
+    });
+}

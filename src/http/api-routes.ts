@@ -1,0 +1,113 @@
+/**
+ * The JSON API under `/api/v1/` — this replica's view, from its informer caches (no API server call):
+ *
+ * - `GET /api/v1/leaders` → `{ replica, leaders: { "context:namespace": replicaId | null } }`;
+ * - `GET /api/v1/applications?tag=T` → the application of the driver pod labelled `kyuubi-unique-tag=T`,
+ *   as Kyuubi's `getApplicationInfoByTag` answers it (newest pod when several carry the tag);
+ * - `GET /api/v1/applications/{namespace}/{pod}[?context=C]` → the application of that driver pod.
+ *
+ * An application is {@link ApplicationView}; an unknown tag or pod is 404 `{ error }`.
+ */
+import type { V1Pod } from '@kubernetes/client-node';
+import type { FastifyInstance } from 'fastify';
+import { type ApplicationState, podState } from '../kube/app-state.ts';
+import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
+import type { Replica } from '../replica.ts';
+
+/** Label Kyuubi puts on the driver pods it submits (KyuubiConf `kyuubi.engine.tag`'s pod label). */
+export const KYUUBI_TAG_LABEL = 'kyuubi-unique-tag';
+
+/**
+ * One application as this replica sees it. The first five fields are Kyuubi's `ApplicationInfo`
+ * (`url` is always null: the Spark UI address is not on the pod); the rest locate the driver pod.
+ */
+export interface ApplicationView {
+  /** `spark-app-selector` label (Spark's application id). */
+  readonly id: string | null;
+  /** `spark-app-name` label. */
+  readonly name: string | null;
+  readonly state: ApplicationState;
+  readonly url: null;
+  /** Why it failed (FAILED, KILLED), else null. */
+  readonly error: string | null;
+  readonly tag: string | null;
+  readonly context: string;
+  readonly namespace: string;
+  readonly pod: string;
+  readonly uid: string | null;
+  /** ISO-8601, when the driver has finished and the status says when. */
+  readonly finishedAt: string | null;
+}
+
+/** The application view of one cached pod. Pure. */
+export function applicationView(pod: V1Pod, target: TargetRef): ApplicationView {
+  const labels = pod.metadata?.labels ?? {};
+  const s = podState(pod);
+  return {
+    id: labels['spark-app-selector'] ?? null,
+    name: labels['spark-app-name'] ?? null,
+    state: s.state,
+    url: null,
+    error: s.error ?? null,
+    tag: labels[KYUUBI_TAG_LABEL] ?? null,
+    context: target.context,
+    namespace: target.namespace,
+    pod: pod.metadata?.name ?? '',
+    uid: pod.metadata?.uid ?? null,
+    finishedAt: s.finishedAtMs !== undefined ? new Date(s.finishedAtMs).toISOString() : null,
+  };
+}
+
+const created = (p: V1Pod) => {
+  const t = p.metadata?.creationTimestamp;
+  return t ? new Date(t).getTime() : 0;
+};
+
+/** Adds the `/api/v1/` routes. */
+export function registerApiRoutes(app: FastifyInstance, opts: { replica: Replica }): void {
+  const { replica } = opts;
+
+  app.get('/api/v1/leaders', async () => {
+    const entries = await Promise.all(
+      replica.cleaners.map(
+        async (c) =>
+          [
+            targetLabel(c.target),
+            (await c.leadershipState.currentLeader().catch(() => null)) ?? null,
+          ] as const,
+      ),
+    );
+    return { replica: replica.replicaId, leaders: Object.fromEntries(entries) };
+  });
+
+  app.get<{ Querystring: { tag?: string } }>('/api/v1/applications', async (req, reply) => {
+    const tag = req.query.tag;
+    if (!tag) return reply.code(400).send({ error: 'query parameter "tag" is required' });
+    const matches = replica.cleaners.flatMap((c) =>
+      c.informerState
+        .list()
+        .filter((p) => p.metadata?.labels?.[KYUUBI_TAG_LABEL] === tag)
+        .map((p) => ({ pod: p, target: c.target })),
+    );
+    const newest = matches.sort((a, b) => created(b.pod) - created(a.pod))[0];
+    if (!newest) return reply.code(404).send({ error: `no driver pod with ${KYUUBI_TAG_LABEL}=${tag}` });
+    return applicationView(newest.pod, newest.target);
+  });
+
+  app.get<{ Params: { namespace: string; pod: string }; Querystring: { context?: string } }>(
+    '/api/v1/applications/:namespace/:pod',
+    async (req, reply) => {
+      const { namespace, pod } = req.params;
+      const context = req.query.context;
+      for (const c of replica.cleaners) {
+        if (c.target.namespace !== namespace || (context !== undefined && c.target.context !== context))
+          continue;
+        const cached = c.informerState.get(pod);
+        if (cached) return applicationView(cached, c.target);
+      }
+      return reply
+        .code(404)
+        .send({ error: `no driver pod ${namespace}/${pod}${context ? ` in context ${context}` : ''}` });
+    },
+  );
+}

@@ -1,0 +1,103 @@
+/**
+ * Probes. `/healthz` (liveness): fails when an informer has been down longer than a threshold or the event
+ * loop has been blocked longer than one — restarting the process is then the cure. `/readyz`
+ * (readiness): informers synced, Redis reachable, etcd answering when configured — a replica that is
+ * not ready still runs and recovers by itself, it just should not be counted on.
+ */
+import type { FastifyInstance } from 'fastify';
+import { targetLabel } from '../queue/job-identity.ts';
+import type { Replica } from '../replica.ts';
+
+/** Options of {@link registerHealthRoutes}. */
+export interface HealthOptions {
+  replica: Replica;
+  /** Epoch ms. */
+  now: () => number;
+  /** An informer down longer than this fails /healthz, ms (default 120 000). */
+  informerDownThresholdMs?: number;
+  /** An event-loop stall longer than this (seen in the last minute) fails /healthz, ms (default 10 000). */
+  eventLoopStallThresholdMs?: number;
+  /** Longest wait for etcd's status answer in /readyz, ms (default 1000). */
+  etcdTimeoutMs?: number;
+}
+
+/**
+ * Measures how late a 1 s timer fires: a blocked event loop delays it by the length of the block. Keeps
+ * the worst stall of the last minute (a probe arrives after the block, when the loop is free again).
+ */
+function watchEventLoop(): { worstRecentStallMs(): number; stop(): void } {
+  const periodMs = 1000;
+  const stalls: { at: number; ms: number }[] = [];
+  let expected = performance.now() + periodMs;
+  const timer = setInterval(() => {
+    const t = performance.now();
+    const late = t - expected;
+    expected = t + periodMs;
+    if (late > 50) stalls.push({ at: t, ms: late });
+    while (stalls.length > 0 && (stalls[0]?.at ?? 0) < t - 60_000) stalls.shift();
+  }, periodMs);
+  timer.unref();
+  return {
+    worstRecentStallMs: () => Math.round(stalls.reduce((m, s) => Math.max(m, s.ms), 0)),
+    stop: () => clearInterval(timer),
+  };
+}
+
+/** Adds `/healthz` and `/readyz` (open: no authentication, probes must reach them). */
+export function registerHealthRoutes(app: FastifyInstance, opts: HealthOptions): void {
+  const { replica, now } = opts;
+  const downThreshold = opts.informerDownThresholdMs ?? 120_000;
+  const stallThreshold = opts.eventLoopStallThresholdMs ?? 10_000;
+  const loop = watchEventLoop();
+  app.addHook('onClose', async () => loop.stop());
+
+  app.get('/healthz', async (_req, reply) => {
+    const down = replica.cleaners
+      .filter((c) => {
+        const since = c.informerState.downSinceMs;
+        return since !== undefined && now() - since > downThreshold;
+      })
+      .map((c) => targetLabel(c.target));
+    const stallMs = loop.worstRecentStallMs();
+    const ok = down.length === 0 && stallMs <= stallThreshold;
+    return reply.code(ok ? 200 : 503).send({
+      ok,
+      ...(down.length > 0 ? { informersDown: down } : {}),
+      eventLoopStallMs: stallMs,
+    });
+  });
+
+  app.get('/readyz', async (_req, reply) => {
+    const unsynced = replica.cleaners
+      .filter((c) => !c.informerState.synced)
+      .map((c) => targetLabel(c.target));
+    // status 'ready' alone misses a hung Redis (paused, partitioned): the socket stays open. Ask it.
+    let redisTimer: NodeJS.Timeout | undefined;
+    const redis =
+      replica.redis.status === 'ready' &&
+      (await Promise.race([
+        replica.redis.ping().then(
+          () => true,
+          () => false,
+        ),
+        new Promise<boolean>((r) => {
+          redisTimer = setTimeout(() => r(false), opts.etcdTimeoutMs ?? 1000);
+        }),
+      ]).finally(() => clearTimeout(redisTimer)));
+    const checks: Record<string, boolean> = { informersSynced: unsynced.length === 0, redis };
+    if (replica.etcd) {
+      let timer: NodeJS.Timeout | undefined;
+      checks.etcd = await Promise.race([
+        replica.etcd.maintenance
+          .status()
+          .then(() => true)
+          .catch(() => false),
+        new Promise<boolean>((r) => {
+          timer = setTimeout(() => r(false), opts.etcdTimeoutMs ?? 1000);
+        }),
+      ]).finally(() => clearTimeout(timer));
+    }
+    const ok = Object.values(checks).every(Boolean);
+    return reply.code(ok ? 200 : 503).send({ ok, ...checks, ...(unsynced.length ? { unsynced } : {}) });
+  });
+}

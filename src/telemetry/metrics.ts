@@ -1,0 +1,225 @@
+/**
+ * Prometheus metrics of one replica (prom-client, one registry per replica so that two replicas in one
+ * test process do not mix). Names are snake_case with the `sdc_` prefix and their unit (`_seconds`,
+ * `_total`); every cleanup series carries `context` and `namespace` (the target).
+ *
+ * Recorded as things happen: outcomes, API request durations, DELETE lateness, reconciles.
+ * Read at scrape time from the replica ({@link CleanerMetrics.watch}): queue job counts, leadership,
+ * lease keepalive age, informer restarts and sync — so a scrape shows the state *now*, not a stale copy.
+ */
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import type { Outcome } from '../../workers/cleanup-driver-pod.ts';
+import type { TargetRef } from '../queue/job-identity.ts';
+
+/** BullMQ job states counted per target (`Queue.getJobCounts`). */
+export const QUEUE_STATES = [
+  'waiting',
+  'active',
+  'delayed',
+  'prioritized',
+  'completed',
+  'failed',
+  'paused',
+  'waiting-children',
+] as const;
+
+/** What the scrape-time gauges read from one target's cleaner (a `TargetCleaner` is one). */
+export interface MetricsSource {
+  readonly target: TargetRef;
+  readonly isLeader: boolean;
+  readonly informerState: { readonly restarts: number; readonly synced: boolean };
+  readonly leadershipState: { readonly lastKeepaliveMs: number | undefined };
+  readonly queue: {
+    readonly queue: { getJobCounts(...types: string[]): Promise<Record<string, number>> };
+  };
+}
+
+/** The replica as the metrics see it. */
+export interface MetricsReplica {
+  readonly cleaners: readonly MetricsSource[];
+  /** Redis connection state; job counts are skipped while it is not `ready` (the scrape must not hang). */
+  readonly redis: { readonly status: string };
+}
+
+/** HTTP verb of a pod call. */
+export type PodVerb = 'GET' | 'DELETE';
+
+/** The metrics of one replica. */
+export interface CleanerMetrics {
+  readonly registry: Registry;
+  /** Counts one outcome of a cleanup job; an `accepted` one also records its lateness. */
+  outcome(target: TargetRef, outcome: Outcome): void;
+  /**
+   * Records one GET/DELETE: `statusCode` undefined means no HTTP response (timeout, network error),
+   * labelled `code="error"`. `seconds` from just after the rate limiter to the answer.
+   */
+  apiRequest(target: TargetRef, verb: PodVerb, statusCode: number | undefined, seconds: number): void;
+  /** Counts one reconcile run and the jobs it added and re-queued. */
+  reconciled(target: TargetRef, counts: { added: number; retried: number }): void;
+  /** Reads the scrape-time series from this replica from now on (call once). */
+  watch(replica: MetricsReplica): void;
+  /** The exposition text (Prometheus text format 0.0.4) and its content type. */
+  scrape(): Promise<{ text: string; contentType: string }>;
+}
+
+/** Options of {@link createMetrics}. */
+export interface MetricsOptions {
+  /** Epoch ms; for the keepalive age. */
+  now: () => number;
+  /** Also export Node's process metrics (`sdc_process_*`, `sdc_nodejs_*`); default true. */
+  processMetrics?: boolean;
+  /** Longest wait for the job counts of one queue at scrape time, ms (default 1000). */
+  queueCountTimeoutMs?: number;
+}
+
+const TARGET = ['context', 'namespace'] as const;
+const labelsOf = (t: TargetRef) => ({ context: t.context, namespace: t.namespace });
+
+/** Creates the registry and every metric of the replica. */
+export function createMetrics(opts: MetricsOptions): CleanerMetrics {
+  const registry = new Registry();
+  const registers = [registry];
+  const countTimeoutMs = opts.queueCountTimeoutMs ?? 1000;
+  let replica: MetricsReplica | undefined;
+  if (opts.processMetrics ?? true) {
+    collectDefaultMetrics({ register: registry, prefix: 'sdc_' });
+    // prom-client names three gauges `…_total`, which promtool rejects (a `_total` must be a counter);
+    // their unsuffixed twins (`sdc_nodejs_active_handles`, …) carry the same numbers by type.
+    for (const name of ['active_handles_total', 'active_requests_total', 'active_resources_total']) {
+      registry.removeSingleMetric(`sdc_nodejs_${name}`);
+    }
+  }
+
+  const outcomes = new Counter({
+    name: 'sdc_cleanup_outcomes_total',
+    help: 'Cleanup job outcomes by target and outcome (accepted, already-absent, replaced, already-deleting, skipped, would-delete, failed, not-yet, fenced, aborted).',
+    labelNames: [...TARGET, 'outcome'],
+    registers,
+  });
+  const lateness = new Histogram({
+    name: 'sdc_delete_lateness_seconds',
+    help: 'How long after its deadline (finishedAt + retention) an accepted DELETE was answered.',
+    labelNames: TARGET,
+    buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800],
+    registers,
+  });
+  const requests = new Histogram({
+    name: 'sdc_kube_request_duration_seconds',
+    help: 'Duration of the pod GET and DELETE requests to the API server, by verb and HTTP status code (code="error": no response).',
+    labelNames: [...TARGET, 'verb', 'code'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers,
+  });
+  const reconcileRuns = new Counter({
+    name: 'sdc_reconcile_runs_total',
+    help: 'Reconcile runs of the leader (on election and periodically).',
+    labelNames: TARGET,
+    registers,
+  });
+  const reconcileAdded = new Counter({
+    name: 'sdc_reconcile_enqueued_pods_total',
+    help: 'Cleanup jobs that reconcile runs added because no replica had enqueued them.',
+    labelNames: TARGET,
+    registers,
+  });
+  const reconcileRetried = new Counter({
+    name: 'sdc_reconcile_retried_jobs_total',
+    help: 'Failed cleanup jobs that reconcile runs queued again.',
+    labelNames: TARGET,
+    registers,
+  });
+
+  const cleaners = () => replica?.cleaners ?? [];
+  new Gauge({
+    name: 'sdc_queue_jobs',
+    help: 'Cleanup jobs in the target queue by BullMQ state (absent while Redis is unreachable).',
+    labelNames: [...TARGET, 'state'],
+    registers,
+    async collect() {
+      this.reset();
+      if (replica?.redis.status !== 'ready') return;
+      await Promise.all(
+        cleaners().map(async (c) => {
+          let timer: NodeJS.Timeout | undefined;
+          const counts = await Promise.race([
+            c.queue.queue.getJobCounts(...QUEUE_STATES).catch(() => undefined),
+            new Promise<undefined>((r) => {
+              timer = setTimeout(() => r(undefined), countTimeoutMs);
+            }),
+          ]).finally(() => clearTimeout(timer));
+          if (!counts) return;
+          for (const state of QUEUE_STATES) this.set({ ...labelsOf(c.target), state }, counts[state] ?? 0);
+        }),
+      );
+    },
+  });
+  new Gauge({
+    name: 'sdc_leader',
+    help: '1 when this replica is the cleanup leader of the target, else 0.',
+    labelNames: TARGET,
+    registers,
+    collect() {
+      this.reset();
+      for (const c of cleaners()) this.set(labelsOf(c.target), c.isLeader ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'sdc_lease_keepalive_age_seconds',
+    help: 'Seconds since the last successful keepalive of the leadership lease (absent while not campaigning).',
+    labelNames: TARGET,
+    registers,
+    collect() {
+      this.reset();
+      for (const c of cleaners()) {
+        const last = c.leadershipState.lastKeepaliveMs;
+        if (last !== undefined) this.set(labelsOf(c.target), Math.max(0, opts.now() - last) / 1000);
+      }
+    },
+  });
+  new Counter({
+    name: 'sdc_informer_restarts_total',
+    help: 'Restarts of the pod informer after it stopped on an error.',
+    labelNames: TARGET,
+    registers,
+    collect() {
+      // The informer counts; the counter mirrors it (reset + inc is prom-client's way to set a counter).
+      this.reset();
+      for (const c of cleaners()) this.inc(labelsOf(c.target), c.informerState.restarts);
+    },
+  });
+  new Gauge({
+    name: 'sdc_informer_synced',
+    help: '1 when the pod informer has loaded its list and watches, else 0.',
+    labelNames: TARGET,
+    registers,
+    collect() {
+      this.reset();
+      for (const c of cleaners()) this.set(labelsOf(c.target), c.informerState.synced ? 1 : 0);
+    },
+  });
+
+  return {
+    registry,
+    outcome(target, o) {
+      outcomes.inc({ ...labelsOf(target), outcome: o.outcome });
+      if (o.outcome === 'accepted') lateness.observe(labelsOf(target), o.latenessMs / 1000);
+    },
+    apiRequest(target, verb, statusCode, seconds) {
+      requests.observe(
+        { ...labelsOf(target), verb, code: statusCode ? String(statusCode) : 'error' },
+        seconds,
+      );
+    },
+    reconciled(target, counts) {
+      reconcileRuns.inc(labelsOf(target));
+      reconcileAdded.inc(labelsOf(target), counts.added);
+      reconcileRetried.inc(labelsOf(target), counts.retried);
+    },
+    watch(r) {
+      replica = r;
+    },
+    async scrape() {
+      return { text: await registry.metrics(), contentType: registry.contentType };
+    },
+  };
+}
