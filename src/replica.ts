@@ -95,6 +95,13 @@ export async function startReplica(
   const etcd = config.etcdEndpoints.length > 0 ? createEtcdClient(config.etcdEndpoints) : undefined;
   if (!etcd) log.warn('no etcdEndpoints: single-server mode, this replica leads every target');
 
+  // Each replica campaigns for its targets in a random order, 700 ms apart (at most 5 s): replicas that start
+  // together then lead different targets, instead of the first one to reach etcd leading them all.
+  const campaignDelays = targets.map((_, i) => Math.min(5000, i * 700));
+  for (let i = campaignDelays.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1)); // Fisher–Yates shuffle
+    [campaignDelays[i], campaignDelays[j]] = [campaignDelays[j] ?? 0, campaignDelays[i] ?? 0];
+  }
   const cleaners: TargetCleaner[] = [];
   for (const { ref, clients } of targets) {
     const tlog = log.child({ context: ref.context, namespace: ref.namespace });
@@ -152,6 +159,7 @@ export async function startReplica(
               ttlSeconds: config.electionTtlSeconds,
               log: tlog,
               now,
+              initialCampaignDelayMs: campaignDelays[cleaners.length],
               ...events,
             })
           : createLocalLeadership({ replicaId: config.replicaId, now, ...events }),

@@ -27,6 +27,12 @@ export interface EtcdLeadershipOptions extends LeadershipEvents {
   now: () => number;
   /** Timeout of the fencing GET, ms (default: a third of the TTL). */
   fenceTimeoutMs?: number;
+  /**
+   * Wait before the first campaign, ms (default 0). A replica staggers its targets' first campaigns (in an
+   * order of its own) so that leaderships spread over the replicas instead of all going to the first one
+   * to reach etcd: the order of candidates is fixed by who campaigns first.
+   */
+  initialCampaignDelayMs?: number;
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -151,7 +157,13 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
 
   async function campaign(): Promise<void> {
     let failures = 0;
+    let first = true;
     while (running) {
+      if (first && opts.initialCampaignDelayMs) {
+        await sleep(opts.initialCampaignDelayMs);
+        if (!running) break;
+      }
+      first = false;
       try {
         await term();
         failures = 0;
