@@ -130,11 +130,16 @@ export async function cleanupDriverPod(
   if (signal.aborted) return { outcome: 'aborted' };
   if (!deps.stillLeader()) return { outcome: 'fenced', reason: 'lease went stale during the re-check' };
   try {
-    const result = await deps.pods.delete(job.namespace, job.pod, job.uid, signal);
+    const result = await deps.pods.delete(job.namespace, job.pod, job.uid, signal, () => {
+      // The rate limiter may have held the request for a long while (or the process was frozen in it):
+      // no async step may separate the last leadership check from the request.
+      if (!deps.stillLeader()) throw new FencedError('lease went stale while the DELETE waited to be sent');
+    });
     if (result === 'not-found') return { outcome: 'already-absent' };
     if (result === 'uid-mismatch') return { outcome: 'replaced' };
     return { outcome: 'accepted', latenessMs: Math.max(0, deps.now() - job.deadlineMs) };
   } catch (err) {
+    if (err instanceof FencedError) return { outcome: 'fenced', reason: err.message };
     // An abort after the request left can't be taken back; but the UID precondition makes a repeat harmless.
     if (signal.aborted && !(err instanceof KubeApiError)) return { outcome: 'aborted' };
     return failure('delete', err);

@@ -37,8 +37,18 @@ export type DeleteResult = 'accepted' | 'not-found' | 'uid-mismatch';
 export interface PodApi {
   /** Reads a pod; `undefined` when it does not exist (404). */
   get(namespace: string, name: string, signal?: AbortSignal): Promise<V1Pod | undefined>;
-  /** DELETE with `preconditions.uid`: 404 → `not-found`, 409 → `uid-mismatch`. */
-  delete(namespace: string, name: string, uid: string, signal?: AbortSignal): Promise<DeleteResult>;
+  /**
+   * DELETE with `preconditions.uid`: 404 → `not-found`, 409 → `uid-mismatch`.
+   * @param beforeSend called after the rate limiter's wait, right before the request leaves; what it
+   *   throws cancels the request and is rethrown as is (the handler re-checks its leadership there).
+   */
+  delete(
+    namespace: string,
+    name: string,
+    uid: string,
+    signal?: AbortSignal,
+    beforeSend?: () => void,
+  ): Promise<DeleteResult>;
 }
 
 /** One GET or DELETE as a {@link PodCallObserver} sees it. */
@@ -174,9 +184,10 @@ export function createPodApi(opts: PodApiOptions): PodApi {
         throw toKubeApiError(err, signal, Date.now());
       }
     },
-    async delete(namespace, name, uid, signal) {
+    async delete(namespace, name, uid, signal, beforeSend) {
       await opts.limiter.take(signal);
       signal?.throwIfAborted();
+      beforeSend?.();
       try {
         await observed({ verb: 'DELETE', namespace, pod: name, uid }, (onStatus) =>
           api.deleteNamespacedPod(

@@ -1,0 +1,258 @@
+/**
+ * Failure modes: bad input. Every configuration field wrong in turn (exit 2, the message names the
+ * field); Redis, etcd and the API server all unreachable at start (clear warnings, retries with backoff,
+ * the process stays up and recovers); malformed pod objects from the API (skipped and logged).
+ */
+import type { V1Pod } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { envName, FIELDS, flagName } from '../../src/config/fields.ts';
+import { buildKubeconfig } from '../../src/sandbox/apiserver/kubeconfig.ts';
+import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
+import { spawnReplica } from '../../src/sandbox/replica-process.ts';
+import { sparkDriverPod } from '../../src/sandbox/workload.ts';
+import { tempFile } from '../helpers/cluster.ts';
+import { waitFor } from '../helpers/wait.ts';
+import {
+  CLEAN,
+  checkInvariants,
+  createDrivers,
+  type FailureCluster,
+  firstLeader,
+  remember,
+  replicaEnv,
+  SOAK,
+  startFailureCluster,
+  stopAll,
+  uidOf,
+  waitGone,
+} from './helpers.ts';
+
+let cluster: FailureCluster;
+beforeAll(async () => {
+  cluster = await startFailureCluster();
+}, 60_000);
+afterAll(async () => {
+  await cluster?.stop();
+});
+
+/** One wrong value per configuration field (a new field without one fails the first test). */
+const BAD: Record<string, Record<string, string>> = {
+  targets: { SDC_TARGETS: ':spark' },
+  kubeconfig: { SDC_KUBECONFIG: '/nonexistent/kc.yaml' },
+  labelSelector: { SDC_LABEL_SELECTOR: 'spark-role in (driver' },
+  policy: { SDC_POLICY: 'SOME' },
+  retention: { SDC_RETENTION: 'five minutes' },
+  redisUrl: { SDC_REDIS_URL: 'http://127.0.0.1:6379' },
+  etcdEndpoints: { SDC_ETCD_ENDPOINTS: 'etcd:2379' },
+  electionTtlSeconds: { SDC_ELECTION_TTL_SECONDS: '1' },
+  recheck: { SDC_RECHECK: 'sometimes' },
+  apiQps: { SDC_API_QPS: '-5' },
+  apiBurst: { SDC_API_BURST: '0' },
+  apiTimeout: { SDC_API_TIMEOUT: 'soon' },
+  concurrency: { SDC_CONCURRENCY: '0' },
+  retryBaseDelay: { SDC_RETRY_BASE_DELAY: 'x' },
+  retryMaxDelay: { SDC_RETRY_MAX_DELAY: '2 days' },
+  dryRun: { SDC_DRY_RUN: 'maybe' },
+  replicaId: { SDC_REPLICA_ID: 'bad id!' },
+  httpHost: { SDC_HTTP_HOST: 'not a host' },
+  httpPort: { SDC_HTTP_PORT: '70000' },
+  tombstoneTtl: { SDC_TOMBSTONE_TTL: 'forever' },
+  reconcileInterval: { SDC_RECONCILE_INTERVAL: 'often' },
+  queuePrefix: { SDC_QUEUE_PREFIX: 'a:b' },
+  logLevel: { SDC_LOG_LEVEL: 'loud' },
+  dashboardReadOnly: { SDC_DASHBOARD_READ_ONLY: 'perhaps' },
+  dashboardUser: { SDC_DASHBOARD_USER: 'admin' },
+  dashboardPassword: { SDC_DASHBOARD_PASSWORD: 'secret' },
+};
+
+/** Runs `src/cli.ts run` with a valid configuration overridden by `env`; kills it if it does not exit. */
+async function runWith(
+  id: string,
+  env: Record<string, string>,
+): Promise<{ code: number | string; stderr: string }> {
+  const kubeconfig = tempFile(
+    'kubeconfig.yaml',
+    buildKubeconfig([{ contextName: 'fm', url: 'http://127.0.0.1:9' }]),
+  );
+  const r = spawnReplica({
+    id,
+    env: {
+      KUBECONFIG: kubeconfig,
+      SDC_TARGETS: 'fm:spark',
+      SDC_REDIS_URL: cluster.redis.url,
+      SDC_HTTP_PORT: '0',
+      SDC_REPLICA_ID: id,
+      ...env,
+    },
+  });
+  // Generous: a CLI start costs seconds of CPU, and CI runs other suites beside this one.
+  const timer = setTimeout(() => r.kill('SIGKILL'), 90_000);
+  const code = await r.exited;
+  clearTimeout(timer);
+  return { code, stderr: r.stderr() };
+}
+
+describe('bad input', () => {
+  it(`each configuration field wrong ${SOAK ? 'in turn' : 'at once, and the dependent ones in turn'} → exit 2, a line naming each field`, async () => {
+    expect(Object.keys(BAD).sort()).toEqual(FIELDS.map((f) => f.key).sort());
+    // The loader checks every field independently and reports one line per bad field, so CI runs them
+    // all in one process (each CLI start costs seconds of CPU). Three can only be checked alone: the
+    // kubeconfig is read after validation, and the dashboard pair is only wrong when half-set.
+    const alone = ['kubeconfig', 'dashboardUser', 'dashboardPassword'];
+    const runs: { keys: string[]; env: Record<string, string> }[] = SOAK
+      ? Object.keys(BAD).map((k) => ({ keys: [k], env: BAD[k] ?? {} }))
+      : [
+          {
+            keys: Object.keys(BAD).filter((k) => !alone.includes(k)),
+            env: Object.assign(
+              {},
+              ...Object.keys(BAD)
+                .filter((k) => !alone.includes(k))
+                .map((k) => BAD[k]),
+            ),
+          },
+          ...alone.map((k) => ({ keys: [k], env: BAD[k] ?? {} })),
+        ];
+    const results = await Promise.all(
+      runs.map(async (run, i) => ({ ...run, ...(await runWith(`bad-${i}`, run.env)) })),
+    );
+    const problems: string[] = [];
+    for (const r of results) {
+      if (r.code !== 2) problems.push(`${r.keys.join(',')}: exit ${r.code}: ${r.stderr.slice(0, 300)}`);
+      const lines = r.stderr.split('\n').filter((l) => l.startsWith('  - '));
+      for (const key of r.keys) {
+        const named = lines.some((l) => [envName(key), flagName(key), key].some((n) => l.includes(n)));
+        if (!named) problems.push(`${key}: no line names it in: ${r.stderr.slice(0, 500)}`);
+      }
+      // One line per problem, no stack trace.
+      if (/\n\s+at /.test(r.stderr))
+        problems.push(`${r.keys.join(',')}: stack trace: ${r.stderr.slice(0, 300)}`);
+    }
+    expect(problems).toEqual([]);
+  }, 240_000);
+
+  it('Redis, etcd and the API server unreachable at start → warnings, retries with backoff, no exit; recovers when they appear', async () => {
+    const ns = 'late';
+    // An API server that is not there yet: its port and kubeconfig, then closed.
+    const first = await startSandboxApiServer({ contextName: 'late' });
+    const port = Number(new URL(first.url).port);
+    await first.close();
+    await cluster.redis.kill();
+    const etcd = cluster.etcd.members[0];
+    await etcd?.kill();
+    let api: SandboxApiServer | undefined;
+    const r = cluster.startReplica('late-r', {
+      ...replicaEnv(cluster, ns, 'bi2'),
+      SDC_TARGETS: `late:${ns}`,
+      KUBECONFIG: first.kubeconfigPath,
+    });
+    try {
+      const downAt = Date.now();
+      await r.waitForLine((l) => l.msg === 'redis unreachable; retrying', 60_000);
+      await waitFor(
+        'retries of the campaign and the informer',
+        () =>
+          r.lines.filter((l) => l.msg === 'campaign failed; retrying').length >= 2 &&
+          r.lines.filter((l) => l.msg === 'informer stopped on an error; restarting').length >= 3,
+        30_000,
+        200,
+      );
+      expect(r.child.exitCode).toBeNull();
+      const informerDelays = r.lines
+        .filter((l) => l.msg === 'informer stopped on an error; restarting')
+        .map((l) => Number(l.retryInMs));
+      // Backoff, not a hot loop: each informer restart waits longer (base 500 ms, doubling, jitter).
+      expect(informerDelays.at(-1)).toBeGreaterThan(informerDelays[0] ?? Infinity);
+      const outageMs = Date.now() - downAt;
+      const campaignFailures = r.lines.filter((l) => l.msg === 'campaign failed; retrying').length;
+      expect(campaignFailures).toBeLessThan(outageMs / 200);
+      for (const l of r.lines.filter((x) => /unreachable|failed|stopped/.test(String(x.msg))))
+        expect(['warn', 'error']).toContain(l.level);
+      // The services appear.
+      await cluster.redis.restart();
+      await etcd?.restart();
+      api = await startSandboxApiServer({
+        contextName: 'late',
+        port,
+        kubeconfigOut: tempFile('kubeconfig.yaml', ''),
+      });
+      const pods = createDrivers(api, ns, 10, 'late');
+      await waitGone(api, pods, 'pods deleted once everything is up', 90_000);
+      expect(checkInvariants(api, ns, pods.map(uidOf), { retentionMs: 1000 })).toEqual(CLEAN);
+      expect(pods.map((p) => api?.requests.deletesByUid().get(uidOf(p))?.length)).toEqual(pods.map(() => 1));
+      expect(r.child.exitCode).toBeNull();
+      console.info(
+        `[failure] unreachable at start for ${outageMs} ms: ${campaignFailures} campaign retries, informer delays ${informerDelays.join(', ')} ms`,
+      );
+    } finally {
+      await stopAll([r]);
+      await api?.close();
+    }
+  }, 150_000);
+
+  it('malformed pod objects from the API (list and watch) → skipped and logged; well-formed pods around them are cleaned', async () => {
+    const ns = 'malformed';
+    const labels = (tag: string) => ({ 'spark-role': 'driver', 'kyuubi-unique-tag': tag });
+    const oddPods = (when: string, now: number): V1Pod[] => {
+      const noUid = sparkDriverPod({
+        namespace: ns,
+        appName: `no-uid-${when}`,
+        phase: 'Succeeded',
+        nowMs: now,
+      });
+      if (noUid.metadata) noUid.metadata.uid = '';
+      return [
+        noUid, // no UID: cannot be the subject of a job
+        { metadata: { name: `no-status-${when}-driver`, namespace: ns, labels: labels(`a${when}`) } },
+        {
+          metadata: { name: `bad-statuses-${when}-driver`, namespace: ns, labels: labels(`b${when}`) },
+          status: { phase: 'Running', containerStatuses: 'terminated' as unknown as [] },
+        },
+        {
+          metadata: { name: `null-status-${when}-driver`, namespace: ns, labels: labels(`c${when}`) },
+          status: { phase: 'Running', containerStatuses: [null as unknown as never] },
+        },
+        {
+          metadata: { name: `odd-phase-${when}-driver`, namespace: ns, labels: labels(`d${when}`) },
+          status: { phase: 'Exploded' },
+        },
+      ];
+    };
+    // Some before the replica starts (seen by the initial list), some after (seen by the watch).
+    const before = oddPods('list', cluster.server.clock.now());
+    for (const p of before) remember(cluster.server.pods.create(p, 'verbatim'));
+    const good = createDrivers(cluster.server, ns, 5, 'fine', 5000);
+    const r = cluster.startReplica('mal-r', replicaEnv(cluster, ns, 'bi3', { SDC_RECONCILE_INTERVAL: '1s' }));
+    try {
+      await firstLeader([r], ns);
+      await r.waitForLine((l) => l.msg === 'reconciled' && l.namespace === ns, 60_000);
+      const after = oddPods('watch', cluster.server.clock.now());
+      for (const p of after) remember(cluster.server.pods.create(p, 'verbatim'));
+      const good2 = createDrivers(cluster.server, ns, 5, 'fine2', 5000);
+      await waitGone(cluster.server, [...good, ...good2], 'well-formed pods deleted', 60_000);
+      const since = Date.now();
+      await waitFor(
+        'two reconciles with every pod in the cache',
+        () =>
+          r.lines.filter(
+            (l) => l.msg === 'reconciled' && l.namespace === ns && Date.parse(String(l.time)) >= since,
+          ).length >= 2,
+      );
+      expect(
+        r.lines.filter((l) => l.msg === 'reconcile failed' || l.msg === 'informer event handler failed'),
+      ).toEqual([]);
+      const malformed = r.lines.filter((l) => l.msg === 'malformed pod object: left alone');
+      expect(malformed.length).toBeGreaterThanOrEqual(2);
+      for (const l of malformed) expect(l).toMatchObject({ level: 'warn', why: 'no metadata.uid' });
+      // Every odd pod is still there: none was deleted.
+      for (const p of [...before, ...after])
+        expect(cluster.server.pods.get(ns, p.metadata?.name ?? '')).toBeDefined();
+      expect(
+        checkInvariants(cluster.server, ns, [...good, ...good2].map(uidOf), { retentionMs: 1000 }),
+      ).toEqual(CLEAN);
+      expect(r.child.exitCode).toBeNull();
+    } finally {
+      await stopAll([r]);
+    }
+  }, 150_000);
+});

@@ -1,0 +1,378 @@
+/**
+ * Helpers of the failure-mode suite: a self-contained cluster per test file (real Redis, real etcd with
+ * 1 or 3 members, one sandbox API server), an attributing HTTP proxy (which replica sent which request),
+ * pod factories, and the three invariants every case asserts from the sandbox's request log:
+ *
+ * 1. at most one DELETE request per pod (or, where a case documents why, at most one *accepted* one);
+ * 2. no terminal, selected pod left past its deadline once the fault is over;
+ * 3. no DELETE of a pod that was not an eligible (terminal, selected) driver.
+ *
+ * `SOAK=1` switches the suite to its long variant (bigger counts, longer outages); CI runs the short one.
+ */
+import { once } from 'node:events';
+import { createServer as createHttpServer, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { V1Pod } from '@kubernetes/client-node';
+import { decide } from '../../src/kube/app-state.ts';
+import { parseLabelSelector } from '../../src/kube/label-selector.ts';
+import { buildKubeconfig } from '../../src/sandbox/apiserver/kubeconfig.ts';
+import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
+import {
+  type LocalEtcd,
+  type LocalService,
+  startEtcd,
+  startRedis,
+} from '../../src/sandbox/local-services.ts';
+import { type LogLine, type ReplicaProcess, spawnReplica } from '../../src/sandbox/replica-process.ts';
+import { sparkDriverPod } from '../../src/sandbox/workload.ts';
+import { tempFile } from '../helpers/cluster.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+/** The long, on-demand variant: `SOAK=1 npx vitest run test/failure`. */
+export const SOAK = process.env.SOAK === '1';
+
+/** The product's default selector: what counts as "a driver pod we may delete". */
+export const SELECTOR = 'spark-role=driver,kyuubi-unique-tag';
+const selector = parseLabelSelector(SELECTOR);
+
+/** Options of {@link startFailureCluster}. */
+export interface FailureClusterOptions {
+  /** etcd members (default 1). */
+  etcdMembers?: number;
+  /** Context name of the sandbox API server (default `fm`). */
+  context?: string;
+}
+
+/** One test file's world: its own Redis, etcd and sandbox API server. */
+export interface FailureCluster {
+  redis: LocalService;
+  etcd: LocalEtcd;
+  server: SandboxApiServer;
+  context: string;
+  replicas: ReplicaProcess[];
+  /**
+   * Spawns a replica (`src/cli.ts run`) with the cluster's services; `env` overrides anything, e.g.
+   * `SDC_ETCD_ENDPOINTS` for a single endpoint or `KUBECONFIG` for a proxy's kubeconfig.
+   */
+  startReplica(id: string, env: Record<string, string>): ReplicaProcess;
+  stop(): Promise<void>;
+}
+
+/** Starts Redis, etcd (`etcdMembers`) and a sandbox API server. */
+export async function startFailureCluster(opts: FailureClusterOptions = {}): Promise<FailureCluster> {
+  const context = opts.context ?? 'fm';
+  const [redis, etcd, server] = await Promise.all([
+    startRedis(),
+    startEtcd({ members: opts.etcdMembers ?? 1 }),
+    startSandboxApiServer({ contextName: context }),
+  ]);
+  const replicas: ReplicaProcess[] = [];
+  return {
+    redis,
+    etcd,
+    server,
+    context,
+    replicas,
+    startReplica(id, env) {
+      const r = spawnReplica({
+        id,
+        env: {
+          KUBECONFIG: server.kubeconfigPath,
+          SDC_REDIS_URL: redis.url,
+          SDC_ETCD_ENDPOINTS: etcd.endpoints.join(','),
+          SDC_HTTP_PORT: '0',
+          SDC_LOG_LEVEL: 'debug',
+          ...env,
+        },
+      });
+      replicas.push(r);
+      return r;
+    },
+    async stop() {
+      for (const r of replicas) {
+        r.kill('SIGCONT');
+        r.kill('SIGKILL');
+      }
+      await Promise.all(replicas.map((r) => r.exited));
+      await server.close();
+      await Promise.all([redis.stop(), etcd.stop()]);
+    },
+  };
+}
+
+/** SDC_* settings of a fast-moving replica for one target: short retention, TTL and retry delays. */
+export function replicaEnv(
+  cluster: FailureCluster,
+  namespace: string,
+  prefix: string,
+  extra: Record<string, string> = {},
+): Record<string, string> {
+  return {
+    SDC_TARGETS: `${cluster.context}:${namespace}`,
+    SDC_QUEUE_PREFIX: prefix,
+    SDC_RETENTION: '1s',
+    SDC_ELECTION_TTL_SECONDS: '3',
+    SDC_RETRY_BASE_DELAY: '200ms',
+    SDC_RETRY_MAX_DELAY: '2s',
+    SDC_LABEL_SELECTOR: SELECTOR,
+    ...extra,
+  };
+}
+
+/** Resolves with the replica that logs `elected leader` for the namespace first (past or future line). */
+export async function firstLeader(
+  replicas: ReplicaProcess[],
+  namespace: string,
+  timeoutMs = 60_000,
+): Promise<ReplicaProcess> {
+  try {
+    return await Promise.any(
+      replicas.map((r) =>
+        r
+          .waitForLine((l) => l.msg === 'elected leader' && l.namespace === namespace, timeoutMs)
+          .then(() => r),
+      ),
+    );
+  } catch {
+    const tails = replicas.map(
+      (r) =>
+        `${r.id} (exit ${r.child.exitCode}): ${r.lines
+          .slice(-8)
+          .map((l) => JSON.stringify(l).slice(0, 300))
+          .join('\n')}\n${r.stderr().slice(-500)}`,
+    );
+    throw new Error(`no leader elected for ${namespace} within ${timeoutMs} ms:\n${tails.join('\n')}`);
+  }
+}
+
+/** Epoch ms of a log line (pino writes ISO-8601 `time`); NaN when absent. */
+export function timeOf(l: LogLine | undefined): number {
+  return Date.parse(String(l?.time ?? ''));
+}
+
+/** Lines of one replica matching `match` logged at or after `sinceMs` (epoch ms). */
+export function linesSince(r: ReplicaProcess, sinceMs: number, match: (l: LogLine) => boolean): LogLine[] {
+  return r.lines.filter((l) => timeOf(l) >= sinceMs && match(l));
+}
+
+/** The replica's HTTP base URL, from its `http server listening` line. */
+export async function httpUrl(r: ReplicaProcess): Promise<string> {
+  const line = await r.waitForLine((l) => l.msg === 'http server listening');
+  return String(line.url);
+}
+
+/**
+ * Creates `n` terminated driver pods (Succeeded, every third Failed) that finished `finishedAgoMs` ago by
+ * the sandbox clock (0: just now). Returns the stored pods (with their UIDs).
+ */
+export function createDrivers(
+  server: SandboxApiServer,
+  namespace: string,
+  n: number,
+  prefix: string,
+  finishedAgoMs = 0,
+): V1Pod[] {
+  const nowMs = server.clock.now() - finishedAgoMs;
+  const pods: V1Pod[] = [];
+  for (let i = 0; i < n; i++) {
+    const phase = i % 3 === 2 ? 'Failed' : 'Succeeded';
+    pods.push(server.pods.create(sparkDriverPod({ namespace, appName: `${prefix}-${i}`, phase, nowMs })));
+  }
+  return remember(pods);
+}
+
+/**
+ * Pods that must never be deleted, to sit beside a case's eligible pods: a running driver, a finished
+ * driver outside the selector (no `kyuubi-unique-tag`, e.g. spark-submit'ed by hand), and a finished
+ * pod labelled as an executor. Check with {@link bystandersIntact} at the end.
+ */
+export function createBystanders(server: SandboxApiServer, namespace: string): V1Pod[] {
+  const nowMs = server.clock.now() - 60_000;
+  const running = sparkDriverPod({ namespace, appName: 'bystander-running', phase: 'Running', nowMs });
+  const unselected = sparkDriverPod({ namespace, appName: 'bystander-manual', phase: 'Succeeded', nowMs });
+  delete unselected.metadata?.labels?.['kyuubi-unique-tag'];
+  const executor = sparkDriverPod({ namespace, appName: 'bystander-exec', phase: 'Succeeded', nowMs });
+  if (executor.metadata?.labels) executor.metadata.labels['spark-role'] = 'executor';
+  return remember([running, unselected, executor].map((p) => server.pods.create(p)));
+}
+
+/** True when every bystander is still stored with its UID and got no DELETE request. */
+export function bystandersIntact(server: SandboxApiServer, bystanders: V1Pod[]): boolean {
+  const deletes = server.requests.deletesByUid();
+  return bystanders.every(
+    (p) =>
+      server.pods.get(p.metadata?.namespace ?? '', nameOf(p))?.metadata?.uid === uidOf(p) &&
+      !deletes.has(uidOf(p)),
+  );
+}
+
+export const uidOf = (p: V1Pod | undefined): string => p?.metadata?.uid ?? '';
+export const nameOf = (p: V1Pod | undefined): string => p?.metadata?.name ?? '';
+
+/** Waits until none of `pods` (by name and UID) is stored any more. */
+export async function waitGone(
+  server: SandboxApiServer,
+  pods: V1Pod[],
+  what: string,
+  timeoutMs = 60_000,
+): Promise<void> {
+  await waitFor(
+    what,
+    () =>
+      pods.every((p) => {
+        const cur = server.pods.get(p.metadata?.namespace ?? '', nameOf(p));
+        return !cur || cur.metadata?.uid !== uidOf(p);
+      }),
+    timeoutMs,
+    100,
+  );
+}
+
+/** Namespace of every pod the suite created, so a DELETE of an unknown UID is always a violation. */
+const namespaceOfUid = new Map<string, string>();
+/**
+ * Records pods the test created (the factories here do it themselves): a DELETE of a UID never recorded
+ * counts as a wrong DELETE in every namespace.
+ */
+export function remember<T extends V1Pod | V1Pod[]>(pods: T): T {
+  for (const p of Array.isArray(pods) ? pods : [pods])
+    namespaceOfUid.set(uidOf(p), p.metadata?.namespace ?? '');
+  return pods;
+}
+
+/** What {@link checkInvariants} found; every list empty means the case held. */
+export interface InvariantReport {
+  /** Pods with more DELETE requests (or accepted DELETEs, in `acceptedOnly` mode) than allowed. */
+  repeatedDeletes: { uid: string; codes: number[] }[];
+  /** DELETEs of a UID that was not among the eligible pods (not terminal, not selected, unknown). */
+  wrongDeletes: { uid: string; codes: number[] }[];
+  /** Terminal, selected, not-deleting pods of the namespace whose deadline passed `slackMs` ago or more. */
+  leftovers: { name: string; uid: string; overdueMs: number }[];
+}
+
+/**
+ * Reads the sandbox's request log and store and checks the suite's three invariants for a namespace.
+ *
+ * @param eligible UIDs the test created as terminal, selected drivers (the only ones we may DELETE).
+ * @param opts.retentionMs the replicas' retention, to compute each pod's deadline (finishedAt + retention).
+ * @param opts.acceptedOnly count only DELETEs answered 200/202: for cases where rejected or timed-out
+ *   DELETEs are retried by design (API faults); the UID precondition makes the retries harmless.
+ * @param opts.slackMs how overdue a leftover may be before it counts (default 0: any overdue pod).
+ */
+export function checkInvariants(
+  server: SandboxApiServer,
+  namespace: string,
+  eligible: Iterable<string>,
+  opts: { retentionMs: number; acceptedOnly?: boolean; slackMs?: number },
+): InvariantReport {
+  const ok = new Set(eligible);
+  const report: InvariantReport = { repeatedDeletes: [], wrongDeletes: [], leftovers: [] };
+  for (const [uid, codes] of server.requests.deletesByUid()) {
+    // deletesByUid covers every namespace: keep the ones of this namespace's pods (or unknown ones).
+    if (!ok.has(uid)) {
+      // Another namespace's pod (other cases share the server) is that case's business.
+      const ns = namespaceOfUid.get(uid);
+      if (ns !== undefined && ns !== namespace) continue;
+      if (uid.startsWith('unknown:') && !uid.includes(`/namespaces/${namespace}/`)) continue;
+      report.wrongDeletes.push({ uid, codes });
+      continue;
+    }
+    const counted = opts.acceptedOnly ? codes.filter((c) => c === 200 || c === 202) : codes;
+    if (counted.length > 1) report.repeatedDeletes.push({ uid, codes });
+  }
+  const now = server.clock.now();
+  for (const pod of server.pods.list(namespace)) {
+    const d = decide(pod, { selector, policy: 'ALL' });
+    if (d.action !== 'enqueue') continue;
+    const finished = d.state.finishedAtMs ?? now;
+    const overdueMs = now - (finished + opts.retentionMs);
+    if (overdueMs >= (opts.slackMs ?? 0))
+      report.leftovers.push({ name: nameOf(pod), uid: uidOf(pod), overdueMs });
+  }
+  return report;
+}
+
+/** An empty report, to compare with `toEqual`. */
+export const CLEAN: InvariantReport = { repeatedDeletes: [], wrongDeletes: [], leftovers: [] };
+
+/** One request seen by an {@link ApiProxy}. */
+export interface ProxiedRequest {
+  method: string;
+  path: string;
+  /** Epoch ms at arrival (system clock). */
+  atMs: number;
+}
+
+/** A plain HTTP proxy in front of the sandbox API server: tells which replica sent which request. */
+export interface ApiProxy {
+  /** A kubeconfig whose context (same name as the server's) points at the proxy. */
+  kubeconfigPath: string;
+  readonly requests: ProxiedRequest[];
+  deletes(sinceMs?: number): ProxiedRequest[];
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a forwarding proxy to `server` (streams both ways, so watches work). Give each replica its own
+ * proxy's kubeconfig to attribute API requests to replicas.
+ */
+export async function startApiProxy(server: SandboxApiServer): Promise<ApiProxy> {
+  const target = new URL(server.url);
+  const requests: ProxiedRequest[] = [];
+  const proxy = createHttpServer((req, res) => {
+    requests.push({ method: req.method ?? 'GET', path: req.url ?? '/', atMs: Date.now() });
+    const up = httpRequest(
+      {
+        host: target.hostname,
+        port: target.port,
+        method: req.method,
+        path: req.url,
+        headers: req.headers,
+      },
+      (upRes) => {
+        res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+        upRes.pipe(res);
+      },
+    );
+    up.on('error', () => res.destroy());
+    res.on('close', () => up.destroy());
+    req.pipe(up);
+  });
+  proxy.listen(0, '127.0.0.1');
+  await once(proxy, 'listening');
+  const port = (proxy.address() as AddressInfo).port;
+  const kubeconfigPath = tempFile(
+    'kubeconfig.yaml',
+    buildKubeconfig([{ contextName: server.contextName, url: `http://127.0.0.1:${port}` }]),
+  );
+  return {
+    kubeconfigPath,
+    requests,
+    deletes: (sinceMs = 0) => requests.filter((r) => r.method === 'DELETE' && r.atMs >= sinceMs),
+    close: () =>
+      new Promise<void>((resolve) => {
+        proxy.closeAllConnections();
+        proxy.close(() => resolve());
+      }),
+  };
+}
+
+/** GET `url` and return the HTTP status, or 0 when it cannot connect. */
+export async function statusOf(url: string): Promise<number> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(3000) });
+    await res.arrayBuffer();
+    return res.status;
+  } catch {
+    return 0;
+  }
+}
+
+/** Stops replicas gracefully (SIGTERM) and waits for them to exit; returns their exit codes. */
+export async function stopAll(replicas: ReplicaProcess[]): Promise<(number | string)[]> {
+  for (const r of replicas) {
+    r.kill('SIGCONT');
+    r.kill('SIGTERM');
+  }
+  return Promise.all(replicas.map((r) => r.exited));
+}
