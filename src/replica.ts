@@ -71,7 +71,7 @@ export async function startReplica(
       const limiter = createRateLimiter({ qps: config.apiQps, burst: config.apiBurst, now });
       const timeoutMs = overrides.requestTimeoutMs ?? config.apiTimeoutMs;
       const observer = deps.telemetry?.podCalls(context);
-      clients = { kc, pods: createPodApi({ kc, limiter, timeoutMs, observer }) };
+      clients = { kc, pods: createPodApi({ kc, limiter, timeoutMs, observer, now }) };
       contexts.set(context, clients);
     }
     targets.push({ ref: { context, namespace: t.namespace }, clients });

@@ -11,6 +11,7 @@
 import { ApiException, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 // client-node's object-parameter API takes Observable-style middleware (its own minimal stub).
 import { of } from '@kubernetes/client-node/dist/gen/rxjsStub.js';
+import { systemClock } from '../clock.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 
 /** A failed API call: an HTTP error Status from the API server, a timeout, or a network error. */
@@ -75,6 +76,8 @@ export interface PodApiOptions {
   limiter: RateLimiter;
   /** Client timeout of one request, ms (default 10 000). */
   timeoutMs?: number;
+  /** Clock for `Retry-After` dates, epoch ms (default the system clock). */
+  now?: () => number;
   /** Told about every request (telemetry); optional. */
   observer?: PodCallObserver;
 }
@@ -135,6 +138,7 @@ export function toKubeApiError(err: unknown, signal: AbortSignal | undefined, no
 export function createPodApi(opts: PodApiOptions): PodApi {
   const api = opts.kc.makeApiClient(CoreV1Api);
   const timeoutMs = opts.timeoutMs ?? 10_000;
+  const now = opts.now ?? systemClock;
   const withSignal = (signal: AbortSignal | undefined, onStatus?: (code: number) => void) => {
     const s = signal
       ? AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)])
@@ -181,7 +185,7 @@ export function createPodApi(opts: PodApiOptions): PodApi {
         );
       } catch (err) {
         if (err instanceof ApiException && err.code === 404) return undefined;
-        throw toKubeApiError(err, signal, Date.now());
+        throw toKubeApiError(err, signal, now());
       }
     },
     async delete(namespace, name, uid, signal, beforeSend) {
@@ -200,7 +204,7 @@ export function createPodApi(opts: PodApiOptions): PodApi {
       } catch (err) {
         if (err instanceof ApiException && err.code === 404) return 'not-found';
         if (err instanceof ApiException && err.code === 409) return 'uid-mismatch';
-        throw toKubeApiError(err, signal, Date.now());
+        throw toKubeApiError(err, signal, now());
       }
     },
   };
