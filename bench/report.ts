@@ -1,0 +1,364 @@
+/**
+ * Renders a results file as `REPORT.md` plus its SVG charts (deletes-per-pod.svg, lateness.svg,
+ * burst.svg) in one directory. Every target of issue 8 is listed with the measured figure and whether
+ * it was met; a missed target stays in the report as measured. Benchmarks absent from the results are
+ * left out. `node bench/report.ts [results.json]` re-renders from a file.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { basename, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { BenchResults } from './results.ts';
+import { barChart, lineChart } from './svg-chart.ts';
+
+/** One row of the targets table. */
+export interface TargetRow {
+  what: string;
+  target: string;
+  measured: string;
+  /** true met, false missed, undefined no target (informative). */
+  met: boolean | undefined;
+}
+
+const COORD = '#1f77b4';
+const BASE = '#d62728';
+const OTHER = '#2ca02c';
+
+/** 150 MB (10^6 bytes) in MiB. */
+const RSS_TARGET_MIB = 150e6 / 2 ** 20;
+
+function mark(met: boolean | undefined): string {
+  return met === undefined ? '—' : met ? 'met' : '**missed**';
+}
+
+/** The targets table of `r`: one row per measured figure that issue 8 sets a target for. */
+export function targetRows(r: BenchResults): TargetRow[] {
+  const rows: TargetRow[] = [];
+  const b = r.benchmarks;
+  for (const run of b.deletesPerPod?.runs ?? []) {
+    const label = `${run.mode}${run.mode === 'coordinated' ? `, ${run.recheck}` : ''}, ${run.replicas} replica(s)`;
+    const want = run.mode === 'coordinated' ? 1 : run.replicas;
+    rows.push({
+      what: `DELETE requests per pod — ${label}`,
+      target: run.mode === 'coordinated' ? '1.00' : `${want} (baseline: N)`,
+      measured: `${run.deletesPerPod.toFixed(2)}`,
+      met: run.mode === 'coordinated' ? run.deletesPerPod === 1 && run.leaked === 0 : undefined,
+    });
+  }
+  for (const run of (b.deletesPerPod?.runs ?? []).filter(
+    (x) => x.mode === 'coordinated' && x.replicas === 3,
+  )) {
+    rows.push({
+      what: `API requests (GET + DELETE) per cleaned pod — recheck ${run.recheck}, 3 replicas`,
+      target: run.recheck === 'live' ? '(2 by design)' : '(1 by design)',
+      measured: run.apiRequestsPerPod.toFixed(2),
+      met: undefined,
+    });
+  }
+  if (b.failover) {
+    for (const signal of ['SIGKILL', 'SIGTERM'] as const) {
+      const ts = b.failover.trials.filter((t) => t.signal === signal);
+      if (!ts.length) continue;
+      const worst = Math.max(...ts.map((t) => t.firstDeleteAfterMs ?? Number.POSITIVE_INFINITY));
+      const target = ts[0]?.targetMs ?? 0;
+      rows.push({
+        what: `Failover, leader ${signal} → first DELETE by the new leader (worst of ${ts.length})`,
+        target: `≤ ${target} ms${signal === 'SIGKILL' ? ` (TTL ${b.failover.config.electionTtlSeconds} s + 1 s)` : ''}`,
+        measured: `${worst} ms`,
+        met: worst <= target,
+      });
+    }
+  }
+  for (const run of b.lateness?.runs ?? []) {
+    rows.push({
+      what: `Lateness after the deadline, ${b.lateness?.config.pods} pods over ${(b.lateness?.config.windowMs ?? 0) / 1000} s — recheck ${run.recheck}`,
+      target: 'p99 ≤ 1000 ms',
+      measured: `p50 ${run.server.p50} ms, p99 ${run.server.p99} ms`,
+      met: run.server.p99 <= 1000 && run.leaked === 0,
+    });
+  }
+  for (const run of b.burst?.runs ?? []) {
+    rows.push({
+      what: `Burst of ${b.burst?.config.pods} due pods, one leader, no limit — recheck ${run.recheck}, concurrency ${run.concurrency}`,
+      target: '≥ 0.5 × raw DELETE rate',
+      measured: `${run.podsPerSecond} pods/s = ${run.ratioToRaw} × ${b.burst?.raw.deletesPerSecond}/s`,
+      met: run.ratioToRaw >= 0.5 && run.leaked === 0,
+    });
+  }
+  if (b.apiRate) {
+    rows.push({
+      what: `Achieved API rate at the default limit (${b.apiRate.config.qps} QPS)`,
+      target: `within 5 % of ${b.apiRate.config.qps}/s`,
+      measured: `${b.apiRate.achievedQps}/s (${(b.apiRate.relativeError * 100).toFixed(1)} %)`,
+      met: b.apiRate.relativeError <= 0.05,
+    });
+  }
+  if (b.cost) {
+    rows.push({
+      what: `RSS per coordinated replica watching ${b.cost.config.pods} pods (worst)`,
+      target: '≤ 150 MB (143 MiB)',
+      measured: `${b.cost.maxCoordinatedRssMiB} MiB`,
+      met: b.cost.maxCoordinatedRssMiB <= RSS_TARGET_MIB,
+    });
+    if (b.cost.compiledRssMiB !== undefined) {
+      rows.push({
+        what: `RSS of a compiled replica (as the image runs it) watching ${b.cost.config.pods} pods`,
+        target: '≤ 150 MB (143 MiB)',
+        measured: `${b.cost.compiledRssMiB} MiB`,
+        met: b.cost.compiledRssMiB <= RSS_TARGET_MIB,
+      });
+    }
+    rows.push({
+      what: 'Redis memory per pending job',
+      target: '≤ 1024 B',
+      measured: `${b.cost.redisBytesPerPendingJob} B`,
+      met: b.cost.redisBytesPerPendingJob <= 1024,
+    });
+    rows.push({
+      what: 'Redis commands per terminated pod per replica (enqueue only)',
+      target: '—',
+      measured: String(b.cost.redisCommandsPerPodPerReplica),
+      met: undefined,
+    });
+  }
+  for (const run of (b.deletesPerPod?.runs ?? []).filter((x) => x.mode === 'coordinated')) {
+    rows.push({
+      what: `Redis commands per pod per replica, whole lifecycle — ${run.recheck}, ${run.replicas} replica(s)`,
+      target: '—',
+      measured: String(run.redisCommandsPerPodPerReplica),
+      met: undefined,
+    });
+  }
+  return rows;
+}
+
+function machineSection(r: BenchResults): string[] {
+  const m = r.machine;
+  return [
+    '## Machine',
+    '',
+    `| | |`,
+    `|---|---|`,
+    `| Date | ${m.date} |`,
+    `| CPU | ${m.cores} × ${m.cpuModel} |`,
+    `| Memory | ${m.memoryMiB} MiB (${m.freeMemoryMiB} MiB free at start) |`,
+    `| Node | ${m.node} (${m.platform}) |`,
+    `| Redis / etcd | ${m.redis} / ${m.etcd} |`,
+    `| Load average (1/5/15 min) | start ${m.loadAverageAtStart.join(' / ')}, end ${m.loadAverageAtEnd.join(' / ')} |`,
+    `| Run | \`${r.quick ? 'bench --quick' : 'bench'}\`, ${Math.round(r.durationMs / 1000)} s |`,
+    ...(r.reruns ?? []).map(
+      (x) =>
+        `| Re-run of ${x.benchmarks.join(', ')} | ${x.machine.date}, load ${x.machine.loadAverageAtStart.join(' / ')} → ` +
+        `${x.machine.loadAverageAtEnd.join(' / ')}, ${Math.round(x.durationMs / 1000)} s: ${x.reason} |`,
+    ),
+    '',
+  ];
+}
+
+function detailSections(r: BenchResults): string[] {
+  const b = r.benchmarks;
+  const out: string[] = [];
+  if (b.deletesPerPod) {
+    out.push(
+      '## DELETEs and API requests per pod',
+      '',
+      `${b.deletesPerPod.config.pods} terminated driver pods per fleet, retention ${b.deletesPerPod.config.retention}, ` +
+        `API limit ${b.deletesPerPod.config.apiQps} QPS (raised so the runs are short; counts do not depend on it).`,
+      '',
+      '![DELETE requests per pod](deletes-per-pod.svg)',
+      '',
+      '| Fleet | Replicas | DELETE/pod | DELETE codes | GET+DELETE/pod | Redis cmds/pod/replica | warn lines | leaked | time |',
+      '|---|---:|---:|---|---:|---:|---:|---:|---:|',
+      ...b.deletesPerPod.runs.map(
+        (x) =>
+          `| ${x.mode}${x.mode === 'coordinated' ? ` (${x.recheck})` : ''} | ${x.replicas} | ${x.deletesPerPod.toFixed(2)} | ` +
+          `${Object.entries(x.deleteCodes)
+            .map(([c, n]) => `${c}×${n}`)
+            .join(
+              ', ',
+            )} | ${x.apiRequestsPerPod.toFixed(2)} | ${x.redisCommandsPerPodPerReplica} | ${x.warnLines} | ${x.leaked} | ${(x.durationMs / 1000).toFixed(1)} s |`,
+      ),
+      '',
+    );
+  }
+  if (b.failover) {
+    out.push(
+      '## Failover',
+      '',
+      `${b.failover.config.replicas} replicas, election TTL ${b.failover.config.electionTtlSeconds} s, ` +
+        `${b.failover.config.pods} already-due pods created right after each signal. Times in ms after the signal.`,
+      '',
+      '| Signal | Trial | New leader elected | First DELETE (API server) | First DELETE logged by new leader | All deleted | DELETEs |',
+      '|---|---:|---:|---:|---:|---:|---:|',
+      ...b.failover.trials.map(
+        (t) =>
+          `| ${t.signal} | ${t.trial} | ${t.electedAfterMs ?? '—'} | ${t.firstDeleteAfterMs ?? '—'} | ${t.newLeaderFirstDeleteAfterMs ?? '—'} | ${t.allDeletedAfterMs} | ${t.deleteRequests} |`,
+      ),
+      '',
+    );
+  }
+  if (b.lateness) {
+    const c = b.lateness.config;
+    out.push(
+      '## Lateness',
+      '',
+      `${c.pods} pods due over ${c.windowMs / 1000} s (deadlines on whole seconds), ${c.replicas} replicas, default API ` +
+        'limit 20 QPS / burst 30. Lateness = arrival of the DELETE at the API server − the deadline.',
+      '',
+      '![Lateness CDF](lateness.svg)',
+      '',
+      '| Recheck | p50 | p90 | p99 | max | min | logged p99 | DELETEs | leaked | drain |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      ...b.lateness.runs.map(
+        (x) =>
+          `| ${x.recheck} | ${x.server.p50} | ${x.server.p90} | ${x.server.p99} | ${x.server.max} | ${x.server.min} | ${x.logged.p99} | ${x.deleteRequests} | ${x.leaked} | ${(x.drainMs / 1000).toFixed(1)} s |`,
+      ),
+      '',
+    );
+  }
+  if (b.burst) {
+    out.push(
+      '## Burst and API rate',
+      '',
+      `Raw loop (plain client, 16 in flight, 1 watch): ${b.burst.raw.deletesPerSecond} DELETE/s over ${b.burst.raw.pods} pods. ` +
+        'One leader, SDC_API_QPS=10⁵ (no effective limit):',
+      '',
+      '![Burst](burst.svg)',
+      '',
+      '| Recheck | Concurrency | pods/s | ratio to raw | peak 1 s | enqueue | due before enqueued? | DELETEs | GETs | leaked | CPU leader / Redis / etcd / API server | leader CPU ms/pod |',
+      '|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|',
+      ...b.burst.runs.map(
+        (x) =>
+          `| ${x.recheck} | ${x.concurrency} | ${x.podsPerSecond} | ${x.ratioToRaw} | ${x.peakPodsPerSecond} | ${(x.enqueueMs / 1000).toFixed(1)} s | ${x.enqueuedBeforeDeadline ? 'no' : '**yes**'} | ${x.deleteRequests} | ${x.getRequests} | ${x.leaked} | ${x.cpuShare.leader} / ${x.cpuShare.redis} / ${x.cpuShare.etcd} / ${x.cpuShare.apiServerAndBench} | ${x.leaderCpuMsPerPod} |`,
+      ),
+      '',
+      'CPU columns: cores busy on average while cleaning (1.00 = one core all the time).',
+      '',
+    );
+  }
+  if (b.apiRate) {
+    out.push(
+      `Default limit: ${b.apiRate.config.pods} due pods, one leader at ${b.apiRate.config.qps} QPS (burst ${b.apiRate.config.burst}), ` +
+        `live re-check: ${b.apiRate.achievedQps} requests/s (${b.apiRate.deletesPerSecond} DELETE/s) over ${b.apiRate.config.windowMs / 1000} s after a ${b.apiRate.config.warmupMs / 1000} s warm-up.`,
+      '',
+    );
+  }
+  if (b.cost) {
+    const c = b.cost;
+    out.push(
+      '## Cost',
+      '',
+      `${c.config.pods} terminated pods pending (retention ${c.config.retention}), enqueued in ${(c.enqueueMs / 1000).toFixed(1)} s. ` +
+        `Redis used_memory ${c.redisUsedMemoryBefore} → ${c.redisUsedMemoryAfter} B = ${c.redisBytesPerPendingJob} B per pending job; ` +
+        `${c.redisCommands} commands while enqueueing = ${c.redisCommandsPerPodPerReplica} per pod per replica.`,
+      '',
+      '| Replica | Mode | Build | RSS idle | RSS with pods | of which anon / file-backed | Peak RSS |',
+      '|---|---|---|---:|---:|---|---:|',
+      ...c.memory.map(
+        (m) =>
+          `| ${m.replica} | ${m.mode} | ${m.build} | ${m.idleRssMiB} MiB | ${m.rssMiB} MiB | ${m.anonRssMiB} / ${m.fileRssMiB} MiB | ${m.peakRssMiB} MiB |`,
+      ),
+      '',
+    );
+  }
+  return out;
+}
+
+function charts(r: BenchResults): Record<string, string> {
+  const out: Record<string, string> = {};
+  const b = r.benchmarks;
+  const live = (b.deletesPerPod?.runs ?? []).filter((x) => x.recheck !== 'cache');
+  if (live.length) {
+    const ns = [...new Set(live.map((x) => x.replicas))].sort((a, c) => a - c);
+    const val = (mode: string) =>
+      ns.map((n) => live.find((x) => x.mode === mode && x.replicas === n)?.deletesPerPod ?? Number.NaN);
+    out['deletes-per-pod.svg'] = barChart({
+      title: 'DELETE requests per terminated driver pod',
+      xLabel: 'replicas',
+      yLabel: 'DELETE requests per pod',
+      categories: ns.map(String),
+      series: [
+        { name: 'coordinated', color: COORD, values: val('coordinated') },
+        { name: 'baseline (uncoordinated)', color: BASE, values: val('baseline') },
+      ],
+    });
+  }
+  if (b.lateness?.runs.length) {
+    out['lateness.svg'] = lineChart({
+      title: 'Lateness of DELETEs after the deadline (CDF)',
+      xLabel: 'lateness, s',
+      yLabel: 'share of pods, %',
+      series: b.lateness.runs.map((x, i) => {
+        const sorted = [...x.serverLatenessMs].sort((a, c) => a - c);
+        return {
+          name: `recheck ${x.recheck}`,
+          color: [COORD, OTHER][i] ?? BASE,
+          values: sorted.map((v, k) => [v / 1000, ((k + 1) / sorted.length) * 100] as [number, number]),
+        };
+      }),
+    });
+  }
+  if (b.burst?.runs.length) {
+    const raw = b.burst.raw;
+    const maxT = Math.max(...b.burst.runs.map((x) => x.cleanMs));
+    out['burst.svg'] = lineChart({
+      title: `${b.burst.config.pods} pods due at once: DELETEs sent`,
+      xLabel: 's after the deadline',
+      yLabel: 'DELETE requests',
+      series: [
+        ...b.burst.runs.map((x, i) => ({
+          name: `${x.recheck}, concurrency ${x.concurrency}`,
+          color: [COORD, OTHER, '#9467bd'][i] ?? '#8c564b',
+          values: x.series.map(([t, v]) => [t / 1000, v] as [number, number]),
+        })),
+        {
+          name: 'raw client loop',
+          color: BASE,
+          values: [
+            [0, 0],
+            [
+              Math.min(maxT, raw.elapsedMs) / 1000,
+              Math.min(raw.pods, (raw.deletesPerSecond * Math.min(maxT, raw.elapsedMs)) / 1000),
+            ],
+          ] as [number, number][],
+        },
+      ],
+    });
+  }
+  return out;
+}
+
+/** Writes `REPORT.md` and its charts into `dir`; `resultsPath` is linked from the report. */
+export function renderReport(r: BenchResults, dir: string, resultsPath: string): void {
+  const svgs = charts(r);
+  for (const [name, svg] of Object.entries(svgs)) writeFileSync(join(dir, name), svg);
+  const rows = targetRows(r);
+  const missed = rows.filter((x) => x.met === false);
+  const md = [
+    `# Benchmark report (${r.quick ? 'quick' : 'full'} run)`,
+    '',
+    `Generated by \`npm run bench${r.quick ? ' -- --quick' : ''}\` from [${basename(resultsPath)}](${relative(dir, resultsPath)}), ` +
+      'which keeps every raw figure. The product (coordinated replicas: `spark-driver-cleaner run`) and the ' +
+      'uncoordinated baseline (every replica deletes on its own timer, as Kyuubi does) run against the same ' +
+      'sandbox API server, real Redis and real etcd, one fleet at a time, on this machine:',
+    '',
+    ...machineSection(r),
+    '## Targets',
+    '',
+    missed.length
+      ? `${missed.length} target(s) missed: ${missed.map((x) => x.what).join('; ')}. See bench/README.md for what limits them.`
+      : 'Every target with a figure in this run was met.',
+    '',
+    '| Measure | Target | Measured | |',
+    '|---|---|---|---|',
+    ...rows.map((x) => `| ${x.what} | ${x.target} | ${x.measured} | ${mark(x.met)} |`),
+    '',
+    ...detailSections(r),
+  ].join('\n');
+  writeFileSync(join(dir, 'REPORT.md'), md);
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const path = process.argv[2] ?? fileURLToPath(new URL('./results/full.json', import.meta.url));
+  const results = JSON.parse(readFileSync(path, 'utf8')) as BenchResults;
+  renderReport(results, fileURLToPath(new URL('.', import.meta.url)), path);
+}

@@ -1,0 +1,161 @@
+/**
+ * The benchmark run: starts one bench environment (Redis, etcd, sandbox API server), runs the selected
+ * benchmarks one after another (one fleet of replica processes alive at a time), writes every raw
+ * figure plus the machine's facts to `bench/results/<name>.json`, and renders `bench/REPORT.md` with
+ * its SVG charts. `quick` sizes everything down to stay under two minutes (CI smoke).
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, freemem, loadavg, release, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { benchApiRate } from './api-rate.ts';
+import { benchBurst } from './burst.ts';
+import { benchCost } from './cost.ts';
+import { benchDeletesPerPod } from './deletes-per-pod.ts';
+import { benchFailover } from './failover.ts';
+import { type BenchEnv, redisInfo, round, startBenchEnv } from './harness.ts';
+import { benchLateness } from './lateness.ts';
+import { renderReport } from './report.ts';
+import type { BenchResults, MachineFacts } from './results.ts';
+
+/** The benchmarks, in the order they run. */
+export const BENCHMARKS = ['deletes', 'failover', 'lateness', 'burst', 'cost'] as const;
+/** One benchmark's name. */
+export type BenchmarkName = (typeof BENCHMARKS)[number];
+
+/** Options of {@link runBench}. */
+export interface RunBenchOptions {
+  /** Small sizes and short windows: under two minutes in all. */
+  quick: boolean;
+  /** Benchmarks to run (default all). */
+  only?: readonly BenchmarkName[];
+  /** Results file name without `.json` (default `quick` or `full`). */
+  name?: string;
+  /** Directory of the results JSON (default `bench/results`). */
+  resultsDir?: string;
+  /** Where to write the Markdown report and its SVG charts (default `bench/`); `null` = no report. */
+  reportDir?: string | null;
+  /** Clock, epoch ms. */
+  now: () => number;
+  /** Progress lines (default stderr). */
+  progress?: (msg: string) => void;
+}
+
+/** Directory of this module: `bench/`. */
+export const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
+
+function versionOf(cmd: string, args: string[]): string {
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  return (r.stdout || r.stderr || '').split('\n')[0]?.trim() ?? '';
+}
+
+async function machineFacts(env: BenchEnv, now: () => number): Promise<MachineFacts> {
+  const cpu = cpus();
+  const server = await redisInfo(env.redisClient, 'server');
+  return {
+    date: new Date(now()).toISOString(),
+    cores: cpu.length,
+    cpuModel: cpu[0]?.model ?? 'unknown',
+    memoryMiB: Math.round(totalmem() / 1024 / 1024),
+    freeMemoryMiB: Math.round(freemem() / 1024 / 1024),
+    node: process.version,
+    platform: `${process.platform} ${release()}`,
+    redis: server.redis_version ?? 'unknown',
+    etcd: versionOf('etcd', ['--version']),
+    loadAverageAtStart: loadavg().map((x) => round(x, 2)),
+    loadAverageAtEnd: [],
+  };
+}
+
+/**
+ * Runs the benchmarks and writes the results (and the report, unless `reportDir` is null).
+ * @returns the results and the path of the JSON file.
+ * @throws MissingBinaryError when redis-server or etcd is missing; BenchTimeoutError when a step hangs.
+ */
+export async function runBench(opts: RunBenchOptions): Promise<{ results: BenchResults; path: string }> {
+  const progress = opts.progress ?? ((m: string) => process.stderr.write(`${m}\n`));
+  const only = new Set(opts.only ?? BENCHMARKS);
+  const q = opts.quick;
+  const started = performance.now();
+  const env = await startBenchEnv(opts.now);
+  const results: BenchResults = {
+    schema: 1,
+    name: opts.name ?? (q ? 'quick' : 'full'),
+    quick: q,
+    machine: await machineFacts(env, opts.now),
+    benchmarks: {},
+    durationMs: 0,
+  };
+  try {
+    if (only.has('deletes')) {
+      results.benchmarks.deletesPerPod = await benchDeletesPerPod(
+        env,
+        { replicaCounts: q ? [3] : [1, 3, 5, 10], pods: q ? 40 : 200, cacheModeReplicas: 3 },
+        progress,
+      );
+    }
+    if (only.has('failover')) {
+      results.benchmarks.failover = await benchFailover(
+        env,
+        { replicas: 3, trials: q ? 1 : 3, electionTtlSeconds: q ? 3 : 5, pods: 20 },
+        progress,
+      );
+    }
+    if (only.has('lateness')) {
+      results.benchmarks.lateness = await benchLateness(
+        env,
+        {
+          replicas: 3,
+          pods: q ? 100 : 1000,
+          windowMs: q ? 10_000 : 60_000,
+          rechecks: q ? ['cache'] : ['live', 'cache'],
+        },
+        progress,
+      );
+    }
+    if (only.has('burst')) {
+      results.benchmarks.burst = await benchBurst(
+        env,
+        {
+          pods: q ? 1000 : 10_000,
+          runs: q
+            ? [{ recheck: 'live', concurrency: 10 }]
+            : [
+                { recheck: 'live', concurrency: 10 },
+                { recheck: 'cache', concurrency: 10 },
+                { recheck: 'live', concurrency: 50 },
+              ],
+        },
+        progress,
+      );
+      results.benchmarks.apiRate = await benchApiRate(
+        env,
+        { qps: 20, burst: 30, windowMs: q ? 5000 : 20_000, warmupMs: q ? 2000 : 3000 },
+        progress,
+      );
+    }
+    if (only.has('cost')) {
+      results.benchmarks.cost = await benchCost(
+        env,
+        { pods: q ? 1000 : 10_000, replicas: 2, compiled: !q },
+        progress,
+      );
+    }
+  } finally {
+    results.machine.loadAverageAtEnd = loadavg().map((x) => round(x, 2));
+    results.durationMs = Math.round(performance.now() - started);
+    await env.stop();
+  }
+  const dir = opts.resultsDir ?? join(BENCH_DIR, 'results');
+  mkdirSync(dir, { recursive: true });
+  const path = join(dir, `${results.name}.json`);
+  writeFileSync(path, `${JSON.stringify(results, null, 2)}\n`);
+  if (opts.reportDir !== null) {
+    const reportDir = opts.reportDir ?? BENCH_DIR;
+    renderReport(results, reportDir, path);
+    progress(`report: ${join(reportDir, 'REPORT.md')}`);
+  }
+  progress(`results: ${path} (${Math.round(results.durationMs / 1000)} s)`);
+  return { results, path };
+}
