@@ -10,7 +10,9 @@
  */
 import { ApiException, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 // client-node's object-parameter API takes Observable-style middleware (its own minimal stub).
+import type { RequestContext } from '@kubernetes/client-node/dist/gen/http/http.js';
 import { of } from '@kubernetes/client-node/dist/gen/rxjsStub.js';
+import type { Dispatcher } from 'undici';
 import { systemClock } from '../clock.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 
@@ -99,6 +101,23 @@ function parseStatus(body: unknown): StatusBody {
   }
 }
 
+/** kube-apiserver's Status reasons by HTTP code (k8s.io/apimachinery/pkg/apis/meta/v1 StatusReason). */
+const STATUS_REASONS: Record<number, string> = {
+  400: 'BadRequest',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'NotFound',
+  405: 'MethodNotAllowed',
+  409: 'Conflict',
+  410: 'Expired',
+  415: 'UnsupportedMediaType',
+  422: 'Invalid',
+  429: 'TooManyRequests',
+  500: 'InternalError',
+  503: 'ServiceUnavailable',
+  504: 'Timeout',
+};
+
 /** Parses `Retry-After` (delta-seconds or an HTTP date) into ms. */
 export function retryAfterMs(header: string | undefined, nowMs: number): number | undefined {
   if (!header) return undefined;
@@ -114,10 +133,12 @@ export function toKubeApiError(err: unknown, signal: AbortSignal | undefined, no
   if (err instanceof ApiException) {
     const status = parseStatus(err.body);
     const headers = (err.headers ?? {}) as Record<string, string>;
+    // client-node drops the body of some answers (401 among them): fall back to the HTTP code's reason.
+    const reason = status.reason ?? STATUS_REASONS[err.code] ?? 'Unknown';
     return new KubeApiError(
-      status.message ?? `HTTP ${err.code}`,
+      status.message ?? reason,
       err.code,
-      status.reason ?? 'Unknown',
+      reason,
       retryAfterMs(headers['retry-after'], nowMs),
     );
   }
@@ -139,6 +160,22 @@ export function createPodApi(opts: PodApiOptions): PodApi {
   const api = opts.kc.makeApiClient(CoreV1Api);
   const timeoutMs = opts.timeoutMs ?? 10_000;
   const now = opts.now ?? systemClock;
+  // client-node builds a new undici Agent for every request whenever the cluster has TLS settings (a CA,
+  // a client certificate, or insecure-skip-tls-verify): every GET and DELETE would open a new connection
+  // (and a new TLS handshake). Keep the first Agent of this context and reuse it: connections stay alive.
+  let sharedDispatcher: Dispatcher | undefined;
+  const reuseDispatcher = (ctx: RequestContext) => {
+    const fresh = ctx.getDispatcher();
+    if (!fresh) return;
+    if (!sharedDispatcher) {
+      sharedDispatcher = fresh;
+      return;
+    }
+    if (fresh !== sharedDispatcher) {
+      void fresh.close().catch(() => undefined); // never used: nothing to drain
+      ctx.setDispatcher(sharedDispatcher);
+    }
+  };
   const withSignal = (signal: AbortSignal | undefined, onStatus?: (code: number) => void) => {
     const s = signal
       ? AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)])
@@ -146,8 +183,9 @@ export function createPodApi(opts: PodApiOptions): PodApi {
     return {
       middleware: [
         {
-          pre: (ctx: { setSignal(s: AbortSignal): void }) => {
+          pre: (ctx: RequestContext) => {
             ctx.setSignal(s);
+            reuseDispatcher(ctx);
             return of(ctx);
           },
           post: <T extends { httpStatusCode?: number }>(ctx: T) => {
