@@ -2,9 +2,7 @@
  * The product end to end: replica processes (`spark-driver-cleaner run`) against real Redis, real etcd and
  * sandbox API servers. Every assertion about DELETEs reads the sandbox's request log.
  */
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
 import { sparkDriverPod, startSparkWorkload } from '../../src/sandbox/workload.ts';
 import {
   createTerminatedDrivers,
@@ -13,7 +11,6 @@ import {
   startTestCluster,
   type TestCluster,
 } from '../helpers/cluster.ts';
-import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 let cluster: TestCluster;
@@ -147,16 +144,8 @@ describe('coordinated cleanup', () => {
     );
     const pods = createTerminatedDrivers(alpha(), ns, 10, 'fo');
     const uids = pods.map((p) => p.metadata?.uid ?? '');
-    const redis = new Redis(cluster.redis.url);
+    const queue = cluster.queueOf('alpha', ns, 't3');
     try {
-      const queue = createCleanupQueue({
-        target: { context: 'alpha', namespace: ns },
-        connection: redis,
-        prefix: 't3',
-        tombstoneTtlMs: 60_000,
-        log: memoryLogger().log,
-        now: Date.now,
-      });
       await waitFor('10 delayed jobs', async () => (await queue.queue.getDelayedCount()) === 10);
       // Both informers have seen (and enqueued) the ten pods, so neither has anything new to say.
       await waitFor('both replicas saw the pods', () =>
@@ -164,15 +153,14 @@ describe('coordinated cleanup', () => {
       );
       // Every job is lost while the informers, which enqueued them, have nothing new to say: only a
       // reconcile can bring them back. Then the leader dies, so its successor's election reconcile must.
-      await redis.flushall();
-      await queue.close();
+      await queue.redis.flushall();
       const leaderId = await cluster.leaderOf('alpha', ns);
       const victim = replicas.find((r) => r.id === leaderId);
       if (!victim) throw new Error(`leader ${leaderId} is not one of the replicas`);
       victim.kill('SIGKILL');
       await victim.exited;
     } finally {
-      redis.disconnect();
+      await queue.dispose();
     }
     await waitFor(
       'pods deleted by the new leader',
@@ -218,15 +206,7 @@ describe('coordinated cleanup', () => {
     held.metadata = { ...held.metadata, finalizers: ['example.com/audit-export'] };
     const heldPod = alpha().pods.create(held);
     alpha().pods.delete(ns, heldPod.metadata?.name ?? ''); // in-process: not counted as an API request
-    const redis = new Redis(cluster.redis.url);
-    const queue = createCleanupQueue({
-      target: { context: 'alpha', namespace: ns },
-      connection: redis,
-      prefix: 't4',
-      tombstoneTtlMs: 60_000,
-      log: memoryLogger().log,
-      now: Date.now,
-    });
+    const queue = cluster.queueOf('alpha', ns, 't4');
     try {
       const uidOf = (p: typeof byPerson) => p?.metadata?.uid ?? '';
       await waitFor('jobs of the two plain pods', async () => (await queue.queue.getDelayedCount()) === 2);
@@ -260,8 +240,7 @@ describe('coordinated cleanup', () => {
       ).toBe('tombstoned');
       expect(await queue.queue.getJob(heldPod.metadata?.uid ?? '')).toBeUndefined();
     } finally {
-      await queue.close();
-      redis.disconnect();
+      await queue.dispose();
       for (const r of replicas) r.kill('SIGTERM');
       await Promise.all(replicas.map((r) => r.exited));
     }
@@ -279,15 +258,7 @@ describe('coordinated cleanup', () => {
       sparkDriverPod({ namespace: ns, appName: 'reborn', phase: 'Running', nowMs: alpha().clock.now() }),
     );
     const name = current.metadata?.name ?? '';
-    const redis = new Redis(cluster.redis.url);
-    const queue = createCleanupQueue({
-      target: { context: 'alpha', namespace: ns },
-      connection: redis,
-      prefix: 't5',
-      tombstoneTtlMs: 60_000,
-      log: memoryLogger().log,
-      now: Date.now,
-    });
+    const queue = cluster.queueOf('alpha', ns, 't5');
     try {
       const job = (uid: string, pod: string) => ({
         context: 'alpha',
@@ -319,8 +290,7 @@ describe('coordinated cleanup', () => {
       ).toBeUndefined();
       expect(warnings().filter((l) => l.namespace === ns)).toEqual([]);
     } finally {
-      await queue.close();
-      redis.disconnect();
+      await queue.dispose();
       for (const r of replicas) r.kill('SIGTERM');
       await Promise.all(replicas.map((r) => r.exited));
     }

@@ -7,6 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { Etcd3 } from 'etcd3';
+import { Redis } from 'ioredis';
+import { type CleanupQueue, createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
 import { electionPrefix } from '../../src/queue/job-identity.ts';
 import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
 import {
@@ -17,6 +19,7 @@ import {
 } from '../../src/sandbox/local-services.ts';
 import { type LogLine, type ReplicaProcess, spawnReplica } from '../../src/sandbox/replica-process.ts';
 import { sparkDriverPod } from '../../src/sandbox/workload.ts';
+import { memoryLogger } from './log.ts';
 
 export interface TestCluster {
   redis: LocalService;
@@ -26,6 +29,12 @@ export interface TestCluster {
   kubeconfig: string;
   replicas: ReplicaProcess[];
   startReplica(id: string, env: Record<string, string>): ReplicaProcess;
+  /** A target's cleanup queue as the replicas see it, on a Redis connection of its own. */
+  queueOf(
+    context: string,
+    namespace: string,
+    prefix: string,
+  ): CleanupQueue & { redis: Redis; dispose(): Promise<void> };
   /** The replica id holding the target's leader key in etcd right now (lowest create revision). */
   leaderOf(context: string, namespace: string): Promise<string | undefined>;
   stop(): Promise<void>;
@@ -60,6 +69,24 @@ export async function startTestCluster(contexts: string[]): Promise<TestCluster>
       });
       replicas.push(r);
       return r;
+    },
+    queueOf(context, namespace, prefix) {
+      const connection = new Redis(redis.url, { maxRetriesPerRequest: null });
+      const queue = createCleanupQueue({
+        target: { context, namespace },
+        connection,
+        prefix,
+        tombstoneTtlMs: 60_000,
+        log: memoryLogger().log,
+        now: Date.now,
+      });
+      return Object.assign(queue, {
+        redis: connection,
+        async dispose() {
+          await queue.close();
+          connection.disconnect();
+        },
+      });
     },
     async leaderOf(context, namespace) {
       const client = new Etcd3({ hosts: etcd.endpoints });
