@@ -61,7 +61,13 @@ export interface CleanupQueue {
 /** Creates the queue of one target. */
 export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
   const name = queueName(opts.target);
-  const queue = new Queue<CleanupJobData>(name, { connection: opts.connection, prefix: opts.prefix });
+  const queue = new Queue<CleanupJobData>(name, {
+    connection: opts.connection,
+    prefix: opts.prefix,
+    // BullMQ's event stream keeps 10,000 entries by default, a few hundred bytes each: with thousands of
+    // pending jobs it costs more than the jobs. Nothing here reads old events (no QueueEvents consumer).
+    streams: { events: { maxLen: 1000 } },
+  });
   // Without a listener BullMQ prints every connection error to stderr; the replica logs Redis outages once.
   queue.on('error', () => undefined);
   const keepSeconds = Math.ceil(opts.tombstoneTtlMs / 1000);
