@@ -9,7 +9,6 @@
 import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import type { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
-import type { Outcome } from '../workers/cleanup-driver-pod.ts';
 import { createTargetCleaner, type TargetCleaner } from './cleaner/target-cleaner.ts';
 import type { CleanerConfig } from './config/schema.ts';
 import { kubeconfigPath, loadKubeConfig } from './kube/kubeconfig.ts';
@@ -35,15 +34,6 @@ export interface Replica {
   stop(): Promise<void>;
 }
 
-/** Test and benchmark knobs that are not user configuration. */
-export interface ReplicaOverrides {
-  /** Informer restart backoff, ms. */
-  informerBackoffMs?: number;
-  /** Client timeout of GET/DELETE, ms. */
-  requestTimeoutMs?: number;
-  onOutcome?: (outcome: Outcome, target: TargetRef) => void;
-}
-
 interface ContextClients {
   kc: KubeConfig;
   pods: PodApi;
@@ -56,7 +46,6 @@ interface ContextClients {
 export async function startReplica(
   config: CleanerConfig,
   deps: { log: Logger; now: () => number; telemetry?: Telemetry },
-  overrides: ReplicaOverrides = {},
 ): Promise<Replica> {
   const { log, now } = deps;
   const selector = parseLabelSelector(config.labelSelector);
@@ -69,9 +58,8 @@ export async function startReplica(
     let clients = contexts.get(context);
     if (!clients) {
       const limiter = createRateLimiter({ qps: config.apiQps, burst: config.apiBurst, now });
-      const timeoutMs = overrides.requestTimeoutMs ?? config.apiTimeoutMs;
       const observer = deps.telemetry?.podCalls(context);
-      clients = { kc, pods: createPodApi({ kc, limiter, timeoutMs, observer, now }) };
+      clients = { kc, pods: createPodApi({ kc, limiter, timeoutMs: config.apiTimeoutMs, observer, now }) };
       contexts.set(context, clients);
     }
     targets.push({ ref: { context, namespace: t.namespace }, clients });
@@ -138,7 +126,6 @@ export async function startReplica(
       backoffMs: config.retryBaseDelayMs,
       maxBackoffMs: config.retryMaxDelayMs,
       warnIfNotAlone: !etcd,
-      onOutcome: (o) => overrides.onOutcome?.(o, ref),
       telemetry: deps.telemetry?.forTarget(ref),
       informer: () =>
         createPodInformer({
@@ -148,7 +135,6 @@ export async function startReplica(
           log: tlog,
           onEvent,
           now,
-          backoffMs: overrides.informerBackoffMs,
         }),
       leadership: () =>
         etcd

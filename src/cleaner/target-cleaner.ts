@@ -10,7 +10,6 @@
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Redis } from 'ioredis';
-import type { Outcome } from '../../workers/cleanup-driver-pod.ts';
 import type { Policy, RecheckMode } from '../config/schema.ts';
 import { deadlineMs, decide, malformedReason } from '../kube/app-state.ts';
 import type { LabelSelector } from '../kube/label-selector.ts';
@@ -50,7 +49,6 @@ export interface TargetCleanerOptions {
   /** Retry backoff of failed DELETEs, ms (defaults in the worker). */
   backoffMs?: number;
   maxBackoffMs?: number;
-  onOutcome?: (outcome: Outcome) => void;
   /** Spans and metrics of enqueue, processing and reconcile (src/telemetry); optional. */
   telemetry?: TargetTelemetry;
 }
@@ -95,7 +93,6 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     log,
     backoffMs: opts.backoffMs,
     maxBackoffMs: opts.maxBackoffMs,
-    onOutcome: opts.onOutcome,
     telemetry: opts.telemetry,
     deps: {
       pods: opts.pods,

@@ -13,12 +13,7 @@
  */
 import { DelayedError, type Job, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
-import {
-  type CleanupDeps,
-  cleanupDriverPod,
-  NOOP_OUTCOMES,
-  type Outcome,
-} from '../../workers/cleanup-driver-pod.ts';
+import { type CleanupDeps, cleanupDriverPod, type Outcome } from '../../workers/cleanup-driver-pod.ts';
 import type { Logger } from '../telemetry/log.ts';
 import type { TargetTelemetry } from '../telemetry/target-telemetry.ts';
 import type { CleanupJobData } from './cleanup-queue.ts';
@@ -48,8 +43,6 @@ export interface CleanupWorkerOptions {
   /** First retry delay, ms (default 1000); doubles per attempt up to `maxBackoffMs` (default 300 000). */
   backoffMs?: number;
   maxBackoffMs?: number;
-  /** Called after each final or failed outcome (metrics, demo counters). */
-  onOutcome?: (outcome: Outcome, job: CleanupJobData) => void;
   /** Wraps each processing attempt (consumer span, outcome metrics); the outcome log line is written inside it. */
   telemetry?: Pick<TargetTelemetry, 'process'>;
 }
@@ -148,13 +141,11 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
         await job.moveToDelayed(opts.deps.now() + 250, token);
         throw new DelayedError();
       case 'failed':
-        opts.onOutcome?.(outcome, job.data);
         throw new RetryableCleanupError(
           `${outcome.step} ${outcome.code ?? ''} ${outcome.reason}: ${outcome.message}`,
           outcome.retryAfterMs,
         );
       default:
-        opts.onOutcome?.(outcome, job.data);
         return outcome;
     }
   };
@@ -207,6 +198,3 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
     },
   };
 }
-
-/** Names of no-op outcomes, re-exported for metrics and the demo's summary. */
-export { NOOP_OUTCOMES };

@@ -25,7 +25,7 @@ import {
 } from '../../src/sandbox/local-services.ts';
 import { type LogLine, type ReplicaProcess, spawnReplica } from '../../src/sandbox/replica-process.ts';
 import { sparkDriverPod } from '../../src/sandbox/workload.ts';
-import { tempFile } from '../helpers/cluster.ts';
+import { serviceEnv, tempFile } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 /** The long, on-demand variant: `SOAK=1 npx vitest run test/failure`. */
@@ -74,17 +74,7 @@ export async function startFailureCluster(opts: FailureClusterOptions = {}): Pro
     context,
     replicas,
     startReplica(id, env) {
-      const r = spawnReplica({
-        id,
-        env: {
-          KUBECONFIG: server.kubeconfigPath,
-          SDC_REDIS_URL: redis.url,
-          SDC_ETCD_ENDPOINTS: etcd.endpoints.join(','),
-          SDC_HTTP_PORT: '0',
-          SDC_LOG_LEVEL: 'debug',
-          ...env,
-        },
-      });
+      const r = spawnReplica({ id, env: { ...serviceEnv(server.kubeconfigPath, redis, etcd), ...env } });
       replicas.push(r);
       return r;
     },

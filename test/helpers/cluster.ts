@@ -40,6 +40,17 @@ export interface TestCluster {
   stop(): Promise<void>;
 }
 
+/** The SDC_* environment that points a replica process at the test services (debug logs, free HTTP port). */
+export function serviceEnv(kubeconfig: string, redis: LocalService, etcd: LocalEtcd): Record<string, string> {
+  return {
+    KUBECONFIG: kubeconfig,
+    SDC_REDIS_URL: redis.url,
+    SDC_ETCD_ENDPOINTS: etcd.endpoints.join(','),
+    SDC_HTTP_PORT: '0',
+    SDC_LOG_LEVEL: 'debug',
+  };
+}
+
 /** Starts Redis, etcd and one sandbox API server per context name. */
 export async function startTestCluster(contexts: string[]): Promise<TestCluster> {
   const [redis, etcd] = await Promise.all([startRedis(), startEtcd()]);
@@ -56,17 +67,7 @@ export async function startTestCluster(contexts: string[]): Promise<TestCluster>
     kubeconfig,
     replicas,
     startReplica(id, env) {
-      const r = spawnReplica({
-        id,
-        env: {
-          KUBECONFIG: kubeconfig,
-          SDC_REDIS_URL: redis.url,
-          SDC_ETCD_ENDPOINTS: etcd.endpoints.join(','),
-          SDC_HTTP_PORT: '0',
-          SDC_LOG_LEVEL: 'debug',
-          ...env,
-        },
-      });
+      const r = spawnReplica({ id, env: { ...serviceEnv(kubeconfig, redis, etcd), ...env } });
       replicas.push(r);
       return r;
     },
