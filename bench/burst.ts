@@ -7,6 +7,7 @@
  * The pods are created while the replica runs, with a deadline far enough ahead that every job is
  * enqueued (delayed) before it, so the figure measures cleaning, not enqueueing.
  */
+import type { RecheckMode } from '../src/config/schema.ts';
 import { queueName } from '../src/queue/job-identity.ts';
 import { measureRawDeleteRate, type RawDeleteRate } from './apiserver-delete-rate.ts';
 import {
@@ -16,6 +17,7 @@ import {
   driversLeft,
   ownCpuMs,
   processCpuMs,
+  recheckTag,
   redisCpuMs,
   round,
   sampleSeries,
@@ -28,12 +30,12 @@ import {
 export interface BurstOptions {
   pods: number;
   /** Leader runs: re-check mode and SDC_CONCURRENCY (the product default is 10). */
-  runs: { recheck: 'live' | 'cache'; concurrency: number }[];
+  runs: { recheck: RecheckMode; concurrency: number }[];
 }
 
 /** One leader's run. */
 export interface BurstRun {
-  recheck: 'live' | 'cache';
+  recheck: RecheckMode;
   /** SDC_CONCURRENCY of the leader (the product default is 10). */
   concurrency: number;
   /** Pod creation to every job delayed in Redis, ms. */
@@ -84,12 +86,12 @@ function peakPerSecond(series: [number, number][]): number {
 async function leaderRun(
   env: BenchEnv,
   pods: number,
-  recheck: 'live' | 'cache',
+  recheck: RecheckMode,
   concurrency: number,
   raw: number,
 ): Promise<BurstRun> {
   const { server } = env;
-  const namespace = `burst-${recheck}-${concurrency}`;
+  const namespace = `burst-${recheckTag(recheck)}-${concurrency}`;
   const fleet = await spawnFleet(env, {
     mode: 'coordinated',
     count: 1,

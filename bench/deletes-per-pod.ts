@@ -5,12 +5,14 @@
  * mode. Every count comes from the sandbox API server's request log; Redis commands from INFO
  * commandstats. Target: 1.00 DELETE per pod coordinated, N for the baseline.
  */
+import { DEFAULT_RECHECK, type RecheckMode } from '../src/config/schema.ts';
 import {
   type BenchEnv,
   commandDelta,
   createDrivers,
   driversLeft,
   type FleetMode,
+  recheckTag,
   redisCommandCalls,
   round,
   settle,
@@ -25,14 +27,14 @@ export interface DeletesPerPodOptions {
   replicaCounts: number[];
   /** Terminated driver pods per run. */
   pods: number;
-  /** Replica count of the extra coordinated `cache` re-check run (0 = skip). */
-  cacheModeReplicas: number;
+  /** Extra coordinated runs with 3 replicas in these re-check modes (the main runs use the default). */
+  otherRecheckModes: RecheckMode[];
 }
 
 /** One fleet's run. */
 export interface DeletesPerPodRun {
   mode: FleetMode;
-  recheck: 'live' | 'cache' | 'none';
+  recheck: RecheckMode | 'none';
   replicas: number;
   pods: number;
   /** Pods still present after the run (should be 0). */
@@ -71,10 +73,10 @@ async function oneRun(
   mode: FleetMode,
   replicas: number,
   pods: number,
-  recheck: 'live' | 'cache',
+  recheck: RecheckMode,
 ): Promise<DeletesPerPodRun> {
   const { server } = env;
-  const namespace = `dpp-${mode}-${replicas}-${recheck}`;
+  const namespace = `dpp-${mode}-${replicas}-${recheckTag(recheck)}`;
   let warnLines = 0;
   const fleet = await spawnFleet(env, {
     mode,
@@ -159,14 +161,14 @@ export async function benchDeletesPerPod(
   for (const n of opts.replicaCounts) {
     for (const mode of ['coordinated', 'baseline'] as const) {
       progress(`deletes-per-pod: ${mode}, ${n} replica(s), ${opts.pods} pods`);
-      const run = await oneRun(env, mode, n, opts.pods, 'live');
+      const run = await oneRun(env, mode, n, opts.pods, DEFAULT_RECHECK);
       progress(`  → ${run.deletesPerPod} DELETE/pod, ${run.apiRequestsPerPod} API requests/pod`);
       runs.push(run);
     }
   }
-  if (opts.cacheModeReplicas > 0) {
-    progress(`deletes-per-pod: coordinated, ${opts.cacheModeReplicas} replicas, recheck=cache`);
-    const run = await oneRun(env, 'coordinated', opts.cacheModeReplicas, opts.pods, 'cache');
+  for (const recheck of opts.otherRecheckModes) {
+    progress(`deletes-per-pod: coordinated, 3 replicas, recheck=${recheck}`);
+    const run = await oneRun(env, 'coordinated', 3, opts.pods, recheck);
     progress(`  → ${run.deletesPerPod} DELETE/pod, ${run.apiRequestsPerPod} API requests/pod`);
     runs.push(run);
   }

@@ -4,10 +4,12 @@
  * pods with chosen deadlines, and small measuring helpers (polling, quiet periods, percentiles, RSS,
  * Redis INFO). Times are epoch ms from the injected clock unless a name says otherwise.
  */
+
 import { readFileSync } from 'node:fs';
 import type { V1Pod } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { spawnBaselineReplica } from '../src/baseline/baseline-replica.ts';
+import type { RecheckMode } from '../src/config/schema.ts';
 import { type SandboxApiServer, startSandboxApiServer } from '../src/sandbox/apiserver/server.ts';
 import { type LocalEtcd, type LocalService, startEtcd, startRedis } from '../src/sandbox/local-services.ts';
 import { type ReplicaProcess, spawnReplica } from '../src/sandbox/replica-process.ts';
@@ -160,6 +162,9 @@ export interface BenchPod {
  * requests). Pod `i` finished at `finishedAtMs(i)` (epoch ms, whole seconds are kept by RFC 3339 so
  * the value is floored to the second); its deadline is that plus `retentionMs`.
  */
+/** A short tag of a re-check mode for namespaces and queue prefixes (which allow 32 characters). */
+export const recheckTag = (r: RecheckMode): string => (r === 'resource-version' ? 'rv' : r);
+
 export function createDrivers(
   server: SandboxApiServer,
   namespace: string,

@@ -7,11 +7,13 @@
  * Deadlines fall on whole seconds (Kubernetes timestamps carry seconds), so the pods come due in
  * groups of about pods/window-seconds at each second, as they would in a real cluster.
  */
+import type { RecheckMode } from '../src/config/schema.ts';
 import {
   type BenchEnv,
   createDrivers,
   driversLeft,
   percentile,
+  recheckTag,
   round,
   spawnFleet,
   stopFleet,
@@ -25,7 +27,7 @@ export interface LatenessOptions {
   /** Deadlines spread evenly over this window, ms. */
   windowMs: number;
   /** Re-check modes to measure, one fleet each. */
-  rechecks: ('live' | 'cache')[];
+  rechecks: RecheckMode[];
 }
 
 /** Summary statistics of a list of lateness values, ms. */
@@ -41,7 +43,7 @@ export interface LatenessStats {
 
 /** One fleet's run. */
 export interface LatenessRun {
-  recheck: 'live' | 'cache';
+  recheck: RecheckMode;
   apiQps: number;
   apiBurst: number;
   /** API server arrival of each pod's first DELETE minus its deadline, ms (raw, per pod). */
@@ -81,11 +83,11 @@ const RETENTION_MS = 600_000;
 async function oneRun(
   env: BenchEnv,
   opts: LatenessOptions,
-  recheck: 'live' | 'cache',
+  recheck: RecheckMode,
   progress: (msg: string) => void,
 ): Promise<LatenessRun> {
   const { server } = env;
-  const namespace = `lateness-${recheck}`;
+  const namespace = `lateness-${recheckTag(recheck)}`;
   const logged = new Map<string, number>();
   const fleet = await spawnFleet(env, {
     mode: 'coordinated',

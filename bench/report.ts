@@ -266,7 +266,11 @@ function detailSections(r: BenchResults): string[] {
 function charts(r: BenchResults): Record<string, string> {
   const out: Record<string, string> = {};
   const b = r.benchmarks;
-  const live = (b.deletesPerPod?.runs ?? []).filter((x) => x.recheck !== 'cache');
+  // The main runs: every replica count in the default re-check mode (older result files: `cache` was the extra run).
+  const others: string[] = b.deletesPerPod?.config.otherRecheckModes ?? ['cache'];
+  const live = (b.deletesPerPod?.runs ?? []).filter(
+    (x) => x.mode === 'baseline' || !others.includes(x.recheck),
+  );
   if (live.length) {
     const ns = [...new Set(live.map((x) => x.replicas))].sort((a, c) => a - c);
     const val = (mode: string) =>

@@ -91,7 +91,7 @@ export async function runBench(opts: RunBenchOptions): Promise<{ results: BenchR
     if (only.has('deletes')) {
       results.benchmarks.deletesPerPod = await benchDeletesPerPod(
         env,
-        { replicaCounts: q ? [3] : [1, 3, 5, 10], pods: q ? 40 : 200, cacheModeReplicas: 3 },
+        { replicaCounts: q ? [3] : [1, 3, 5, 10], pods: q ? 40 : 200, otherRecheckModes: ['live', 'cache'] },
         progress,
       );
     }
@@ -109,7 +109,7 @@ export async function runBench(opts: RunBenchOptions): Promise<{ results: BenchR
           replicas: 3,
           pods: q ? 100 : 1000,
           windowMs: q ? 10_000 : 60_000,
-          rechecks: q ? ['cache'] : ['live', 'cache'],
+          rechecks: q ? ['resource-version'] : ['resource-version', 'live'],
         },
         progress,
       );
@@ -120,11 +120,12 @@ export async function runBench(opts: RunBenchOptions): Promise<{ results: BenchR
         {
           pods: q ? 1000 : 10_000,
           runs: q
-            ? [{ recheck: 'live', concurrency: 10 }]
+            ? [{ recheck: 'resource-version', concurrency: 10 }]
             : [
+                { recheck: 'resource-version', concurrency: 10 },
                 { recheck: 'live', concurrency: 10 },
                 { recheck: 'cache', concurrency: 10 },
-                { recheck: 'live', concurrency: 50 },
+                { recheck: 'resource-version', concurrency: 50 },
               ],
         },
         progress,

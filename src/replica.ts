@@ -1,17 +1,18 @@
 /**
  * One replica process: wires the configuration into a {@link TargetCleaner} per target, sharing one Redis
- * connection, one etcd client, and per context one KubeConfig, rate limiter and pod API.
+ * connection, one etcd client, and per context one connection pool (src/kube/kube-http.ts), rate limiter and pod API.
  *
  * Shutdown (SIGTERM) resigns every leadership first and at once, so other replicas take over within a
  * second; in-flight jobs are aborted before their DELETE and go back to the queue; nothing is deleted
  * early.
  */
-import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import type { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
 import { createTargetCleaner, type TargetCleaner } from './cleaner/target-cleaner.ts';
 import type { CleanerConfig } from './config/schema.ts';
-import { kubeconfigPath, loadKubeConfig } from './kube/kubeconfig.ts';
+import type { DriverPod } from './kube/driver-pod.ts';
+import { createKubeHttp, type KubeHttp } from './kube/kube-http.ts';
+import { kubeconfigPath, loadClusterAccess } from './kube/kubeconfig.ts';
 import { parseLabelSelector } from './kube/label-selector.ts';
 import { createPodApi, type PodApi } from './kube/pod-api.ts';
 import { createPodInformer } from './kube/pod-informer.ts';
@@ -35,7 +36,8 @@ export interface Replica {
 }
 
 interface ContextClients {
-  kc: KubeConfig;
+  /** The context's transport (one connection pool), shared by its informers and pod API. */
+  http: KubeHttp;
   pods: PodApi;
 }
 
@@ -54,12 +56,17 @@ export async function startReplica(
   const contexts = new Map<string, ContextClients>();
   const targets: { ref: TargetRef; clients: ContextClients }[] = [];
   for (const t of config.targets) {
-    const { kc, context } = loadKubeConfig(kubeconfigPath(config.kubeconfig), t.context);
+    const access = loadClusterAccess(kubeconfigPath(config.kubeconfig), t.context);
+    const { context } = access;
     let clients = contexts.get(context);
     if (!clients) {
+      const http = createKubeHttp(access); // one connection pool per context
       const limiter = createRateLimiter({ qps: config.apiQps, burst: config.apiBurst, now });
       const observer = deps.telemetry?.podCalls(context);
-      clients = { kc, pods: createPodApi({ kc, limiter, timeoutMs: config.apiTimeoutMs, observer, now }) };
+      clients = {
+        http,
+        pods: createPodApi({ http, limiter, timeoutMs: config.apiTimeoutMs, observer, now }),
+      };
       contexts.set(context, clients);
     }
     targets.push({ ref: { context, namespace: t.namespace }, clients });
@@ -102,7 +109,7 @@ export async function startReplica(
       now,
     });
     let cleaner: TargetCleaner | undefined;
-    const onEvent = (event: 'added' | 'updated' | 'deleted', pod: V1Pod) => cleaner?.observe(event, pod);
+    const onEvent = (event: 'added' | 'updated' | 'deleted', pod: DriverPod) => cleaner?.observe(event, pod);
     const events = {
       onElected: () => cleaner?.elected(),
       onLost: (reason: string) => cleaner?.lost(reason),
@@ -129,7 +136,7 @@ export async function startReplica(
       telemetry: deps.telemetry?.forTarget(ref),
       informer: () =>
         createPodInformer({
-          kc: clients.kc,
+          http: clients.http,
           namespace: ref.namespace,
           labelSelector: config.labelSelector,
           log: tlog,
@@ -168,6 +175,7 @@ export async function startReplica(
         await Promise.allSettled(cleaners.map((c) => c.stop()));
         redis.disconnect();
         etcd?.close();
+        await Promise.allSettled([...contexts.values()].map((c) => c.http.close()));
         log.info('replica stopped');
       })();
       return stopping;

@@ -2,19 +2,26 @@
  * The cleanup job handler: a function of (job data, dependencies) → {@link Outcome}. It checks in layers,
  * as Kubernetes' TTL-after-finished controller does (pkg/controller/ttlafterfinished):
  *
- *   deadline reached? → fence (still the leader?) → re-check the pod (live GET or informer cache)
- *   → DELETE with preconditions.uid → outcome.
+ *   deadline reached? → fence (still the leader?) → re-check the pod → DELETE with preconditions → outcome.
  *
  * The re-check makes stale work harmless: a pod already gone, replaced by a new pod of the same name,
- * already being deleted, relabelled out of the selector or no longer terminal is left alone. The UID
- * precondition closes the window between the GET and the DELETE. No no-op is ever a warning.
+ * already being deleted, relabelled out of the selector or no longer terminal is left alone. Where the
+ * re-checked copy comes from is the `recheck` mode:
+ * - `resource-version` (default): the informer's copy, and the DELETE carries its `resourceVersion` as a
+ *   precondition, so the API server deletes only the very version we checked — atomically, one request.
+ *   Any change since (a `deletionTimestamp`, a finalizer, a relabel) is a 409: then the handler GETs the
+ *   pod and re-checks it live. Not in the cache (not synced, or already gone) → a live GET.
+ * - `live`: GET the pod, then DELETE with `preconditions.uid` (two requests per pod).
+ * - `cache`: the informer's copy, DELETE with `preconditions.uid` only.
+ * The UID precondition always closes the window between the check and the DELETE against re-created pods.
+ * No no-op is ever a warning.
  * The handler never touches BullMQ: `src/queue/cleanup-worker.ts` maps outcomes onto it.
  */
-import type { V1Pod } from '@kubernetes/client-node';
 import type { Policy, RecheckMode } from '../src/config/schema.ts';
 import { decide } from '../src/kube/app-state.ts';
+import type { DriverPod } from '../src/kube/driver-pod.ts';
 import type { LabelSelector } from '../src/kube/label-selector.ts';
-import { KubeApiError, type PodApi } from '../src/kube/pod-api.ts';
+import { type DeletePreconditions, KubeApiError, type PodApi } from '../src/kube/pod-api.ts';
 import type { CleanupJobData } from '../src/queue/cleanup-queue.ts';
 
 /** This replica may not DELETE now: leadership lost, lease stale, or leader key gone. */
@@ -54,8 +61,8 @@ export const NOOP_OUTCOMES = [
 /** What the handler needs. Test doubles implement the same shapes. */
 export interface CleanupDeps {
   pods: PodApi;
-  /** The informer's cached pod of that name, for `recheck: 'cache'`. */
-  cached: (name: string) => V1Pod | undefined;
+  /** The informer's cached pod of that name (`cache` and `resource-version` modes). */
+  cached: (name: string) => DriverPod | undefined;
   recheck: RecheckMode;
   /** Resolves when this replica may still DELETE for the target; rejects with {@link FencedError} otherwise. */
   fence: (signal: AbortSignal) => Promise<void>;
@@ -103,7 +110,20 @@ export async function cleanupDriverPod(
     throw err;
   }
 
-  let pod: V1Pod | undefined;
+  // resource-version: check the cached copy, let the API server confirm it is still that version.
+  if (deps.recheck === 'resource-version') {
+    const cached = deps.cached(job.pod);
+    const version = cached?.metadata?.resourceVersion;
+    if (cached && version) {
+      const checked = recheck(cached, job, deps);
+      if (checked) return checked;
+      const sent = await sendDelete(job, deps, signal, { uid: job.uid, resourceVersion: version });
+      if (sent !== 'conflict') return sent;
+      // 409: the pod changed since the informer saw it (or was re-created): re-check the live object.
+    }
+  }
+
+  let pod: DriverPod | undefined;
   if (deps.recheck === 'cache') {
     pod = deps.cached(job.pod);
   } else {
@@ -114,29 +134,46 @@ export async function cleanupDriverPod(
       return failure('get', err);
     }
   }
+  const checked = recheck(pod, job, deps);
+  if (checked) return checked;
+  const sent = await sendDelete(job, deps, signal, { uid: job.uid });
+  return sent === 'conflict' ? { outcome: 'replaced' } : sent;
+}
+
+/** The re-check of a pod copy: the no-op outcome that stops the job, or undefined when it may be deleted. */
+function recheck(pod: DriverPod | undefined, job: CleanupJobData, deps: CleanupDeps): Outcome | undefined {
   if (!pod) return { outcome: 'already-absent' };
   // Same name, other UID: the pod was re-created; the old pod's job must never touch it.
   if (pod.metadata?.uid !== job.uid) return { outcome: 'replaced' };
   if (pod.metadata?.deletionTimestamp) return { outcome: 'already-deleting' };
   const decision = decide(pod, { selector: deps.selector, policy: deps.policy });
-  if (decision.action !== 'enqueue') {
-    const reason = decision.action === 'none' ? decision.reason : decision.reason;
-    return { outcome: 'skipped', reason };
-  }
+  if (decision.action !== 'enqueue') return { outcome: 'skipped', reason: decision.reason };
+  return undefined;
+}
 
+/**
+ * The only mutating call: DELETE with `preconditions`, after the last leadership gates.
+ * @returns the outcome, or `conflict` when a precondition failed (409) for the caller to interpret.
+ */
+async function sendDelete(
+  job: CleanupJobData,
+  deps: CleanupDeps,
+  signal: AbortSignal,
+  preconditions: DeletePreconditions,
+): Promise<Outcome | 'conflict'> {
   const latenessMs = Math.max(0, deps.now() - job.deadlineMs);
   if (deps.dryRun) return { outcome: 'would-delete', latenessMs };
-  // Last gate before the only mutating call: the GET may have taken a while.
+  // Last gate before the request: the re-check may have taken a while.
   if (signal.aborted) return { outcome: 'aborted' };
   if (!deps.stillLeader()) return { outcome: 'fenced', reason: 'lease went stale during the re-check' };
   try {
-    const result = await deps.pods.delete(job.namespace, job.pod, job.uid, signal, () => {
+    const result = await deps.pods.delete(job.namespace, job.pod, preconditions, signal, () => {
       // The rate limiter may have held the request for a long while (or the process was frozen in it):
       // no async step may separate the last leadership check from the request.
       if (!deps.stillLeader()) throw new FencedError('lease went stale while the DELETE waited to be sent');
     });
     if (result === 'not-found') return { outcome: 'already-absent' };
-    if (result === 'uid-mismatch') return { outcome: 'replaced' };
+    if (result === 'conflict') return 'conflict';
     return { outcome: 'accepted', latenessMs: Math.max(0, deps.now() - job.deadlineMs) };
   } catch (err) {
     if (err instanceof FencedError) return { outcome: 'fenced', reason: err.message };

@@ -6,9 +6,10 @@
  * {@link spawnBaselineReplica} runs it as a real child process (`spark-driver-cleaner baseline-replica`,
  * configured by the same `SDC_*` variables as `run`), for the demo and the benchmarks.
  */
-import type { V1Pod } from '@kubernetes/client-node';
 import type { CleanerConfig } from '../config/schema.ts';
-import { loadKubeConfig } from '../kube/kubeconfig.ts';
+import type { DriverPod } from '../kube/driver-pod.ts';
+import { createKubeHttp, type KubeHttp } from '../kube/kube-http.ts';
+import { loadClusterAccess } from '../kube/kubeconfig.ts';
 import { parseLabelSelector } from '../kube/label-selector.ts';
 import { createPodApi, type PodApi } from '../kube/pod-api.ts';
 import { createPodInformer } from '../kube/pod-informer.ts';
@@ -38,19 +39,21 @@ export async function startBaselineReplica(
 ): Promise<BaselineReplica> {
   const { log, now } = deps;
   const selector = parseLabelSelector(config.labelSelector);
-  const contexts = new Map<string, { kc: ReturnType<typeof loadKubeConfig>['kc']; pods: PodApi }>();
+  const contexts = new Map<string, { http: KubeHttp; pods: PodApi }>();
   const cleaners: KyuubiLikeCleaner[] = [];
   for (const t of config.targets) {
-    const { kc, context } = loadKubeConfig(config.kubeconfig, t.context);
+    const access = loadClusterAccess(config.kubeconfig, t.context);
+    const { context } = access;
     let clients = contexts.get(context);
     if (!clients) {
+      const http = createKubeHttp(access); // one connection pool per context
       const limiter = createRateLimiter({ qps: config.apiQps, burst: config.apiBurst, now });
-      clients = { kc, pods: createPodApi({ kc, limiter }) };
+      clients = { http, pods: createPodApi({ http, limiter }) };
       contexts.set(context, clients);
     }
     const target = { context, namespace: t.namespace };
     const tlog = log.child({ context, namespace: t.namespace });
-    const { kc: targetKc, pods } = clients;
+    const { http, pods } = clients;
     let cleaner: KyuubiLikeCleaner | undefined;
     cleaner = createKyuubiLikeCleaner({
       target,
@@ -62,12 +65,12 @@ export async function startBaselineReplica(
       now,
       informer: () =>
         createPodInformer({
-          kc: targetKc,
+          http,
           namespace: t.namespace,
           labelSelector: config.labelSelector,
           log: tlog,
           now,
-          onEvent: (event: 'added' | 'updated' | 'deleted', pod: V1Pod) => cleaner?.observe(event, pod),
+          onEvent: (event: 'added' | 'updated' | 'deleted', pod: DriverPod) => cleaner?.observe(event, pod),
         }),
     });
     cleaners.push(cleaner);
@@ -81,6 +84,7 @@ export async function startBaselineReplica(
     stop() {
       stopping ??= (async () => {
         await Promise.allSettled(cleaners.map((c) => c.stop()));
+        await Promise.allSettled([...contexts.values()].map((c) => c.http.close()));
         log.info('replica stopped');
       })();
       return stopping;

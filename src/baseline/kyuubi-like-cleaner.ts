@@ -14,9 +14,9 @@
  * always does; it changes no count, only protects a re-created pod), and stopping does not delete
  * pending pods early (Kyuubi does on shutdown), so that stopping the demo does not skew its counts.
  */
-import type { V1Pod } from '@kubernetes/client-node';
 import type { Policy } from '../config/schema.ts';
 import { deadlineMs, decide, malformedReason } from '../kube/app-state.ts';
+import type { DriverPod } from '../kube/driver-pod.ts';
 import type { LabelSelector } from '../kube/label-selector.ts';
 import { KubeApiError, type PodApi } from '../kube/pod-api.ts';
 import type { PodEvent, PodInformer } from '../kube/pod-informer.ts';
@@ -47,7 +47,7 @@ export interface KyuubiLikeCleaner {
   /** Cancels pending timers (no early DELETE) and stops the informer. Idempotent. */
   stop(): Promise<void>;
   /** The informer's callback. Schedules a local timer for each newly seen terminal driver pod. */
-  observe(event: PodEvent, pod: V1Pod): void;
+  observe(event: PodEvent, pod: DriverPod): void;
   /** Timers not fired yet. */
   readonly pending: number;
 }
@@ -61,13 +61,13 @@ export function createKyuubiLikeCleaner(opts: KyuubiLikeCleanerOptions): KyuubiL
   let stopped = false;
   const informer = opts.informer();
 
-  async function fire(pod: V1Pod, deadline: number): Promise<void> {
+  async function fire(pod: DriverPod, deadline: number): Promise<void> {
     const namespace = pod.metadata?.namespace ?? '';
     const name = pod.metadata?.name ?? '';
     const uid = pod.metadata?.uid ?? '';
     const fields = { context: opts.target.context, namespace, pod: name, uid };
     try {
-      const result = await opts.pods.delete(namespace, name, uid);
+      const result = await opts.pods.delete(namespace, name, { uid });
       if (result === 'accepted') {
         log.info(
           { ...fields, outcome: 'accepted', latenessMs: Math.max(0, now() - deadline) },
@@ -101,7 +101,7 @@ export function createKyuubiLikeCleaner(opts: KyuubiLikeCleanerOptions): KyuubiL
     }
   }
 
-  function observe(event: PodEvent, pod: V1Pod): void {
+  function observe(event: PodEvent, pod: DriverPod): void {
     // Kyuubi's cache is not told about deletions: a pending timer still fires.
     if (stopped || event === 'deleted' || malformedReason(pod)) return;
     const decision = decide(pod, { selector: opts.selector, policy: opts.policy });

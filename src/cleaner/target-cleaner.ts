@@ -8,10 +8,10 @@
  *   what is missing, retry failed jobs), then run the worker and reconcile periodically; when the
  *   leadership is lost, abort in-flight jobs before their DELETE and close the worker.
  */
-import type { V1Pod } from '@kubernetes/client-node';
 import type { Redis } from 'ioredis';
 import type { Policy, RecheckMode } from '../config/schema.ts';
 import { deadlineMs, decide, malformedReason } from '../kube/app-state.ts';
+import type { DriverPod } from '../kube/driver-pod.ts';
 import type { LabelSelector } from '../kube/label-selector.ts';
 import type { PodApi } from '../kube/pod-api.ts';
 import type { PodEvent, PodInformer } from '../kube/pod-informer.ts';
@@ -59,7 +59,7 @@ export interface TargetCleaner {
   start(): Promise<void>;
   /** Resigns leadership (another replica takes over at once), stops the worker and the informer. */
   stop(): Promise<void>;
-  observe(event: PodEvent, pod: V1Pod): void;
+  observe(event: PodEvent, pod: DriverPod): void;
   elected(): void;
   lost(reason: string): void;
   /** Runs one reconcile now (leader only); returns how many jobs it added or retried. */
@@ -90,6 +90,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     prefix: opts.prefix,
     concurrency: opts.concurrency,
     replicaId: opts.replicaId,
+    keepFinishedMs: opts.queue.keepFinishedMs,
     log,
     backoffMs: opts.backoffMs,
     maxBackoffMs: opts.maxBackoffMs,
@@ -107,10 +108,10 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     },
   });
 
-  const podFields = (pod: V1Pod) => ({ pod: pod.metadata?.name, uid: pod.metadata?.uid });
+  const podFields = (pod: DriverPod) => ({ pod: pod.metadata?.name, uid: pod.metadata?.uid });
 
   async function enqueue(
-    pod: V1Pod,
+    pod: DriverPod,
     finishedAtMs: number | undefined,
     trigger: EnqueueTrigger,
   ): Promise<'added' | 'exists' | 'tombstoned'> {
@@ -135,7 +136,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     return opts.telemetry ? opts.telemetry.enqueue(trigger, data, send) : send(data);
   }
 
-  async function cancel(pod: V1Pod, why: string): Promise<void> {
+  async function cancel(pod: DriverPod, why: string): Promise<void> {
     const uid = pod.metadata?.uid ?? '';
     if (handled.get(uid) === 'cancelled') return;
     const result = await opts.queue.cancel(uid);
@@ -143,7 +144,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     log.debug({ ...podFields(pod), why, result }, 'cleanup cancelled: tombstoned');
   }
 
-  function observe(event: PodEvent, pod: V1Pod): void {
+  function observe(event: PodEvent, pod: DriverPod): void {
     const malformed = malformedReason(pod);
     if (malformed) {
       log.warn(

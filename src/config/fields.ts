@@ -59,8 +59,8 @@ export const FIELDS: readonly FieldSpec[] = [
   { key: 'electionTtlSeconds', default: '10', help: 'Leader lease TTL in seconds (integer, ≥ 2).' },
   {
     key: 'recheck',
-    default: 'live',
-    help: '`live` (GET the pod before DELETE) or `cache` (informer cache).',
+    default: 'resource-version',
+    help: 'How the pod is re-checked before its DELETE: `resource-version` (the informer’s copy, confirmed by the API server: DELETE with `preconditions.resourceVersion`; a 409 falls back to a GET — one request per pod), `live` (GET, then DELETE: two) or `cache` (the informer’s copy, DELETE with the UID precondition only).',
   },
   { key: 'apiQps', default: '20', help: 'API requests per second per context (as kube-controller-manager).' },
   { key: 'apiBurst', default: '30', help: 'API request burst per context.' },

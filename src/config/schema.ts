@@ -135,7 +135,7 @@ export const configSchema = z
     redisUrl: url(['redis:', 'rediss:']),
     etcdEndpoints: list.pipe(z.array(url(['http:', 'https:']))).optional(),
     electionTtlSeconds: int(2, 3600),
-    recheck: lowerEnum(['live', 'cache']),
+    recheck: lowerEnum(['resource-version', 'live', 'cache']),
     apiQps: positive,
     apiBurst: int(1, 100_000),
     apiTimeout: duration('API client timeout'),
@@ -212,5 +212,8 @@ export const configSchema = z
 export type CleanerConfig = z.output<typeof configSchema>;
 /** Cleanup policy, as Kyuubi's `kyuubi.kubernetes.spark.cleanupTerminatedDriverPod.kind` (without NONE). */
 export type Policy = CleanerConfig['policy'];
-/** Re-check mode of the handler: `live` GETs the pod, `cache` reads the informer's cache. */
+/** Re-check mode of the handler (workers/cleanup-driver-pod.ts): `resource-version`, `live` or `cache`. */
 export type RecheckMode = CleanerConfig['recheck'];
+
+/** The default re-check mode (src/config/fields.ts): one API request per cleaned pod. */
+export const DEFAULT_RECHECK: RecheckMode = 'resource-version';

@@ -8,9 +8,9 @@
  *
  * An application is {@link ApplicationView}; an unknown tag or pod is 404 `{ error }`.
  */
-import type { V1Pod } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import { type ApplicationState, podState } from '../kube/app-state.ts';
+import type { DriverPod } from '../kube/driver-pod.ts';
 import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
 import type { Replica } from '../replica.ts';
 
@@ -40,7 +40,7 @@ export interface ApplicationView {
 }
 
 /** The application view of one cached pod. Pure. */
-export function applicationView(pod: V1Pod, target: TargetRef): ApplicationView {
+export function applicationView(pod: DriverPod, target: TargetRef): ApplicationView {
   const labels = pod.metadata?.labels ?? {};
   const s = podState(pod);
   return {
@@ -58,7 +58,7 @@ export function applicationView(pod: V1Pod, target: TargetRef): ApplicationView 
   };
 }
 
-const created = (p: V1Pod) => {
+const created = (p: DriverPod) => {
   const t = p.metadata?.creationTimestamp;
   return t ? new Date(t).getTime() : 0;
 };

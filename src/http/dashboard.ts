@@ -30,7 +30,7 @@ export async function registerDashboard(app: FastifyInstance, opts: DashboardOpt
   createBullBoard({
     queues: opts.replica.cleaners.map(
       (c) =>
-        // bull-board's adapter takes an untyped Queue; ours carries CleanupJobData.
+        // bull-board's adapter takes an untyped Queue; ours stores compact job data (job name = pod name).
         new BullMQAdapter(c.queue.queue as ConstructorParameters<typeof BullMQAdapter>[0], {
           readOnlyMode: opts.readOnly,
           displayName: targetLabel(c.target),

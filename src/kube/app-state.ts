@@ -6,15 +6,14 @@
  * anything else → UNKNOWN. A terminated driver container (`spark-kubernetes-driver`) wins over the pod
  * phase, because a sidecar (istio-proxy, …) may keep the pod Running after Spark has finished.
  */
-import type { V1ContainerStateTerminated, V1Pod } from '@kubernetes/client-node';
 import type { Policy } from '../config/schema.ts';
+import { DRIVER_CONTAINER, type DriverPod, type TerminatedState } from './driver-pod.ts';
 import type { LabelSelector } from './label-selector.ts';
+
+export { DRIVER_CONTAINER };
 
 /** Kyuubi's ApplicationState values (org.apache.kyuubi.engine.ApplicationState). */
 export type ApplicationState = 'PENDING' | 'RUNNING' | 'FINISHED' | 'FAILED' | 'KILLED' | 'UNKNOWN';
-
-/** The container Spark names the driver (Spark's `Constants.DEFAULT_DRIVER_CONTAINER_NAME`). */
-export const DRIVER_CONTAINER = 'spark-kubernetes-driver';
 
 /** What a pod's status says about the application. `finishedAtMs` is epoch ms, when the status carries it. */
 export interface PodState {
@@ -25,13 +24,13 @@ export interface PodState {
   readonly error: string | undefined;
 }
 
-function driverTerminated(pod: V1Pod): V1ContainerStateTerminated | undefined {
+function driverTerminated(pod: DriverPod): TerminatedState | undefined {
   const statuses: unknown = pod.status?.containerStatuses;
-  // Watch events are not deserialized: a malformed status (not an array, null items) must not throw,
-  // or one odd pod would fail the whole reconcile.
+  // trimPod keeps a malformed status as is (not an array, null items): it must not throw here, or one odd
+  // pod would fail the whole reconcile.
   if (!Array.isArray(statuses)) return undefined;
   const driver = statuses.find((c) => c?.name === DRIVER_CONTAINER) as
-    | NonNullable<NonNullable<V1Pod['status']>['containerStatuses']>[number]
+    | NonNullable<NonNullable<DriverPod['status']>['containerStatuses']>[number]
     | undefined;
   return driver?.state?.terminated ?? undefined;
 }
@@ -43,7 +42,7 @@ function timeMs(t: Date | string | undefined): number | undefined {
 }
 
 /** Maps a pod to Kyuubi's application state; terminal means FINISHED, FAILED or KILLED. Never throws. */
-export function podState(pod: V1Pod): PodState {
+export function podState(pod: DriverPod): PodState {
   const term = driverTerminated(pod);
   if (term) {
     const state: ApplicationState =
@@ -82,7 +81,7 @@ export type Decision =
   | { readonly action: 'none'; readonly reason: 'malformed' | 'not-selected' | 'not-terminal' | 'policy' };
 
 /** Why a pod object cannot be handled: missing uid/name/namespace. `undefined` when it is well-formed. */
-export function malformedReason(pod: V1Pod): string | undefined {
+export function malformedReason(pod: DriverPod): string | undefined {
   const m = pod?.metadata;
   if (!m) return 'no metadata';
   if (!m.uid) return 'no metadata.uid';
@@ -95,7 +94,7 @@ export function malformedReason(pod: V1Pod): string | undefined {
  * Decides what to do with a pod. Pure: the same pod always gets the same decision.
  * Policy COMPLETED (Kyuubi's) cleans only FINISHED drivers and keeps FAILED/KILLED ones for debugging.
  */
-export function decide(pod: V1Pod, opts: { selector: LabelSelector; policy: Policy }): Decision {
+export function decide(pod: DriverPod, opts: { selector: LabelSelector; policy: Policy }): Decision {
   if (malformedReason(pod)) return { action: 'none', reason: 'malformed' };
   // The informer applies the selector server-side; re-checking here also covers relabelled pods and the cache mode.
   if (!opts.selector.matches(pod.metadata?.labels)) return { action: 'none', reason: 'not-selected' };

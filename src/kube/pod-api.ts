@@ -1,19 +1,18 @@
 /**
- * The two pod calls the cleanup handler makes — GET and DELETE with `preconditions.uid` — over
- * @kubernetes/client-node's CoreV1Api, rate-limited per context, with a client timeout, and with every
+ * The two pod calls the cleanup handler makes — GET and DELETE with `preconditions` — over our HTTP
+ * transport (src/kube/kube-http.ts), rate-limited per context, with a client timeout, and with every
  * failure turned into a {@link KubeApiError} carrying the API's Status (reason, code, message) and
  * `Retry-After`.
  *
  * Why the UID precondition: a pod re-created with the same name has a new UID; the API server answers
  * 409 Conflict instead of deleting the new pod. It also makes a second DELETE of the same pod harmless:
- * the pod is gone (404) or being deleted (returned unchanged).
+ * the pod is gone (404) or being deleted (returned unchanged). A `resourceVersion` precondition goes
+ * further: the API server deletes only the very version the caller checked, atomically (409 otherwise) —
+ * DeleteOptions.preconditions, k8s.io/apimachinery/pkg/apis/meta/v1 `Preconditions`.
  */
-import { ApiException, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
-// client-node's object-parameter API takes Observable-style middleware (its own minimal stub).
-import type { RequestContext } from '@kubernetes/client-node/dist/gen/http/http.js';
-import { of } from '@kubernetes/client-node/dist/gen/rxjsStub.js';
-import type { Dispatcher } from 'undici';
 import { systemClock } from '../clock.ts';
+import { type DriverPod, trimPod } from './driver-pod.ts';
+import type { KubeHttp } from './kube-http.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 
 /** A failed API call: an HTTP error Status from the API server, a timeout, or a network error. */
@@ -33,22 +32,32 @@ export class KubeApiError extends Error {
   }
 }
 
-/** Outcome of a DELETE: sent and accepted, or a no-op the API server told us about. */
-export type DeleteResult = 'accepted' | 'not-found' | 'uid-mismatch';
+/**
+ * Outcome of a DELETE: sent and accepted, or a no-op the API server told us about: the pod is gone (404),
+ * or a precondition failed (409: another UID — a re-created pod —, or another resourceVersion).
+ */
+export type DeleteResult = 'accepted' | 'not-found' | 'conflict';
+
+/** DeleteOptions.preconditions: the API server deletes the pod only if both match. */
+export interface DeletePreconditions {
+  readonly uid: string;
+  /** The version the caller checked; omitted → any version of that UID. */
+  readonly resourceVersion?: string;
+}
 
 /** GET and DELETE of one pod. Both reject with {@link KubeApiError} on real failures, or the signal's reason. */
 export interface PodApi {
-  /** Reads a pod; `undefined` when it does not exist (404). */
-  get(namespace: string, name: string, signal?: AbortSignal): Promise<V1Pod | undefined>;
+  /** Reads a pod, trimmed (src/kube/driver-pod.ts); `undefined` when it does not exist (404). */
+  get(namespace: string, name: string, signal?: AbortSignal): Promise<DriverPod | undefined>;
   /**
-   * DELETE with `preconditions.uid`: 404 → `not-found`, 409 → `uid-mismatch`.
+   * DELETE with `preconditions`: 404 → `not-found`, 409 → `conflict`.
    * @param beforeSend called after the rate limiter's wait, right before the request leaves; what it
    *   throws cancels the request and is rethrown as is (the handler re-checks its leadership there).
    */
   delete(
     namespace: string,
     name: string,
-    uid: string,
+    preconditions: DeletePreconditions,
     signal?: AbortSignal,
     beforeSend?: () => void,
   ): Promise<DeleteResult>;
@@ -61,6 +70,8 @@ export interface PodCall {
   readonly pod: string;
   /** The UID precondition of a DELETE. */
   readonly uid?: string;
+  /** The resourceVersion precondition of a DELETE, when it has one. */
+  readonly resourceVersion?: string;
 }
 
 /**
@@ -74,7 +85,8 @@ export interface PodCallObserver {
 
 /** Options of {@link createPodApi}. */
 export interface PodApiOptions {
-  kc: KubeConfig;
+  /** The context's transport. */
+  http: KubeHttp;
   limiter: RateLimiter;
   /** Client timeout of one request, ms (default 10 000). */
   timeoutMs?: number;
@@ -127,21 +139,29 @@ export function retryAfterMs(header: string | undefined, nowMs: number): number 
   return Number.isFinite(at) ? Math.max(0, at - nowMs) : undefined;
 }
 
-/** Turns anything client-node throws into a {@link KubeApiError}. Abort reasons are rethrown as they are. */
-export function toKubeApiError(err: unknown, signal: AbortSignal | undefined, nowMs: number): unknown {
+/** A non-2xx answer as a {@link KubeApiError}: the Status body's reason and message, `Retry-After`. */
+export function statusError(
+  code: number,
+  body: unknown,
+  headers: Readonly<Record<string, string | string[] | undefined>>,
+  nowMs: number,
+): KubeApiError {
+  const status = parseStatus(body);
+  // Proxies and some errors answer without a Status body: fall back to the HTTP code's reason.
+  const reason = status.reason || STATUS_REASONS[code] || 'Unknown';
+  const retryAfter = headers['retry-after'];
+  return new KubeApiError(
+    status.message || reason,
+    code,
+    reason,
+    retryAfterMs(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, nowMs),
+  );
+}
+
+/** Turns a transport failure into a {@link KubeApiError}. Abort reasons are rethrown as they are. */
+export function toKubeApiError(err: unknown, signal: AbortSignal | undefined): unknown {
   if (signal?.aborted) return signal.reason;
-  if (err instanceof ApiException) {
-    const status = parseStatus(err.body);
-    const headers = (err.headers ?? {}) as Record<string, string>;
-    // client-node drops the body of some answers (401 among them): fall back to the HTTP code's reason.
-    const reason = status.reason ?? STATUS_REASONS[err.code] ?? 'Unknown';
-    return new KubeApiError(
-      status.message ?? reason,
-      err.code,
-      reason,
-      retryAfterMs(headers['retry-after'], nowMs),
-    );
-  }
+  if (err instanceof KubeApiError) return err;
   const e = err as {
     name?: string;
     message?: string;
@@ -155,95 +175,64 @@ export function toKubeApiError(err: unknown, signal: AbortSignal | undefined, no
   return new KubeApiError(e?.cause?.message ?? e?.message ?? String(err), undefined, code);
 }
 
+const podPath = (namespace: string, name: string) =>
+  `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}`;
+
 /** Creates the pod API of one context. */
 export function createPodApi(opts: PodApiOptions): PodApi {
-  const api = opts.kc.makeApiClient(CoreV1Api);
+  const { http } = opts;
   const timeoutMs = opts.timeoutMs ?? 10_000;
   const now = opts.now ?? systemClock;
-  // client-node builds a new undici Agent for every request whenever the cluster has TLS settings (a CA,
-  // a client certificate, or insecure-skip-tls-verify): every GET and DELETE would open a new connection
-  // (and a new TLS handshake). Keep the first Agent of this context and reuse it: connections stay alive.
-  let sharedDispatcher: Dispatcher | undefined;
-  const reuseDispatcher = (ctx: RequestContext) => {
-    const fresh = ctx.getDispatcher();
-    if (!fresh) return;
-    if (!sharedDispatcher) {
-      sharedDispatcher = fresh;
-      return;
-    }
-    if (fresh !== sharedDispatcher) {
-      void fresh.close().catch(() => undefined); // never used: nothing to drain
-      ctx.setDispatcher(sharedDispatcher);
-    }
-  };
-  const withSignal = (signal: AbortSignal | undefined, onStatus?: (code: number) => void) => {
-    const s = signal
-      ? AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)])
-      : AbortSignal.timeout(timeoutMs);
-    return {
-      middleware: [
-        {
-          pre: (ctx: RequestContext) => {
-            ctx.setSignal(s);
-            reuseDispatcher(ctx);
-            return of(ctx);
-          },
-          post: <T extends { httpStatusCode?: number }>(ctx: T) => {
-            if (ctx.httpStatusCode !== undefined) onStatus?.(ctx.httpStatusCode);
-            return of(ctx);
-          },
-        },
-      ],
-      middlewareMergeStrategy: 'append' as const,
-    };
-  };
-  /** Runs one request under the observer, which learns the status code from the middleware's `post`. */
-  const observed = async <T>(call: PodCall, run: (onStatus: (code: number) => void) => Promise<T>) => {
+  const withTimeout = (signal: AbortSignal | undefined) =>
+    signal ? AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs);
+
+  /** Sends one request under the observer; resolves with the answer, rejects with a KubeApiError or the abort reason. */
+  const send = async (
+    call: PodCall,
+    signal: AbortSignal | undefined,
+    run: (s: AbortSignal) => ReturnType<KubeHttp['request']>,
+  ) => {
     const end = opts.observer?.start(call);
-    if (!end) return run(() => {});
-    let code: number | undefined;
     try {
-      const result = await run((c) => {
-        code = c;
-      });
-      end(code);
-      return result;
+      const res = await run(withTimeout(signal));
+      end?.(
+        res.statusCode,
+        res.statusCode >= 400 ? statusError(res.statusCode, res.body, res.headers, now()) : undefined,
+      );
+      return res;
     } catch (err) {
-      end(code ?? (err instanceof ApiException ? err.code : undefined), err);
-      throw err;
+      const mapped = toKubeApiError(err, signal);
+      end?.(undefined, mapped);
+      throw mapped;
     }
   };
+
   return {
     async get(namespace, name, signal) {
       await opts.limiter.take(signal);
-      try {
-        return await observed({ verb: 'GET', namespace, pod: name }, (onStatus) =>
-          // biome-ignore lint/suspicious/noExplicitAny: client-node's option type is generic over middleware
-          api.readNamespacedPod({ namespace, name }, withSignal(signal, onStatus) as any),
-        );
-      } catch (err) {
-        if (err instanceof ApiException && err.code === 404) return undefined;
-        throw toKubeApiError(err, signal, now());
-      }
+      const res = await send({ verb: 'GET', namespace, pod: name }, signal, (s) =>
+        http.request('GET', podPath(namespace, name), { signal: s }),
+      );
+      if (res.statusCode === 404) return undefined;
+      if (res.statusCode >= 300) throw statusError(res.statusCode, res.body, res.headers, now());
+      return trimPod(res.body);
     },
-    async delete(namespace, name, uid, signal, beforeSend) {
+    async delete(namespace, name, preconditions, signal, beforeSend) {
       await opts.limiter.take(signal);
       signal?.throwIfAborted();
       beforeSend?.();
-      try {
-        await observed({ verb: 'DELETE', namespace, pod: name, uid }, (onStatus) =>
-          api.deleteNamespacedPod(
-            { namespace, name, body: { preconditions: { uid } } },
-            // biome-ignore lint/suspicious/noExplicitAny: as above
-            withSignal(signal, onStatus) as any,
-          ),
-        );
-        return 'accepted';
-      } catch (err) {
-        if (err instanceof ApiException && err.code === 404) return 'not-found';
-        if (err instanceof ApiException && err.code === 409) return 'uid-mismatch';
-        throw toKubeApiError(err, signal, now());
-      }
+      const res = await send({ verb: 'DELETE', namespace, pod: name, ...preconditions }, signal, (s) =>
+        http.request('DELETE', podPath(namespace, name), {
+          body: { kind: 'DeleteOptions', apiVersion: 'v1', preconditions },
+          signal: s,
+          // The answer is the pod being deleted: nothing here reads it.
+          skipSuccessBody: true,
+        }),
+      );
+      if (res.statusCode === 404) return 'not-found';
+      if (res.statusCode === 409) return 'conflict';
+      if (res.statusCode >= 300) throw statusError(res.statusCode, res.body, res.headers, now());
+      return 'accepted';
     },
   };
 }

@@ -1,30 +1,51 @@
 /**
- * A pod informer for one (context, namespace) that keeps running. client-node's informer relists on
- * 410 Gone by itself but *stops* on any other error (401/403/5xx, a failed list, a broken connection):
- * we restart it with exponential backoff and jitter, from its last resourceVersion, forever, until
- * `stop()`. The label selector is applied server-side.
+ * A pod informer for one (context, namespace) that keeps running: a reflector and a cache of trimmed pods
+ * ({@link DriverPod}) over our HTTP transport ({@link KubeHttp}), as client-go's `Reflector` +
+ * `SharedIndexInformer` with a `TransformFunc` (k8s.io/client-go/tools/cache):
  *
- * client-node's cache is keyed by namespace/name, not UID: consumers compare UIDs themselves.
+ * - **list** in pages (`limit` + `continue`, the label selector server-side), trim every item, then
+ *   reconcile the cache against the full list as client-go's `Replace`: `added` for new pods, `updated`
+ *   for present ones whose resourceVersion changed, `deleted` for cached pods missing from the list (a pod
+ *   re-created under the same name with another UID: `deleted` for the old, `added` for the new);
+ * - **watch** from the list's resourceVersion (`allowWatchBookmarks`, `timeoutSeconds` 300–600 at random),
+ *   newline-delimited JSON: ADDED/MODIFIED/DELETED update the cache and are reported, BOOKMARK only moves
+ *   the resourceVersion; a watch that ends (server timeout, dropped cleanly) is resumed from the last
+ *   resourceVersion;
+ * - **410 Gone/Expired** (an ERROR event or the watch answered 410) → relist at once, no backoff;
+ * - **any other failure** (non-2xx on list or watch, a network error, a bad line, an ERROR event) → the
+ *   whole list+watch restarts after an exponential backoff with jitter (500 ms · 2ⁿ · U(0.5, 1), at most
+ *   30 s; `Retry-After` honoured), forever, until `stop()`, logging the API Status (code, reason, message).
+ *
+ * Only trimmed pods are kept (~1 KiB each instead of a full pod's 15–20 KiB of heap): list pages and
+ * watch objects are dropped once trimmed. The cache is keyed by name (the namespace is fixed):
+ * consumers compare UIDs themselves. Events are delivered synchronously, in order; a throwing handler is
+ * logged and does not break the informer.
  */
-import { CoreV1Api, type KubeConfig, makeInformer, type V1Pod } from '@kubernetes/client-node';
+import { StringDecoder } from 'node:string_decoder';
 import type { Logger } from '../telemetry/log.ts';
+import { type DriverPod, trimPod } from './driver-pod.ts';
+import type { KubeHttp } from './kube-http.ts';
 
 /** What the informer observed. `deleted` is a DELETE event (the pod is gone from the API server). */
 export type PodEvent = 'added' | 'updated' | 'deleted';
 
 /** Options of {@link createPodInformer}. */
 export interface PodInformerOptions {
-  kc: KubeConfig;
+  /** The transport of the target's context (shared; the informer does not close it). */
+  http: KubeHttp;
   namespace: string;
+  /** Applied server-side to the list and the watch ('' for none). */
   labelSelector: string;
   log: Logger;
   /** Called for every event; must not throw (errors are logged) and makes no API calls. */
-  onEvent: (event: PodEvent, pod: V1Pod) => void;
-  /** Called after each (re)start's initial list has completed. */
+  onEvent: (event: PodEvent, pod: DriverPod) => void;
+  /** Called after each successful list (the first, and every relist) once the cache is reconciled. */
   onSynced?: () => void;
   /** First restart delay, ms (default 500); doubles up to `maxBackoffMs` (default 30 000). */
   backoffMs?: number;
   maxBackoffMs?: number;
+  /** Items per list page (default 500, as client-go's pager). */
+  pageSize?: number;
   now: () => number;
 }
 
@@ -32,103 +53,393 @@ export interface PodInformerOptions {
 export interface PodInformer {
   /** Starts watching; resolves once the first list has been loaded (the cache is synced). Never rejects. */
   start(): Promise<void>;
+  /** Aborts the list or watch in flight and stops restarting; resolves once the loop has ended. */
   stop(): Promise<void>;
+  /** True once the first list has been loaded (stays true: the cache stays usable while it restarts). */
   readonly synced: boolean;
   /** Epoch ms since when it has been down (undefined while it runs). */
   readonly downSinceMs: number | undefined;
-  /** How many times it was restarted after an error. */
+  /** How many times it was restarted after an error (410 relists are not counted). */
   readonly restarts: number;
   /** The cached pod of that name (compare its UID!), or undefined. */
-  get(name: string): V1Pod | undefined;
-  list(): readonly V1Pod[];
+  get(name: string): DriverPod | undefined;
+  list(): readonly DriverPod[];
 }
+
+/** A failed list or watch: HTTP code (or undici's error code) and the API Status' reason and message. */
+class InformerError extends Error {
+  override name = 'InformerError';
+  readonly code: number | string | undefined;
+  readonly reason: string | undefined;
+  readonly retryAfterMs: number | undefined;
+  constructor(message: string, code: number | string | undefined, reason?: string, retryAfterMs?: number) {
+    super(message);
+    this.code = code;
+    this.reason = reason;
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/** The watch's resourceVersion is too old (410): relist. */
+class ExpiredError extends Error {
+  override name = 'ExpiredError';
+}
+
+/** A Status object's fields, from an error answer's body or an ERROR event's object. */
+function statusOf(body: unknown): { code?: number; reason?: string; message?: string } {
+  if (typeof body === 'object' && body !== null) {
+    const s = body as { code?: unknown; reason?: unknown; message?: unknown };
+    return {
+      code: typeof s.code === 'number' ? s.code : undefined,
+      reason: typeof s.reason === 'string' ? s.reason : undefined,
+      message: typeof s.message === 'string' ? s.message : undefined,
+    };
+  }
+  return typeof body === 'string' && body ? { message: body.slice(0, 300) } : {};
+}
+
+function retryAfterMs(headers: Readonly<Record<string, string | string[] | undefined>>): number | undefined {
+  const raw = headers['retry-after'];
+  const s = Number(Array.isArray(raw) ? raw[0] : raw);
+  return Number.isFinite(s) && s > 0 ? s * 1000 : undefined;
+}
+
+function httpError(
+  what: 'list' | 'watch',
+  statusCode: number,
+  body: unknown,
+  headers: Readonly<Record<string, string | string[] | undefined>>,
+): InformerError {
+  const s = statusOf(body);
+  return new InformerError(
+    s.message ?? `${what} answered HTTP ${statusCode}`,
+    statusCode,
+    s.reason,
+    retryAfterMs(headers),
+  );
+}
+
+/** Reads a (small) error answer of a watch request: its Status, at most 64 KiB. */
+async function readErrorBody(body: AsyncIterable<Buffer> & { destroy(err?: Error): void }): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of body) {
+      chunks.push(chunk);
+      size += chunk.length;
+      if (size > 65_536) break;
+    }
+  } catch {
+    // The status code alone will do.
+  } finally {
+    body.destroy();
+  }
+  const text = Buffer.concat(chunks).toString('utf8');
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
 
 /** Creates the informer; call `start()`. */
 export function createPodInformer(opts: PodInformerOptions): PodInformer {
-  const api = opts.kc.makeApiClient(CoreV1Api);
-  const path = `/api/v1/namespaces/${opts.namespace}/pods`;
-  const informer = makeInformer<V1Pod>(
-    opts.kc,
-    path,
-    () => api.listNamespacedPod({ namespace: opts.namespace, labelSelector: opts.labelSelector }),
-    opts.labelSelector,
-  );
+  const log = opts.log;
   const base = opts.backoffMs ?? 500;
   const max = opts.maxBackoffMs ?? 30_000;
+  const pageSize = opts.pageSize ?? 500;
+  /** Consecutive failures less than this apart keep growing the backoff (client-go's reset duration). */
+  const backoffResetMs = 120_000;
+  const path = `/api/v1/namespaces/${encodeURIComponent(opts.namespace)}/pods`;
+  const selector = opts.labelSelector ? `labelSelector=${encodeURIComponent(opts.labelSelector)}` : '';
+
+  const cache = new Map<string, DriverPod>();
+  const stopping = new AbortController();
   let stopped = false;
   let started = false;
   let synced = false;
   let downSinceMs: number | undefined = opts.now();
   let restarts = 0;
   let failures = 0;
-  let timer: NodeJS.Timeout | undefined;
+  let lastFailureAt = Number.NEGATIVE_INFINITY;
+  let loop: Promise<void> | undefined;
   let firstSync: (() => void) | undefined;
   const firstSynced = new Promise<void>((resolve) => {
     firstSync = resolve;
   });
 
-  const safe = (event: PodEvent) => (pod: V1Pod) => {
+  function emit(event: PodEvent, pod: DriverPod): void {
     try {
       opts.onEvent(event, pod);
     } catch (err) {
-      opts.log.error(
-        { err, event, pod: pod?.metadata?.name, uid: pod?.metadata?.uid },
+      log.error(
+        { err, event, pod: pod.metadata?.name, uid: pod.metadata?.uid },
         'informer event handler failed',
       );
     }
-  };
-  informer.on('add', safe('added'));
-  informer.on('update', safe('updated'));
-  informer.on('delete', safe('deleted'));
-  informer.on('error', (err: unknown) => {
-    if (stopped) return;
-    downSinceMs ??= opts.now();
-    failures += 1;
-    const delay = Math.min(max, base * 2 ** (failures - 1)) * (0.5 + Math.random() / 2);
-    const e = err as { code?: number; statusCode?: number; message?: string; body?: unknown };
-    opts.log.warn(
-      { code: e?.code ?? e?.statusCode, message: e?.message?.split('\n')[0], retryInMs: Math.round(delay) },
-      'informer stopped on an error; restarting',
-    );
-    timer = setTimeout(() => {
-      restarts += 1;
-      void run();
-    }, delay);
-  });
+  }
 
-  async function run(): Promise<void> {
-    if (stopped) return;
-    const failuresBefore = failures;
-    try {
-      await informer.start();
-    } catch (err) {
-      // start() reports list failures through the 'error' callback; anything thrown here is unexpected.
-      opts.log.error({ err }, 'informer start threw');
-      return;
+  /** One paginated list, trimmed. Falls back to one unpaginated list when a continue token expires (410). */
+  async function listAll(): Promise<{ pods: DriverPod[]; resourceVersion: string }> {
+    const pods: DriverPod[] = [];
+    let cont: string | undefined;
+    let limit = pageSize;
+    let resourceVersion: string | undefined;
+    for (;;) {
+      const params = [
+        ...(limit > 0 ? [`limit=${limit}`] : []),
+        ...(selector ? [selector] : []),
+        ...(cont ? [`continue=${encodeURIComponent(cont)}`] : []),
+      ];
+      const query = params.length > 0 ? `?${params.join('&')}` : '';
+      const res = await opts.http.request('GET', `${path}${query}`, { signal: stopping.signal });
+      if (res.statusCode === 410 && cont) {
+        // client-go's pager: the continue token expired while paging; fall back to a full list.
+        log.info({ pods: pods.length }, 'list continue token expired (410); listing in one request');
+        pods.length = 0;
+        cont = undefined;
+        limit = 0;
+        continue;
+      }
+      if (res.statusCode < 200 || res.statusCode > 299)
+        throw httpError('list', res.statusCode, res.body, res.headers);
+      const list = res.body as {
+        metadata?: { resourceVersion?: unknown; continue?: unknown };
+        items?: unknown;
+      };
+      if (typeof list !== 'object' || list === null || !Array.isArray(list.items))
+        throw new InformerError('list answer is not a PodList', res.statusCode, 'BadList');
+      for (const item of list.items) pods.push(trimPod(item));
+      if (typeof list.metadata?.resourceVersion === 'string') resourceVersion = list.metadata.resourceVersion;
+      cont =
+        typeof list.metadata?.continue === 'string' && list.metadata.continue ? list.metadata.continue : '';
+      if (!cont || limit === 0) break;
     }
-    // start() resolves after the list and the watch request, and also after a failed list (reported
-    // through 'error', which has scheduled a retry): only a start without a new error counts as synced.
-    if (stopped || failures !== failuresBefore) return;
+    if (!resourceVersion) throw new InformerError('list answer has no resourceVersion', 200, 'BadList');
+    return { pods, resourceVersion };
+  }
+
+  /** client-go's `Replace`: reconciles the cache with a full list and reports the differences. */
+  function replace(pods: readonly DriverPod[]): void {
+    const seen = new Set<string>();
+    for (const pod of pods) {
+      const name = pod.metadata?.name;
+      if (!name) {
+        emit('added', pod); // not cacheable; the consumer logs it as malformed
+        continue;
+      }
+      seen.add(name);
+      const old = cache.get(name);
+      if (!old) {
+        cache.set(name, pod);
+        emit('added', pod);
+      } else if (old.metadata?.uid !== pod.metadata?.uid) {
+        // Deleted and re-created under the same name while we were not watching.
+        cache.set(name, pod);
+        emit('deleted', old);
+        emit('added', pod);
+      } else if (old.metadata?.resourceVersion !== pod.metadata?.resourceVersion) {
+        cache.set(name, pod);
+        emit('updated', pod);
+      }
+    }
+    for (const [name, old] of cache) {
+      if (seen.has(name)) continue;
+      cache.delete(name);
+      emit('deleted', old);
+    }
+  }
+
+  async function relist(): Promise<string> {
+    const { pods, resourceVersion } = await listAll();
+    if (stopped) return resourceVersion;
+    replace(pods);
+    log.debug({ pods: cache.size, resourceVersion }, 'informer listed');
     synced = true;
     downSinceMs = undefined;
-    failures = 0;
     opts.onSynced?.();
     firstSync?.();
+    return resourceVersion;
+  }
+
+  /** Applies one watch line; returns the new resourceVersion. @throws ExpiredError, InformerError. */
+  function applyLine(line: string, rv: string): string {
+    let ev: { type?: unknown; object?: unknown };
+    try {
+      ev = JSON.parse(line);
+    } catch {
+      throw new InformerError(`bad watch line: ${line.slice(0, 120)}`, undefined, 'BadWatchLine');
+    }
+    const type = ev?.type;
+    if (type === 'ERROR') {
+      const s = statusOf(ev.object);
+      if (s.code === 410 || s.reason === 'Expired' || s.reason === 'Gone')
+        throw new ExpiredError(s.message ?? 'resourceVersion expired');
+      throw new InformerError(s.message ?? 'watch ERROR event', s.code, s.reason);
+    }
+    const raw = ev?.object as { metadata?: { resourceVersion?: unknown } } | undefined;
+    const next = typeof raw?.metadata?.resourceVersion === 'string' ? raw.metadata.resourceVersion : rv;
+    if (type === 'BOOKMARK') return next;
+    if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED')
+      throw new InformerError(`unknown watch event type ${JSON.stringify(type)}`, undefined, 'BadWatchLine');
+    const pod = trimPod(raw);
+    const name = pod.metadata?.name;
+    if (type === 'DELETED') {
+      if (name) cache.delete(name);
+      emit('deleted', pod);
+    } else if (!name) {
+      emit(type === 'ADDED' ? 'added' : 'updated', pod); // not cacheable; the consumer logs it as malformed
+    } else {
+      // As client-go's HandleDeltas: add or update by what the cache holds, whatever the event type says.
+      const had = cache.has(name);
+      cache.set(name, pod);
+      emit(had ? 'updated' : 'added', pod);
+    }
+    return next;
+  }
+
+  /**
+   * One watch from `rv` until the server ends it; returns the last resourceVersion seen.
+   * @throws ExpiredError on 410, InformerError/undici errors on failures.
+   */
+  async function watch(rv: string): Promise<{ rv: string; events: number }> {
+    const timeoutSeconds = 300 + Math.floor(Math.random() * 301);
+    const query = `?watch=1&resourceVersion=${encodeURIComponent(rv)}&allowWatchBookmarks=true&timeoutSeconds=${timeoutSeconds}${selector ? `&${selector}` : ''}`;
+    // The server ends the stream after timeoutSeconds; a connection that silently died never would.
+    const guard = new AbortController();
+    const guardTimer = setTimeout(() => guard.abort(), (timeoutSeconds + 30) * 1000);
+    guardTimer.unref();
+    const signal = AbortSignal.any([stopping.signal, guard.signal]);
+    const startedAt = performance.now();
+    let events = 0;
+    try {
+      const res = await opts.http.stream(`${path}${query}`, signal);
+      if (res.statusCode === 410) {
+        await readErrorBody(res.body);
+        throw new ExpiredError('watch answered 410 Gone');
+      }
+      if (res.statusCode < 200 || res.statusCode > 299)
+        throw httpError('watch', res.statusCode, await readErrorBody(res.body), res.headers);
+      const decoder = new StringDecoder('utf8');
+      let buffered = '';
+      try {
+        for await (const chunk of res.body) {
+          buffered += decoder.write(chunk);
+          let start = 0;
+          for (let nl = buffered.indexOf('\n'); nl >= 0; nl = buffered.indexOf('\n', start)) {
+            const line = buffered.slice(start, nl);
+            start = nl + 1;
+            if (line.trim() === '') continue;
+            rv = applyLine(line, rv);
+            events += 1;
+          }
+          buffered = start === 0 ? buffered : buffered.slice(start);
+        }
+        buffered += decoder.end();
+        if (buffered.trim() !== '') {
+          rv = applyLine(buffered, rv);
+          events += 1;
+        }
+      } finally {
+        res.body.destroy();
+      }
+    } catch (err) {
+      if (guard.signal.aborted && !stopped) {
+        log.warn({ timeoutSeconds }, 'watch outlived its timeout (connection lost?); re-watching');
+        return { rv, events };
+      }
+      throw err;
+    } finally {
+      clearTimeout(guardTimer);
+    }
+    if (events === 0 && performance.now() - startedAt < 1000 && !stopped) {
+      // client-go's reflector: a server (or proxy) closing every watch at once must not make us spin.
+      throw new InformerError(
+        'very short watch: ended within a second without any event',
+        undefined,
+        'ShortWatch',
+      );
+    }
+    return { rv, events };
+  }
+
+  /** List, then watch and re-watch until an error (thrown) or stop. 410 relists at once. */
+  async function listAndWatch(): Promise<void> {
+    let rv = await relist();
+    let expiredInARow = 0;
+    while (!stopped) {
+      try {
+        const result = await watch(rv);
+        rv = result.rv;
+        expiredInARow = 0;
+        log.debug({ resourceVersion: rv, events: result.events }, 'watch ended; re-watching');
+      } catch (err) {
+        if (!(err instanceof ExpiredError) || stopped) throw err;
+        expiredInARow += 1;
+        // A server answering 410 to the resourceVersion of each fresh list, again and again: back off.
+        if (expiredInARow > 3) throw new InformerError(err.message, 410, 'Expired');
+        log.info({ resourceVersion: rv, message: err.message }, 'watch expired (410 Gone); relisting');
+        rv = await relist();
+      }
+    }
+  }
+
+  async function run(): Promise<void> {
+    while (!stopped) {
+      try {
+        await listAndWatch();
+      } catch (err) {
+        if (stopped) return;
+        downSinceMs ??= opts.now();
+        const at = performance.now();
+        if (at - lastFailureAt > backoffResetMs) failures = 0;
+        lastFailureAt = at;
+        failures += 1;
+        const backoff = Math.min(max, base * 2 ** (failures - 1)) * (0.5 + Math.random() / 2);
+        const e = err as { code?: unknown; reason?: unknown; message?: unknown; retryAfterMs?: unknown };
+        const retryAfter = typeof e.retryAfterMs === 'number' ? Math.min(max, e.retryAfterMs) : 0;
+        const delay = Math.max(backoff, retryAfter);
+        log.warn(
+          {
+            code: e?.code,
+            reason: e?.reason,
+            message: typeof e?.message === 'string' ? e.message.split('\n')[0] : undefined,
+            retryInMs: Math.round(delay),
+          },
+          'informer stopped on an error; restarting',
+        );
+        await sleep(delay, stopping.signal);
+        if (stopped) return;
+        restarts += 1;
+      }
+    }
   }
 
   return {
     async start() {
-      if (!started) {
+      if (!started && !stopped) {
         started = true;
-        void run();
+        loop = run().catch((err) => log.error({ err }, 'informer loop failed'));
       }
       await firstSynced;
     },
     async stop() {
       stopped = true;
-      if (timer) clearTimeout(timer);
+      stopping.abort();
       firstSync?.();
-      await informer.stop();
+      await loop;
     },
     get synced() {
       return synced;
@@ -140,10 +451,10 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
       return restarts;
     },
     get(name) {
-      return informer.get(name, opts.namespace);
+      return cache.get(name);
     },
     list() {
-      return informer.list(opts.namespace);
+      return [...cache.values()];
     },
   };
 }

@@ -9,6 +9,11 @@
  * Here the lease is ours: we record every successful keepalive and consider leadership lost as soon as
  * (TTL − safety margin) has passed without one (**fencing**), and before each DELETE we confirm our key
  * still exists with our create revision.
+ *
+ * Fencing reads are coalesced (single-flight): concurrent `fence()` calls share one etcd GET, but a call
+ * is only ever satisfied by a GET that started after it was made, so a confirmation is never older than
+ * its call. At most one GET is in flight; calls made while it is in flight share the next one, which
+ * starts when it settles.
  */
 import type { Etcd3, Lease, Namespace } from 'etcd3';
 import { FencedError } from '../../workers/cleanup-driver-pod.ts';
@@ -33,6 +38,29 @@ export interface EtcdLeadershipOptions extends LeadershipEvents {
    * to reach etcd: the order of candidates is fixed by who campaigns first.
    */
   initialCampaignDelayMs?: number;
+  /**
+   * Tests only: wraps the fencing GET of the leader key. `read` is the real GET; both resolve to the key's
+   * create revision, or undefined when the key does not exist. Default: `read` itself.
+   */
+  readLeaderKey?: (
+    key: string,
+    read: (key: string) => Promise<string | undefined>,
+  ) => Promise<string | undefined>;
+}
+
+/** The result of one shared fencing read: the key and revision it confirmed, or why it could not. */
+type FenceRead =
+  | { readonly ok: true; readonly key: string; readonly revision: string }
+  | { readonly ok: false; readonly reason: string };
+
+/** Settles with `p`, or rejects with the signal's reason as soon as it aborts (leaving `p` running). */
+function abortable<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -62,6 +90,14 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
   let lostTerm: ((reason: string) => void) | undefined;
   let interrupted = false;
 
+  const getRevision = async (key: string) => (await ns.get(key).exec()).kvs[0]?.create_revision;
+  const readLeaderKey = (key: string) =>
+    opts.readLeaderKey ? opts.readLeaderKey(key, getRevision) : getRevision(key);
+  /** The fencing read in flight, if any. */
+  let readInFlight: Promise<FenceRead> | undefined;
+  /** Callers that arrived while a read was in flight: they share the next read. */
+  let nextRead: PromiseWithResolvers<FenceRead> | undefined;
+
   const fresh = () => lastKeepaliveMs !== undefined && opts.now() - lastKeepaliveMs < freshMs;
 
   /** Ends the current term (if leader) exactly once, and wakes the campaign loop. */
@@ -75,6 +111,45 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
       opts.onLost(reason);
     }
     wake?.(reason);
+  }
+
+  /** One fencing GET of the current leader key; never rejects. Ends the term (once) if the key is gone. */
+  async function readOnce(): Promise<FenceRead> {
+    const key = myKey;
+    const revision = myRevision;
+    if (!key || !revision) return { ok: false, reason: 'no leader key' };
+    let found: string | undefined;
+    try {
+      found = await withTimeout(readLeaderKey(key), fenceTimeoutMs, 'fencing read');
+    } catch (err) {
+      return { ok: false, reason: `cannot confirm the leader key: ${(err as Error).message}` };
+    }
+    if (found !== revision) {
+      // Only the term this read was for: a later term has a key of its own.
+      if (myKey === key && myRevision === revision) endTerm('leader key gone or re-created');
+      return { ok: false, reason: 'leader key gone or re-created' };
+    }
+    return { ok: true, key, revision };
+  }
+
+  /** Starts a fencing read now; when it settles, starts the one the callers that arrived meanwhile wait for. */
+  function startRead(): Promise<FenceRead> {
+    const read = readOnce();
+    readInFlight = read;
+    void read.then(() => {
+      readInFlight = undefined;
+      const waiting = nextRead;
+      nextRead = undefined;
+      waiting?.resolve(startRead());
+    });
+    return read;
+  }
+
+  /** A fencing read that starts now or later, never one already in flight. */
+  function sharedRead(): Promise<FenceRead> {
+    if (!readInFlight) return startRead();
+    nextRead ??= Promise.withResolvers<FenceRead>();
+    return nextRead.promise;
   }
 
   async function waitForPredecessors(): Promise<void> {
@@ -211,18 +286,14 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
       const key = myKey;
       const rev = myRevision;
       if (!key || !rev) throw new FencedError('no leader key');
-      let res: Awaited<ReturnType<ReturnType<Namespace['get']>['exec']>>;
-      try {
-        res = await withTimeout(ns.get(key).exec(), fenceTimeoutMs, 'fencing read');
-      } catch (err) {
-        throw new FencedError(`cannot confirm the leader key: ${(err as Error).message}`);
-      }
       signal.throwIfAborted();
-      const kv = res.kvs[0];
-      if (!kv || kv.create_revision !== rev) {
-        endTerm('leader key gone or re-created');
-        throw new FencedError('leader key gone or re-created');
-      }
+      // An abort rejects this call at once; the shared read goes on for the others.
+      const read = await abortable(sharedRead(), signal);
+      signal.throwIfAborted();
+      if (!read.ok) throw new FencedError(read.reason);
+      // The read was of a later term's key: ours is gone.
+      if (read.key !== key || read.revision !== rev) throw new FencedError('leader key gone or re-created');
+      if (!leader) throw new FencedError('leadership lost during the fencing read');
       if (!fresh()) throw new FencedError('lease went stale during the fencing read');
     },
     async currentLeader() {

@@ -6,13 +6,16 @@
  * the job; `enqueue` adds the job *then* checks the tombstone and removes what it added. Whatever the
  * interleaving, a tombstoned pod ends with no pending job. The handler's re-check covers the rest.
  */
-import type { V1Pod } from '@kubernetes/client-node';
-import { type JobsOptions, Queue } from 'bullmq';
+import { Job, type JobJson, type JobProgress, type JobsOptions, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
+import type { DriverPod } from '../kube/driver-pod.ts';
 import type { Logger } from '../telemetry/log.ts';
 import { cleanupJobId, jobKey, queueName, type TargetRef, tombstoneKey } from './job-identity.ts';
 
-/** Data of a cleanup job (stored in Redis as JSON). Times are epoch ms. */
+/**
+ * A cleanup job as the handler sees it. Times are epoch ms. Redis stores only part of it
+ * ({@link StoredJobData}); the worker rebuilds the rest from the job's id, name and target.
+ */
 export interface CleanupJobData {
   readonly context: string;
   readonly namespace: string;
@@ -20,11 +23,76 @@ export interface CleanupJobData {
   readonly uid: string;
   /** finishedAt + retention: the job must not DELETE before this. */
   readonly deadlineMs: number;
-  readonly finishedAtMs: number;
-  /** Replica that added the job. */
-  readonly enqueuedBy: string;
+  /** Enqueue side only: not stored in Redis, so absent on a job the worker processes. */
+  readonly finishedAtMs?: number;
+  /** Replica that added the job. Enqueue side only: not stored in Redis. */
+  readonly enqueuedBy?: string;
   /** W3C trace context of the enqueue span, so processing continues the same trace. */
   readonly traceparent?: string;
+}
+
+/**
+ * The `data` a job stores in Redis. The rest of {@link CleanupJobData} is elsewhere: the UID is the job
+ * id, the pod name is the job name, context and namespace are the queue's target. Every field of the job
+ * hash then stays within Redis's `hash-max-listpack-value` (64 bytes) for pod names of up to 64
+ * characters, so Redis keeps the hash as a listpack: about half the memory of a hashtable. (With tracing
+ * on, the traceparent makes `data` longer: the hash is then a hashtable, as before.)
+ */
+export interface StoredJobData {
+  readonly deadlineMs: number;
+  readonly traceparent?: string;
+}
+
+/** A job's `data` in Redis: jobs added before the compact format stored the whole {@link CleanupJobData}. */
+export type StoredCleanupJobData = StoredJobData | CleanupJobData;
+
+/** The part of {@link CleanupJobData} stored as the job's `data`. */
+export function storedJobData(data: CleanupJobData): StoredJobData {
+  return data.traceparent
+    ? { deadlineMs: data.deadlineMs, traceparent: data.traceparent }
+    : { deadlineMs: data.deadlineMs };
+}
+
+/** The handler's view of a stored job, in either format (compact, or whole data from an older version). */
+export function cleanupJobDataOf(
+  target: TargetRef,
+  job: { readonly id?: string; readonly name: string; readonly data: StoredCleanupJobData },
+): CleanupJobData {
+  const d = job.data;
+  if ('pod' in d && 'uid' in d) return d;
+  return {
+    context: target.context,
+    namespace: target.namespace,
+    pod: job.name,
+    uid: cleanupJobId(job.id),
+    deadlineMs: d.deadlineMs,
+    ...(d.traceparent ? { traceparent: d.traceparent } : {}),
+  };
+}
+
+/**
+ * BullMQ keeps the custom job id in the stored options too (`"jobId":"<uid>"`, 46 bytes), which alone
+ * would push `opts` over the 64-byte listpack limit; the id is already the key, and BullMQ never reads it
+ * back from the options. This Job leaves it out of what is stored.
+ */
+class CompactJob<
+  DataType = unknown,
+  ReturnType = unknown,
+  NameType extends string = string,
+  ProgressType extends JobProgress = JobProgress,
+> extends Job<DataType, ReturnType, NameType, ProgressType> {
+  override asJSON(): JobJson {
+    const json = super.asJSON();
+    const { jobId: _id, ...opts } = json.opts;
+    return { ...json, opts };
+  }
+}
+
+/** A Queue whose added jobs are {@link CompactJob}s. */
+class CompactQueue extends Queue<StoredCleanupJobData> {
+  protected override get Job(): typeof Job {
+    return CompactJob;
+  }
 }
 
 /** What `enqueue` did: added the job, found one (any state), or refused because the pod is tombstoned. */
@@ -37,7 +105,7 @@ export interface CleanupQueueOptions {
   connection: Redis;
   /** Redis key prefix (no `:`). */
   prefix: string;
-  /** How long tombstones and finished jobs are kept, ms. */
+  /** How long tombstones are kept, ms; finished jobs are kept as long (by the worker: `keepFinishedMs`). */
   tombstoneTtlMs: number;
   /** Retries of a failed DELETE before the job is failed (the periodic reconcile retries failed jobs). */
   attempts?: number;
@@ -47,10 +115,18 @@ export interface CleanupQueueOptions {
 
 /** A target's cleanup queue. */
 export interface CleanupQueue {
-  readonly queue: Queue<CleanupJobData>;
+  readonly queue: Queue<StoredCleanupJobData>;
   readonly name: string;
+  /**
+   * How long the worker keeps finished jobs, ms: as long as tombstones, so that re-adding a completed UID
+   * is a no-op. (BullMQ's removeOnComplete/removeOnFail are worker options, not stored on each job.)
+   */
+  readonly keepFinishedMs: number;
   enqueue(data: CleanupJobData): Promise<EnqueueResult>;
-  /** Tombstones the UID, then removes its job if it is still pending (delayed or waiting). */
+  /**
+   * Tombstones the UID, then removes its job if it is still pending (delayed, waiting or prioritized):
+   * one round trip (tombstone and state probe, pipelined), two when there is a job to remove.
+   */
   cancel(uid: string): Promise<'removed' | 'none'>;
   isTombstoned(uid: string): Promise<boolean>;
   /** Re-queues failed jobs whose pod `stillEligible` says should still be cleaned; returns how many. */
@@ -58,10 +134,13 @@ export interface CleanupQueue {
   close(): Promise<void>;
 }
 
+/** The states in which `cancel` removes a job. */
+const PENDING_STATES: ReadonlySet<string> = new Set(['delayed', 'prioritized', 'waiting']);
+
 /** Creates the queue of one target. */
 export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
   const name = queueName(opts.target);
-  const queue = new Queue<CleanupJobData>(name, {
+  const queue = new CompactQueue(name, {
     connection: opts.connection,
     prefix: opts.prefix,
     // BullMQ's event stream keeps 10,000 entries by default, a few hundred bytes each: with thousands of
@@ -70,7 +149,6 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
   });
   // Without a listener BullMQ prints every connection error to stderr; the replica logs Redis outages once.
   queue.on('error', () => undefined);
-  const keepSeconds = Math.ceil(opts.tombstoneTtlMs / 1000);
   const redis = opts.connection;
 
   const isTombstoned = async (uid: string) =>
@@ -79,6 +157,7 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
   return {
     queue,
     name,
+    keepFinishedMs: opts.tombstoneTtlMs,
     isTombstoned,
     async enqueue(data) {
       const id = cleanupJobId(data.uid);
@@ -90,16 +169,16 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
         .exec()) as [Error | null, number][];
       if (tomb?.[1] === 1) return 'tombstoned';
       if (job?.[1] === 1) return 'exists';
+      // Stored as `{"attempts":15,"backoff":{"type":"cleanup"},"delay":…}` (≤ 64 bytes: see StoredJobData).
+      // How long finished jobs stay is a worker option (keepFinishedMs), not stored on each job.
       const jobOpts: JobsOptions = {
         jobId: id,
         delay: Math.max(0, data.deadlineMs - opts.now()),
         attempts: opts.attempts ?? 15,
         backoff: { type: 'cleanup' },
-        // Finished jobs stay as long as tombstones: re-adding a completed UID is then a no-op.
-        removeOnComplete: { age: keepSeconds },
-        removeOnFail: { age: keepSeconds },
       };
-      await queue.add('cleanup-driver-pod', data, jobOpts);
+      // The job name is the pod name (see StoredJobData); the bull-board lists jobs by it.
+      await queue.add(data.pod, storedJobData(data), jobOpts);
       if (await isTombstoned(id)) {
         // A cancel raced with us; it may have run before our add: remove what we added.
         await queue.remove(id).catch(() => 0);
@@ -109,11 +188,24 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
     },
     async cancel(uid) {
       const id = cleanupJobId(uid);
-      await redis.set(tombstoneKey(opts.prefix, opts.target, id), '1', 'PX', opts.tombstoneTtlMs);
-      const job = await queue.getJob(id);
-      if (!job) return 'none';
-      const state = await job.getState();
-      if (state !== 'delayed' && state !== 'waiting' && state !== 'prioritized') return 'none';
+      const key = (type: string) => queue.toKey(type);
+      // One round trip: the tombstone first (a connection runs its commands in order), then whether the
+      // job is pending, probed as BullMQ's getState does: delayed, prioritized, or waiting (wait or paused).
+      const replies = await redis
+        .pipeline()
+        .set(tombstoneKey(opts.prefix, opts.target, id), '1', 'PX', opts.tombstoneTtlMs)
+        .zscore(key('delayed'), id)
+        .zscore(key('prioritized'), id)
+        .lpos(key('wait'), id)
+        .lpos(key('paused'), id)
+        .exec();
+      const [tombstoned, ...probes] = replies ?? [];
+      if (!tombstoned || tombstoned[0]) throw tombstoned?.[0] ?? new Error('tombstone not written');
+      // LPOS needs Redis ≥ 6.0.6 (BullMQ accepts 5): ask BullMQ when a probe failed.
+      const pending = probes.some(([err]) => err)
+        ? PENDING_STATES.has(await queue.getJobState(id))
+        : probes.some(([, found]) => found !== null);
+      if (!pending) return 'none';
       // remove() refuses a job that became active meanwhile (locked): the handler's re-check then sees the deletion.
       const removed = await queue.remove(id).catch(() => 0);
       return removed === 1 ? 'removed' : 'none';
@@ -138,7 +230,7 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
 
 /** Fields of a job's data from a pod and its deadline. */
 export function jobDataFor(
-  pod: V1Pod,
+  pod: DriverPod,
   target: TargetRef,
   times: { deadlineMs: number; finishedAtMs: number },
   enqueuedBy: string,

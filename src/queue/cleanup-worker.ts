@@ -7,6 +7,9 @@
  * - `failed` → throw: BullMQ retries with our backoff (exponential, jitter, at least `Retry-After`);
  * - `not-yet`, `fenced`, `aborted` → back to delayed with `DelayedError`, which is not a failed attempt.
  *
+ * Jobs store only part of the handler's {@link CleanupJobData} (see `StoredJobData`); the adapter rebuilds
+ * it from the job's id, name and this worker's target, and accepts jobs stored whole by older versions.
+ *
  * BullMQ facts this relies on: delayed jobs are promoted only by a running Worker of the queue;
  * `close()` does not abort a running processor, so `stop()` calls `cancelAllJobs()` first, which aborts
  * each processor's AbortSignal.
@@ -16,7 +19,7 @@ import type { Redis } from 'ioredis';
 import { type CleanupDeps, cleanupDriverPod, type Outcome } from '../../workers/cleanup-driver-pod.ts';
 import type { Logger } from '../telemetry/log.ts';
 import type { TargetTelemetry } from '../telemetry/target-telemetry.ts';
-import type { CleanupJobData } from './cleanup-queue.ts';
+import { type CleanupJobData, cleanupJobDataOf, type StoredCleanupJobData } from './cleanup-queue.ts';
 import { queueName, type TargetRef } from './job-identity.ts';
 
 /** A failed API call, thrown so that BullMQ retries the job. Carries `Retry-After`, ms. */
@@ -39,6 +42,8 @@ export interface CleanupWorkerOptions {
   concurrency: number;
   /** Stored on each job BullMQ processes (`processedBy`), and the Redis client name of the worker. */
   replicaId: string;
+  /** How long finished (completed or failed) jobs are kept, ms: the queue's `keepFinishedMs`. */
+  keepFinishedMs: number;
   log: Logger;
   /** First retry delay, ms (default 1000); doubles per attempt up to `maxBackoffMs` (default 300 000). */
   backoffMs?: number;
@@ -67,8 +72,7 @@ export function retryDelayMs(
   return Math.round(Math.max(expo, retryAfterMs ?? 0));
 }
 
-function logOutcome(log: Logger, job: Job<CleanupJobData>, o: Outcome): void {
-  const d = job.data;
+function logOutcome(log: Logger, d: CleanupJobData, attemptsMade: number, o: Outcome): void {
   const fields = { context: d.context, namespace: d.namespace, pod: d.pod, uid: d.uid, outcome: o.outcome };
   switch (o.outcome) {
     case 'accepted':
@@ -92,7 +96,7 @@ function logOutcome(log: Logger, job: Job<CleanupJobData>, o: Outcome): void {
           reason: o.reason,
           message: o.message,
           retryAfterMs: o.retryAfterMs,
-          attempt: job.attemptsMade + 1,
+          attempt: attemptsMade + 1,
         },
         `cleanup failed: ${o.step.toUpperCase()} ${o.code ?? ''} ${o.reason}`.replace('  ', ' '),
       );
@@ -116,24 +120,26 @@ function logOutcome(log: Logger, job: Job<CleanupJobData>, o: Outcome): void {
 export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
   const base = opts.backoffMs ?? 1000;
   const max = opts.maxBackoffMs ?? 300_000;
-  let worker: Worker<CleanupJobData, Outcome> | undefined;
+  const keep = { age: Math.ceil(opts.keepFinishedMs / 1000) };
+  let worker: Worker<StoredCleanupJobData, Outcome> | undefined;
   let closing: Promise<void> | undefined;
 
   const processor = async (
-    job: Job<CleanupJobData, Outcome>,
+    job: Job<StoredCleanupJobData, Outcome>,
     token?: string,
     signal?: AbortSignal,
   ): Promise<Outcome> => {
     const sig = signal ?? new AbortController().signal;
+    const data = cleanupJobDataOf(opts.target, job);
     const handle = async () => {
-      const o = await cleanupDriverPod(job.data, opts.deps, sig);
-      logOutcome(opts.log, job, o);
+      const o = await cleanupDriverPod(data, opts.deps, sig);
+      logOutcome(opts.log, data, job.attemptsMade, o);
       return o;
     };
-    const outcome = await (opts.telemetry ? opts.telemetry.process(job.data, handle) : handle());
+    const outcome = await (opts.telemetry ? opts.telemetry.process(data, handle) : handle());
     switch (outcome.outcome) {
       case 'not-yet':
-        await job.moveToDelayed(job.data.deadlineMs, token);
+        await job.moveToDelayed(data.deadlineMs, token);
         throw new DelayedError();
       case 'fenced':
       case 'aborted':
@@ -156,7 +162,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
     },
     run() {
       if (worker) return;
-      const w = new Worker<CleanupJobData, Outcome>(queueName(opts.target), processor, {
+      const w = new Worker<StoredCleanupJobData, Outcome>(queueName(opts.target), processor, {
         connection: opts.connection,
         prefix: opts.prefix,
         autorun: false,
@@ -169,6 +175,10 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
         // (30 s + 30 s). Processing a job twice is harmless: fencing, re-check, UID precondition.
         lockDuration: 10_000,
         stalledInterval: 5_000,
+        // Finished jobs stay as long as tombstones: re-adding a completed UID is then a no-op. Worker
+        // options, not stored on each job (jobs stored by older versions carry the same setting themselves).
+        removeOnComplete: keep,
+        removeOnFail: keep,
         settings: {
           backoffStrategy: (attemptsMade, _type, err) =>
             retryDelayMs(

@@ -54,7 +54,11 @@ process.once('exit', () => {
 
 /** Spawns one replica with the same Node binary as this process. */
 export function spawnReplica(opts: SpawnReplicaOptions): ReplicaProcess {
-  const child = spawn(process.execPath, [opts.cliPath ?? CLI_PATH, opts.command ?? 'run'], {
+  // CPU_PROF_DIR=/some/dir writes a V8 CPU profile of every replica there (bench/README.md).
+  const profile = process.env.CPU_PROF_DIR
+    ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CPU_PROF_DIR}`]
+    : [];
+  const child = spawn(process.execPath, [...profile, opts.cliPath ?? CLI_PATH, opts.command ?? 'run'], {
     env: { ...process.env, SDC_REPLICA_ID: opts.id, ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

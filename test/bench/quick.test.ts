@@ -40,8 +40,9 @@ it('bench --quick writes every benchmark’s figures, the machine facts and a re
     expect(run.deletesPerPod).toBe(run.mode === 'coordinated' ? 1 : run.replicas);
   }
   expect(deletesPerPod?.runs.map((x) => `${x.mode}/${x.recheck}`)).toEqual([
-    'coordinated/live',
+    'coordinated/resource-version',
     'baseline/none',
+    'coordinated/live',
     'coordinated/cache',
   ]);
   expect(failover?.trials.map((t) => t.signal)).toEqual(['SIGKILL', 'SIGTERM']);

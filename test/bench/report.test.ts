@@ -75,7 +75,7 @@ function results(): BenchResults {
     },
     benchmarks: {
       deletesPerPod: {
-        config: { replicaCounts: [3], pods: 10, cacheModeReplicas: 0, apiQps: 200, retention: '1s' },
+        config: { replicaCounts: [3], pods: 10, otherRecheckModes: [], apiQps: 200, retention: '1s' },
         runs: [run('coordinated', 3, 1), run('baseline', 3, 3)],
       },
       lateness: {

@@ -14,6 +14,7 @@ import { createServer as createHttpServer, request as httpRequest } from 'node:h
 import type { AddressInfo } from 'node:net';
 import type { V1Pod } from '@kubernetes/client-node';
 import { decide } from '../../src/kube/app-state.ts';
+import { trimPod } from '../../src/kube/driver-pod.ts';
 import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import { buildKubeconfig } from '../../src/sandbox/apiserver/kubeconfig.ts';
 import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
@@ -272,7 +273,7 @@ export function checkInvariants(
   }
   const now = server.clock.now();
   for (const pod of server.pods.list(namespace)) {
-    const d = decide(pod, { selector, policy: 'ALL' });
+    const d = decide(trimPod(pod), { selector, policy: 'ALL' });
     if (d.action !== 'enqueue') continue;
     const finished = d.state.finishedAtMs ?? now;
     const overdueMs = now - (finished + opts.retentionMs);

@@ -6,7 +6,9 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { podState } from '../../src/kube/app-state.ts';
-import { loadKubeConfig } from '../../src/kube/kubeconfig.ts';
+import { trimPod } from '../../src/kube/driver-pod.ts';
+import { createKubeHttp } from '../../src/kube/kube-http.ts';
+import { loadClusterAccess } from '../../src/kube/kubeconfig.ts';
 import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import { createPodApi } from '../../src/kube/pod-api.ts';
 import { createRateLimiter } from '../../src/kube/rate-limiter.ts';
@@ -167,7 +169,7 @@ describe('process crashes and fencing', () => {
     expect(await old.exited).toBe(0);
     await waitGone(cluster.server, pods, 'pods deleted by the new leader', 60_000);
     // Shutdown never deletes early (Kyuubi does): no DELETE arrived before the deadline.
-    const deadline = new Map(pods.map((p) => [uidOf(p), (podState(p).finishedAtMs ?? 0) + 3000]));
+    const deadline = new Map(pods.map((p) => [uidOf(p), (podState(trimPod(p)).finishedAtMs ?? 0) + 3000]));
     const early = cluster.server.requests
       .recent()
       .filter((r) => r.verb === 'delete' && r.atMs < (deadline.get(r.uid ?? '') ?? 0));
@@ -185,10 +187,10 @@ describe('process crashes and fencing', () => {
     // and the lease goes stale during it. Real limiter, real pod API, real sandbox server.
     const ns = 'limiter-fence';
     const [pod] = createDrivers(cluster.server, ns, 1, 'held', 10_000);
-    const { kc } = loadKubeConfig(cluster.server.kubeconfigPath, cluster.context);
+    const http = createKubeHttp(loadClusterAccess(cluster.server.kubeconfigPath, cluster.context));
     const limiter = createRateLimiter({ qps: 1, burst: 1, now: Date.now });
     let leader = true;
-    const pods = createPodApi({ kc, limiter, timeoutMs: 5000 });
+    const pods = createPodApi({ http, limiter, timeoutMs: 5000 });
     const outcome = cleanupDriverPod(
       {
         context: cluster.context,

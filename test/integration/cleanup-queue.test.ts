@@ -1,8 +1,13 @@
+import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type CleanupJobData, createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
+import { parseLabelSelector } from '../../src/kube/label-selector.ts';
+import type { PodApi } from '../../src/kube/pod-api.ts';
+import { type CleanupJobData, cleanupJobDataOf, createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
+import { createCleanupWorker } from '../../src/queue/cleanup-worker.ts';
 import { type LocalService, startRedis } from '../../src/sandbox/local-services.ts';
 import { memoryLogger } from '../helpers/log.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 let redis: LocalService;
 const conns: Redis[] = [];
@@ -14,14 +19,20 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-function replicaQueue(prefix: string) {
+const target = { context: 'arn:aws:eks:x:1:cluster/a', namespace: 'spark' };
+
+function connect() {
   const connection = new Redis(redis.url, { maxRetriesPerRequest: null });
   conns.push(connection);
+  return connection;
+}
+
+function replicaQueue(prefix: string, tombstoneTtlMs = 60_000) {
   return createCleanupQueue({
-    target: { context: 'arn:aws:eks:x:1:cluster/a', namespace: 'spark' },
-    connection,
+    target,
+    connection: connect(),
     prefix,
-    tombstoneTtlMs: 60_000,
+    tombstoneTtlMs,
     log: memoryLogger().log,
     now: Date.now,
   });
@@ -44,7 +55,8 @@ describe('cleanup queue (real Redis)', () => {
     await Promise.all(replicas.flatMap((q) => [q.enqueue(data(uid)), q.enqueue(data(uid))]));
     const q = replicas[0]?.queue;
     expect(await q?.getDelayedCount()).toBe(1);
-    expect((await q?.getJob(uid))?.data.uid).toBe(uid);
+    const job = await q?.getJob(uid);
+    expect(job && cleanupJobDataOf(target, job)).toMatchObject({ uid, pod: data(uid).pod });
     // Sequential adds after the first answer 'exists' without writing.
     expect(await replicas[1]?.enqueue(data(uid))).toBe('exists');
     // The queue name is a Redis Cluster hash tag: every key of the queue shares one slot.
@@ -73,5 +85,168 @@ describe('cleanup queue (real Redis)', () => {
       await Promise.all([qs[0]?.enqueue(data(uid)), qs[1]?.cancel(uid), qs[2]?.enqueue(data(uid))]);
     }
     expect(await qs[0]?.queue.getDelayedCount()).toBe(0);
+  });
+});
+
+describe('compact jobs (Redis memory)', () => {
+  it('stores only the deadline as data and the pod name as job name: a listpack hash', async () => {
+    const q = replicaQueue('m1');
+    const uid = '5e0c2f4a-6a1d-4d7e-9b1a-000000000001';
+    const d = { ...data(uid), pod: 'kyuubi-spark-sql-engine-analytics-3f2a9c8e1b7d4a60-driver' };
+    expect(await q.enqueue(d)).toBe('added');
+    const key = `m1:${q.name}:${uid}`;
+    const hash = await conns[0]?.hgetall(key);
+    expect(hash?.name).toBe(d.pod);
+    expect(JSON.parse(hash?.data ?? '')).toEqual({ deadlineMs: d.deadlineMs });
+    const opts = JSON.parse(hash?.opts ?? '');
+    expect(opts).toMatchObject({ attempts: 15, backoff: { type: 'cleanup' } });
+    expect(opts).not.toHaveProperty('jobId');
+    expect(opts).not.toHaveProperty('removeOnComplete');
+    for (const v of Object.values(hash ?? {})) expect(v.length).toBeLessThanOrEqual(64);
+    expect(await conns[0]?.object('ENCODING', key)).toBe('listpack');
+    // The handler's view comes back whole, but for what is not stored.
+    const job = await q.queue.getJob(uid);
+    expect(job && cleanupJobDataOf(target, job)).toEqual({
+      context: d.context,
+      namespace: d.namespace,
+      pod: d.pod,
+      uid,
+      deadlineMs: d.deadlineMs,
+    });
+    // A traceparent is kept (the hash is then larger, which is fine).
+    const traced = '5e0c2f4a-6a1d-4d7e-9b1a-000000000002';
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    await q.enqueue({ ...data(traced), traceparent });
+    const tj = await q.queue.getJob(traced);
+    expect(tj && cleanupJobDataOf(target, tj).traceparent).toBe(traceparent);
+  });
+
+  it('the worker hands the handler the whole data of compact and of old-format jobs, and keeps finished jobs keepFinishedMs', async () => {
+    const q = replicaQueue('m2', 1000);
+    expect(q.keepFinishedMs).toBe(1000);
+    const compact = '5e0c2f4a-6a1d-4d7e-9b1a-000000000011';
+    const old = '5e0c2f4a-6a1d-4d7e-9b1a-000000000012';
+    const later = '5e0c2f4a-6a1d-4d7e-9b1a-000000000013';
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    await q.enqueue({ ...data(compact), deadlineMs: Date.now() - 10, traceparent });
+    // A job as versions before the compact format stored it (pending across an upgrade).
+    const legacy = new Queue(q.name, { connection: connect(), prefix: 'm2' });
+    const oldData = { ...data(old), deadlineMs: Date.now() - 10, traceparent };
+    await legacy.add('cleanup-driver-pod', oldData, {
+      jobId: old,
+      attempts: 15,
+      backoff: { type: 'cleanup' },
+      removeOnComplete: { age: 3600 },
+      removeOnFail: { age: 3600 },
+    });
+    await legacy.close();
+
+    const seen: CleanupJobData[] = [];
+    const worker = createCleanupWorker({
+      target,
+      connection: connect(),
+      prefix: 'm2',
+      concurrency: 2,
+      replicaId: 'r',
+      keepFinishedMs: q.keepFinishedMs,
+      log: memoryLogger().log,
+      deps: {
+        pods: {} as PodApi,
+        cached: () => undefined,
+        recheck: 'cache',
+        fence: async () => {},
+        stillLeader: () => true,
+        selector: parseLabelSelector('spark-role=driver'),
+        policy: 'ALL',
+        dryRun: false,
+        now: Date.now,
+      },
+      telemetry: {
+        process: async (d, run) => {
+          seen.push(d);
+          return run();
+        },
+      },
+    });
+    try {
+      worker.run();
+      await waitFor('both jobs completed', async () => (await q.queue.getCompletedCount()) === 2);
+      const byUid = new Map(seen.map((d) => [d.uid, d]));
+      expect(byUid.get(compact)).toEqual({
+        context: target.context,
+        namespace: target.namespace,
+        pod: data(compact).pod,
+        uid: compact,
+        deadlineMs: expect.any(Number),
+        traceparent,
+      });
+      expect(byUid.get(old)).toEqual(oldData);
+      expect((await q.queue.getJob(compact))?.returnvalue).toEqual({ outcome: 'already-absent' });
+
+      // removeOnComplete is now the worker's: a completion after keepFinishedMs trims the completed set of
+      // the jobs finished before (BullMQ trims by the setting of the job completing, here a compact one).
+      await new Promise((r) => setTimeout(r, 1200));
+      await q.enqueue({ ...data(later), deadlineMs: Date.now() - 10 });
+      await waitFor('third job completed', async () => (await q.queue.getJobState(later)) === 'completed');
+      expect(await q.queue.getJobState(compact)).toBe('unknown');
+      expect(await q.queue.getJobState(old)).toBe('unknown');
+    } finally {
+      await worker.stop('test done');
+    }
+  });
+});
+
+describe('cancel', () => {
+  const tomb = (q: ReturnType<typeof replicaQueue>, prefix: string, uid: string) =>
+    conns[0]?.exists(`${prefix}:${q.name}:tombstone:${uid}`);
+
+  it('removes a waiting job; leaves an active and a completed job alone; always writes the tombstone', async () => {
+    const q = replicaQueue('c1');
+    const [waiting, active, completed, unknown] = [1, 2, 3, 4].map(
+      (i) => `7d3e1b2c-0f4a-4b5c-8d6e-00000000000${i}`,
+    ) as [string, string, string, string];
+    // A deadline already past: added straight to the wait list, no delay.
+    const due = (uid: string) => ({ ...data(uid), deadlineMs: Date.now() - 1000 });
+
+    expect(await q.enqueue(due(waiting))).toBe('added');
+    expect(await q.queue.getJobState(waiting)).toBe('waiting');
+    expect(await q.cancel(waiting)).toBe('removed');
+    expect(await q.queue.getJobState(waiting)).toBe('unknown');
+    expect(await tomb(q, 'c1', waiting)).toBe(1);
+
+    // A job a worker holds (locked, active): never removed by cancel.
+    const worker = new Worker(q.name, null, { connection: connect(), prefix: 'c1', autorun: false });
+    try {
+      await q.enqueue(due(active));
+      const job = await worker.getNextJob('token-1');
+      expect(job?.id).toBe(active);
+      expect(await q.cancel(active)).toBe('none');
+      expect(await q.queue.getJobState(active)).toBe('active');
+      expect(await tomb(q, 'c1', active)).toBe(1);
+
+      await q.enqueue(due(completed));
+      const next = await worker.getNextJob('token-2');
+      expect(next?.id).toBe(completed);
+      await next?.moveToCompleted({ outcome: 'accepted' }, 'token-2', false);
+      expect(await q.cancel(completed)).toBe('none');
+      expect(await q.queue.getJobState(completed)).toBe('completed');
+      expect(await tomb(q, 'c1', completed)).toBe(1);
+    } finally {
+      await worker.close(true);
+    }
+
+    expect(await q.cancel(unknown)).toBe('none');
+    expect(await tomb(q, 'c1', unknown)).toBe(1);
+    expect(await q.enqueue(due(unknown))).toBe('tombstoned');
+  });
+
+  it('removes a job of a paused queue', async () => {
+    const q = replicaQueue('c2');
+    const uid = '7d3e1b2c-0f4a-4b5c-8d6e-000000000011';
+    await q.queue.pause();
+    await q.enqueue({ ...data(uid), deadlineMs: Date.now() - 1000 });
+    expect(await q.queue.getJobState(uid)).toBe('waiting');
+    expect(await q.cancel(uid)).toBe('removed');
+    expect(await q.queue.getJobState(uid)).toBe('unknown');
   });
 });

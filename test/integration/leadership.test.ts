@@ -1,6 +1,6 @@
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createEtcdLeadership } from '../../src/leadership/etcd-leadership.ts';
+import { createEtcdLeadership, type EtcdLeadershipOptions } from '../../src/leadership/etcd-leadership.ts';
 import type { Leadership } from '../../src/leadership/leadership.ts';
 import { type LocalEtcd, startEtcd } from '../../src/sandbox/local-services.ts';
 import { FencedError } from '../../workers/cleanup-driver-pod.ts';
@@ -22,7 +22,12 @@ interface Candidate {
   events: string[];
 }
 
-function candidate(id: string, prefix: string, ttlSeconds = 2): Candidate {
+function candidate(
+  id: string,
+  prefix: string,
+  ttlSeconds = 2,
+  extra: Partial<EtcdLeadershipOptions> = {},
+): Candidate {
   const client = new Etcd3({ hosts: etcd.endpoints });
   const events: string[] = [];
   const leadership = createEtcdLeadership({
@@ -34,6 +39,7 @@ function candidate(id: string, prefix: string, ttlSeconds = 2): Candidate {
     now: Date.now,
     onElected: () => events.push('elected'),
     onLost: (r) => events.push(`lost: ${r}`),
+    ...extra,
   });
   return { id, client, leadership, events };
 }
@@ -86,6 +92,217 @@ describe('etcd leadership (real etcd)', () => {
     }
     // After etcd is back, it campaigns again and is re-elected.
     await waitFor('re-elected', () => c.leadership.isLeader, 20_000);
+    await c.leadership.resign();
+    c.client.close();
+  });
+});
+
+/** A fencing-read wrapper whose reads each wait for `release(n)` (1-based) unless auto-released. */
+function heldReads(log: string[] = []) {
+  const gates: PromiseWithResolvers<void>[] = [];
+  let autoFrom = Number.POSITIVE_INFINITY;
+  const gate = (n: number) => {
+    while (gates.length < n) gates.push(Promise.withResolvers<void>());
+    return gates[n - 1] as PromiseWithResolvers<void>;
+  };
+  let count = 0;
+  const readLeaderKey: NonNullable<EtcdLeadershipOptions['readLeaderKey']> = async (key, read) => {
+    count += 1;
+    const n = count;
+    log.push(`read ${n} started`);
+    if (n < autoFrom) await gate(n).promise;
+    const rev = await read(key);
+    log.push(`read ${n} done`);
+    return rev;
+  };
+  return {
+    readLeaderKey,
+    get count() {
+      return count;
+    },
+    release: (n: number) => gate(n).resolve(),
+    /** Reads from the n-th on are not held. */
+    autoReleaseFrom: (n: number) => {
+      autoFrom = n;
+      for (let i = n; i <= gates.length; i++) gate(i).resolve();
+    },
+  };
+}
+
+/** Settles `p` into a record readable synchronously. */
+function track(p: Promise<void>) {
+  const t: { settled: boolean; error?: unknown } = { settled: false };
+  p.then(
+    () => {
+      t.settled = true;
+    },
+    (err: unknown) => {
+      t.settled = true;
+      t.error = err;
+    },
+  );
+  return t;
+}
+
+describe('etcd leadership: coalesced fencing reads (real etcd)', () => {
+  const signal = () => new AbortController().signal;
+
+  it('50 concurrent fence() calls share at most 2 etcd reads, and all resolve', async () => {
+    let reads = 0;
+    const c = candidate('burst', 'test/fence-burst/', 2, {
+      readLeaderKey: (key, read) => {
+        reads += 1;
+        return read(key);
+      },
+    });
+    c.leadership.start();
+    await waitFor('elected', () => c.leadership.isLeader);
+    await Promise.all(Array.from({ length: 50 }, () => c.leadership.fence(signal())));
+    expect(reads).toBeLessThanOrEqual(2);
+    // A second burst: again at most two more.
+    await Promise.all(Array.from({ length: 50 }, () => c.leadership.fence(signal())));
+    expect(reads).toBeLessThanOrEqual(4);
+    expect(c.leadership.isLeader).toBe(true);
+    await c.leadership.resign();
+    c.client.close();
+  });
+
+  it('a fence() called while a read is in flight is satisfied only by a read that started after it', async () => {
+    const log: string[] = [];
+    const reads = heldReads(log);
+    const c = candidate('order', 'test/fence-order/', 2, { readLeaderKey: reads.readLeaderKey });
+    c.leadership.start();
+    await waitFor('elected', () => c.leadership.isLeader);
+
+    log.push('call A');
+    const a = c.leadership.fence(signal()).then(() => log.push('A resolved'));
+    log.push('call B');
+    const b = track(c.leadership.fence(signal()).then(() => void log.push('B resolved')));
+    log.push('call C');
+    const cc = track(c.leadership.fence(signal()).then(() => void log.push('C resolved')));
+    expect(reads.count).toBe(1); // B and C wait for the next read, none started for them yet
+
+    reads.release(1);
+    await a;
+    await waitFor('the second read started', () => reads.count === 2);
+    // Read 1 finished, but B and C called after it started: they wait for read 2, which is held.
+    expect(b.settled).toBe(false);
+    expect(cc.settled).toBe(false);
+    log.push('call D');
+    const d = track(c.leadership.fence(signal()).then(() => void log.push('D resolved')));
+
+    reads.release(2);
+    await waitFor('B and C resolved', () => b.settled && cc.settled);
+    expect(b.error).toBeUndefined();
+    expect(cc.error).toBeUndefined();
+    await waitFor('the third read started', () => reads.count === 3);
+    expect(d.settled).toBe(false); // D called during read 2: only read 3 may satisfy it
+    reads.release(3);
+    await waitFor('D resolved', () => d.settled);
+    expect(d.error).toBeUndefined();
+
+    // Each caller was satisfied by a read that started after its call (microtask details aside).
+    const at = (entry: string) => {
+      const i = log.indexOf(entry);
+      expect(i, entry).toBeGreaterThanOrEqual(0);
+      return i;
+    };
+    expect(at('call A')).toBeLessThan(at('read 1 started'));
+    expect(at('read 1 done')).toBeLessThan(at('A resolved'));
+    for (const x of ['B', 'C']) {
+      expect(at(`call ${x}`)).toBeLessThan(at('read 2 started'));
+      expect(at('read 2 done')).toBeLessThan(at(`${x} resolved`));
+    }
+    expect(at('read 2 started')).toBeLessThan(at('call D'));
+    expect(at('call D')).toBeLessThan(at('read 3 started'));
+    expect(at('read 3 done')).toBeLessThan(at('D resolved'));
+    expect(reads.count).toBe(3);
+    await c.leadership.resign();
+    c.client.close();
+  });
+
+  it("a caller's abort rejects it at once without cancelling the shared read of the others", async () => {
+    const reads = heldReads();
+    const c = candidate('abort', 'test/fence-abort/', 2, { readLeaderKey: reads.readLeaderKey });
+    c.leadership.start();
+    await waitFor('elected', () => c.leadership.isLeader);
+
+    const first = track(c.leadership.fence(signal()));
+    const ac = new AbortController();
+    const aborted = track(c.leadership.fence(ac.signal));
+    const other = track(c.leadership.fence(signal()));
+    ac.abort();
+    await waitFor('the aborted caller rejected', () => aborted.settled);
+    expect((aborted.error as Error).name).toBe('AbortError');
+    expect(first.settled || other.settled).toBe(false);
+    expect(reads.count).toBe(1);
+
+    reads.autoReleaseFrom(1);
+    await waitFor('the others resolved', () => first.settled && other.settled);
+    expect(first.error).toBeUndefined();
+    expect(other.error).toBeUndefined();
+    expect(reads.count).toBe(2);
+    // An already-aborted signal: rejected without a read.
+    const gone = new AbortController();
+    gone.abort();
+    await expect(c.leadership.fence(gone.signal)).rejects.toMatchObject({ name: 'AbortError' });
+    expect(reads.count).toBe(2);
+    await c.leadership.resign();
+    c.client.close();
+  });
+
+  it('a timed-out shared read fences its callers (FencedError) without ending the term', async () => {
+    let hang = true;
+    let reads = 0;
+    const c = candidate('slow', 'test/fence-timeout/', 2, {
+      fenceTimeoutMs: 200,
+      readLeaderKey: (key, read) => {
+        reads += 1;
+        return hang ? new Promise<string | undefined>(() => {}) : read(key);
+      },
+    });
+    c.leadership.start();
+    await waitFor('elected', () => c.leadership.isLeader);
+    const results = await Promise.allSettled(Array.from({ length: 20 }, () => c.leadership.fence(signal())));
+    for (const r of results) {
+      expect(r.status).toBe('rejected');
+      const err = (r as PromiseRejectedResult).reason as Error;
+      expect(err).toBeInstanceOf(FencedError);
+      expect(err.message).toMatch(/cannot confirm the leader key: fencing read timed out after 200 ms/);
+    }
+    expect(reads).toBeLessThanOrEqual(2);
+    expect(c.leadership.isLeader).toBe(true);
+    hang = false;
+    await c.leadership.fence(signal());
+    await c.leadership.resign();
+    c.client.close();
+  });
+
+  it('leader key deleted behind its back → every concurrent caller fenced, leadership lost once', async () => {
+    const prefix = 'test/fence-deleted/';
+    let reads = 0;
+    const c = candidate('victim', prefix, 2, {
+      readLeaderKey: (key, read) => {
+        reads += 1;
+        return read(key);
+      },
+    });
+    c.leadership.start();
+    await waitFor('elected', () => c.leadership.isLeader);
+    await c.client.delete().prefix(prefix).exec();
+    const results = await Promise.allSettled(Array.from({ length: 50 }, () => c.leadership.fence(signal())));
+    for (const r of results) {
+      expect(r.status).toBe('rejected');
+      const err = (r as PromiseRejectedResult).reason as Error;
+      expect(err).toBeInstanceOf(FencedError);
+      expect(err.message).toMatch(/^(leader key gone or re-created|no leader key)$/);
+    }
+    expect(reads).toBeLessThanOrEqual(2);
+    expect(c.events.filter((e) => e === 'lost: leader key gone or re-created')).toHaveLength(1);
+    expect(c.events.slice(0, 2)).toEqual(['elected', 'lost: leader key gone or re-created']);
+    // It campaigns again with a new key and fences fine under it.
+    await waitFor('re-elected', () => c.leadership.isLeader);
+    await c.leadership.fence(signal());
     await c.leadership.resign();
     c.client.close();
   });

@@ -1,5 +1,6 @@
-import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createKubeHttp } from '../../src/kube/kube-http.ts';
+import { loadClusterAccess } from '../../src/kube/kubeconfig.ts';
 import { createPodApi, KubeApiError } from '../../src/kube/pod-api.ts';
 import { createRateLimiter } from '../../src/kube/rate-limiter.ts';
 import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
@@ -14,13 +15,11 @@ afterAll(async () => {
 });
 
 function api(token?: string) {
-  const kc = new KubeConfig();
-  kc.loadFromFile(server.kubeconfigPath);
-  if (token !== undefined) {
-    const user = kc.getCurrentUser();
-    if (user) Object.assign(user, { token });
-  }
-  return createPodApi({ kc, limiter: createRateLimiter({ qps: 1e6, burst: 1e6, now: Date.now }) });
+  const access = loadClusterAccess(server.kubeconfigPath, undefined);
+  const http = createKubeHttp(
+    token === undefined ? access : { ...access, headers: async () => ({ authorization: `Bearer ${token}` }) },
+  );
+  return createPodApi({ http, limiter: createRateLimiter({ qps: 1e6, burst: 1e6, now: Date.now }) });
 }
 
 describe('pod API over HTTPS with a bearer token (sandbox)', () => {
@@ -30,19 +29,37 @@ describe('pod API over HTTPS with a bearer token (sandbox)', () => {
     const got = await Promise.all(pods.map((p) => pods1.get('tls', p.metadata?.name ?? '')));
     expect(got.map((p) => p?.metadata?.uid)).toEqual(pods.map((p) => p.metadata?.uid));
     const results = await Promise.all(
-      pods.map((p) => pods1.delete('tls', p.metadata?.name ?? '', p.metadata?.uid ?? '')),
+      pods.map((p) => pods1.delete('tls', p.metadata?.name ?? '', { uid: p.metadata?.uid ?? '' })),
     );
     expect(results).toEqual(pods.map(() => 'accepted'));
     // A second DELETE of a deleted pod is a no-op the API tells us about; a wrong UID is refused.
     const [first] = pods;
-    expect(await pods1.delete('tls', first?.metadata?.name ?? '', first?.metadata?.uid ?? '')).toBe(
+    expect(await pods1.delete('tls', first?.metadata?.name ?? '', { uid: first?.metadata?.uid ?? '' })).toBe(
       'not-found',
     );
     const [other] = createTerminatedDrivers(server, 'tls', 1, 'other');
     expect(
-      await pods1.delete('tls', other?.metadata?.name ?? '', '00000000-0000-4000-8000-000000000000'),
-    ).toBe('uid-mismatch');
+      await pods1.delete('tls', other?.metadata?.name ?? '', { uid: '00000000-0000-4000-8000-000000000000' }),
+    ).toBe('conflict');
     expect(server.pods.get('tls', other?.metadata?.name ?? '')).toBeDefined();
+  });
+
+  it('GET returns the trimmed pod; DELETE with a stale resourceVersion is refused (409), the current one accepted', async () => {
+    const [pod] = createTerminatedDrivers(server, 'tls', 1, 'rv');
+    const name = pod?.metadata?.name ?? '';
+    const uid = pod?.metadata?.uid ?? '';
+    const pods1 = api();
+    const got = await pods1.get('tls', name);
+    expect(got?.metadata?.uid).toBe(uid);
+    expect(got).not.toHaveProperty('spec');
+    const rv = got?.metadata?.resourceVersion ?? '';
+    expect(rv).not.toBe('');
+    expect(await pods1.delete('tls', name, { uid, resourceVersion: String(Number(rv) - 1) })).toBe(
+      'conflict',
+    );
+    expect(server.pods.get('tls', name)).toBeDefined();
+    expect(await pods1.delete('tls', name, { uid, resourceVersion: rv })).toBe('accepted');
+    expect(server.pods.get('tls', name)).toBeUndefined();
   });
 
   it('a wrong token is a 401 KubeApiError carrying the Status reason', async () => {

@@ -33,6 +33,7 @@ beforeAll(async () => {
   r = await env.startReplica('ops-1', {
     SDC_TARGETS: 'alpha:ops-a,alpha:ops-b',
     SDC_QUEUE_PREFIX: 'ops',
+    SDC_RECHECK: 'live', // the GET series below need the GET of `live`
     // COMPLETED keeps failed and killed drivers: they stay for the application-state checks.
     SDC_POLICY: 'COMPLETED',
     SDC_DASHBOARD_USER: AUTH.split(':')[0] ?? '',

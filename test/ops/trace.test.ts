@@ -21,6 +21,7 @@ const ns = 'traced';
 const settings = {
   SDC_TARGETS: `alpha:${ns}`,
   SDC_QUEUE_PREFIX: 'trace',
+  SDC_RECHECK: 'live', // the trace below includes the GET of `live`
   // Long enough for A to hand over to B before the deadline: B, not A, must send the DELETE.
   SDC_RETENTION: '6s',
 };

@@ -1,5 +1,5 @@
-import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
+import type { DriverPod } from '../../src/kube/driver-pod.ts';
 import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import { type DeleteResult, KubeApiError, type PodApi } from '../../src/kube/pod-api.ts';
 import type { CleanupJobData } from '../../src/queue/cleanup-queue.ts';
@@ -9,17 +9,24 @@ const NOW = Date.parse('2026-11-30T10:00:00Z');
 const UID = '4720771f-8ca8-4811-a6d2-287672fdf202';
 
 function driver(
-  over: { uid?: string; deleting?: boolean; phase?: string; labels?: Record<string, string> } = {},
-): V1Pod {
+  over: {
+    uid?: string;
+    deleting?: boolean;
+    phase?: string;
+    labels?: Record<string, string>;
+    rv?: string;
+  } = {},
+): DriverPod {
   return {
     metadata: {
       name: 'd1',
       namespace: 'spark',
       uid: over.uid ?? UID,
+      resourceVersion: over.rv ?? '41',
       labels: over.labels ?? { 'spark-role': 'driver', 'kyuubi-unique-tag': 't' },
-      ...(over.deleting ? { deletionTimestamp: new Date(NOW - 1000) } : {}),
+      ...(over.deleting ? { deletionTimestamp: new Date(NOW - 1000).toISOString() } : {}),
     },
-    status: { phase: (over.phase ?? 'Succeeded') as 'Succeeded' },
+    status: { phase: over.phase ?? 'Succeeded' },
   };
 }
 
@@ -34,7 +41,11 @@ const job: CleanupJobData = {
 };
 
 /** A recording fake of the pod API: returns scripted answers and records every call. */
-function fakePods(get: V1Pod | undefined | Error, del: DeleteResult | Error = 'accepted') {
+function fakePods(
+  get: DriverPod | undefined | Error,
+  del: DeleteResult | Error | DeleteResult[] = 'accepted',
+) {
+  const answers = Array.isArray(del) ? [...del] : undefined;
   const calls: string[] = [];
   const pods: PodApi = {
     async get(ns, name) {
@@ -42,10 +53,12 @@ function fakePods(get: V1Pod | undefined | Error, del: DeleteResult | Error = 'a
       if (get instanceof Error) throw get;
       return get;
     },
-    async delete(ns, name, uid) {
-      calls.push(`delete ${ns}/${name} {uid:${uid}}`);
+    async delete(ns, name, pre) {
+      calls.push(
+        `delete ${ns}/${name} {uid:${pre.uid}${pre.resourceVersion ? `,rv:${pre.resourceVersion}` : ''}}`,
+      );
       if (del instanceof Error) throw del;
-      return del;
+      return answers ? (answers.shift() ?? 'accepted') : (del as DeleteResult);
     },
   };
   return { pods, calls };
@@ -126,7 +139,7 @@ describe('cleanupDriverPod', () => {
 
   it('DELETE answered 404 → already-absent; 409 (UID precondition) → replaced', async () => {
     expect(await run(deps(fakePods(driver(), 'not-found').pods))).toEqual({ outcome: 'already-absent' });
-    expect(await run(deps(fakePods(driver(), 'uid-mismatch').pods))).toEqual({ outcome: 'replaced' });
+    expect(await run(deps(fakePods(driver(), 'conflict').pods))).toEqual({ outcome: 'replaced' });
   });
 
   it('DELETE 429 → failed with Status reason, code, message and Retry-After', async () => {
@@ -187,5 +200,47 @@ describe('cleanupDriverPod', () => {
     const d = deps(f.pods, { recheck: 'cache', cached: (name) => (name === 'd1' ? driver() : undefined) });
     expect(await run(d)).toEqual({ outcome: 'accepted', latenessMs: 250 });
     expect(f.calls).toEqual([`delete spark/d1 {uid:${UID}}`]);
+  });
+
+  describe('resource-version mode', () => {
+    const rv = (f: ReturnType<typeof fakePods>, cached: DriverPod | undefined) =>
+      deps(f.pods, { recheck: 'resource-version', cached: (name) => (name === 'd1' ? cached : undefined) });
+
+    it('checks the cached copy and sends one DELETE with {uid, resourceVersion}', async () => {
+      const f = fakePods(driver());
+      expect(await run(rv(f, driver({ rv: '77' })))).toEqual({ outcome: 'accepted', latenessMs: 250 });
+      expect(f.calls).toEqual([`delete spark/d1 {uid:${UID},rv:77}`]);
+    });
+
+    it('409 (changed since cached) → live GET and re-check: deletionTimestamp now set → already-deleting', async () => {
+      const f = fakePods(driver({ deleting: true, rv: '78' }), ['conflict']);
+      expect(await run(rv(f, driver({ rv: '77' })))).toEqual({ outcome: 'already-deleting' });
+      expect(f.calls).toEqual([`delete spark/d1 {uid:${UID},rv:77}`, 'get spark/d1']);
+    });
+
+    it('409, then the live copy is still eligible → DELETE {uid} → accepted', async () => {
+      const f = fakePods(driver({ rv: '79' }), ['conflict', 'accepted']);
+      expect(await run(rv(f, driver({ rv: '77' })))).toEqual({ outcome: 'accepted', latenessMs: 250 });
+      expect(f.calls).toEqual([
+        `delete spark/d1 {uid:${UID},rv:77}`,
+        'get spark/d1',
+        `delete spark/d1 {uid:${UID}}`,
+      ]);
+    });
+
+    it('cached copy already deleting or re-created → no-op without any request', async () => {
+      const f = fakePods(driver());
+      expect(await run(rv(f, driver({ deleting: true })))).toEqual({ outcome: 'already-deleting' });
+      expect(await run(rv(f, driver({ uid: '99999999-0000-4000-8000-000000000000' })))).toEqual({
+        outcome: 'replaced',
+      });
+      expect(f.calls).toEqual([]);
+    });
+
+    it('not in the cache → live GET, then DELETE {uid}', async () => {
+      const f = fakePods(driver());
+      expect(await run(rv(f, undefined))).toEqual({ outcome: 'accepted', latenessMs: 250 });
+      expect(f.calls).toEqual(['get spark/d1', `delete spark/d1 {uid:${UID}}`]);
+    });
   });
 });

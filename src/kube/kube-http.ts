@@ -1,0 +1,108 @@
+/**
+ * The HTTP transport to one context's Kubernetes API server: requests over undici's `request()` on one
+ * keep-alive connection pool per context, TLS and auth headers from the context's {@link ClusterAccess}.
+ *
+ * Why not client-node's generated `CoreV1Api`: it builds a new undici Agent (and a TLS handshake) per
+ * request, and (de)serializes every body through its `ObjectSerializer` into class instances. The cleaner
+ * needs three verbs on one resource and reads a handful of fields: on a burst of 10,000 due pods that
+ * overhead made the leader CPU-bound (bench/README.md). The wire protocol is the same; client-node's
+ * conformance against the sandbox API server is still tested (test/sandbox).
+ */
+import { Agent, type Dispatcher, ProxyAgent, request } from 'undici';
+import type { ClusterAccess } from './cluster-access.ts';
+
+/** An answer: status, headers (lower-case names) and the body, parsed when it is JSON. */
+export interface KubeResponse {
+  readonly statusCode: number;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  /** Parsed JSON for `application/json`; the text otherwise ('' for an empty body). */
+  readonly body: unknown;
+}
+
+/** A streaming answer (a watch): read `body` to the end or destroy it. */
+export interface KubeStream {
+  readonly statusCode: number;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  readonly body: AsyncIterable<Buffer> & { destroy(err?: Error): void };
+}
+
+/** Options of one request. */
+export interface KubeRequestOptions {
+  /** Sent as JSON. */
+  body?: unknown;
+  signal?: AbortSignal;
+  /** Discard a 2xx answer's body unread (`body` is then `undefined`): saves parsing a whole object. */
+  skipSuccessBody?: boolean;
+}
+
+/** The transport of one context. */
+export interface KubeHttp {
+  /** The cluster's server URL, as in the kubeconfig. */
+  readonly server: string;
+  /**
+   * Sends one request to `path` (with its query string; relative to the server URL) and reads the whole answer.
+   * Rejects with undici's error (a `code` such as ECONNREFUSED/ECONNRESET/UND_ERR_*), or the signal's reason.
+   */
+  request(method: 'GET' | 'DELETE', path: string, opts?: KubeRequestOptions): Promise<KubeResponse>;
+  /** Opens a streaming GET (a watch); the caller reads or destroys the body. Rejects as {@link request}. */
+  stream(path: string, signal: AbortSignal): Promise<KubeStream>;
+  /** Closes the connection pool (in-flight requests finish). */
+  close(): Promise<void>;
+}
+
+/**
+ * Creates the transport of one context: one keep-alive connection pool (through the cluster's proxy when it
+ * has one), auth headers from {@link ClusterAccess.headers} per request.
+ */
+export function createKubeHttp(access: ClusterAccess): KubeHttp {
+  const server = access.server.replace(/\/+$/, '');
+  const connect = { ...access.tls, keepAlive: true, keepAliveInitialDelay: 30_000 };
+  // 30 s keep-alive probes, as client-go (cloud load balancers drop idle connections at 60 s).
+  const dispatcher: Dispatcher = access.proxyUrl
+    ? new ProxyAgent({ uri: access.proxyUrl, requestTls: access.tls, connect })
+    : new Agent({ connect });
+
+  const send = async (method: 'GET' | 'DELETE', path: string, body: unknown, signal?: AbortSignal) => {
+    const headers = await access.headers();
+    signal?.throwIfAborted();
+    return request(`${server}${path}`, {
+      method,
+      headers:
+        body === undefined
+          ? { ...headers, accept: 'application/json' }
+          : { ...headers, accept: 'application/json', 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal,
+      dispatcher,
+    });
+  };
+
+  return {
+    server,
+    async request(method, path, opts = {}) {
+      const res = await send(method, path, opts.body, opts.signal);
+      if (opts.skipSuccessBody && res.statusCode < 300) {
+        await res.body.dump();
+        return { statusCode: res.statusCode, headers: res.headers, body: undefined };
+      }
+      const text = await res.body.text();
+      const type = String(res.headers['content-type'] ?? '');
+      let body: unknown = text;
+      if (text && type.includes('json')) {
+        try {
+          body = JSON.parse(text);
+        } catch {
+          body = text;
+        }
+      }
+      return { statusCode: res.statusCode, headers: res.headers, body };
+    },
+    async stream(path, signal) {
+      const res = await send('GET', path, undefined, signal);
+      return { statusCode: res.statusCode, headers: res.headers, body: res.body };
+    },
+    async close() {
+      await dispatcher.close().catch(() => undefined);
+    },
+  };
+}

@@ -1,0 +1,73 @@
+import { describe, expect, it } from 'vitest';
+import { decide, malformedReason, podState } from '../../src/kube/app-state.ts';
+import { DRIVER_CONTAINER, trimPod } from '../../src/kube/driver-pod.ts';
+import { parseLabelSelector } from '../../src/kube/label-selector.ts';
+import { sparkDriverPod } from '../../src/sandbox/workload.ts';
+import { expected, fixturePods } from '../helpers/fixtures.ts';
+
+const selectors = [parseLabelSelector('spark-role=driver,kyuubi-unique-tag'), parseLabelSelector('')];
+
+describe('trimPod keeps every decision of the full pod', () => {
+  const pods = fixturePods();
+  it('has the fixtures', () => expect(pods.length).toBeGreaterThanOrEqual(13));
+  for (const pod of pods) {
+    it(`${pod.metadata?.name} (${expected(pod, 'case')})`, () => {
+      const trimmed = trimPod(structuredClone(pod));
+      expect(podState(trimmed)).toEqual(podState(pod));
+      expect(malformedReason(trimmed)).toBe(malformedReason(pod));
+      for (const selector of selectors)
+        for (const policy of ['ALL', 'COMPLETED'] as const)
+          expect(decide(trimmed, { selector, policy })).toEqual(decide(pod, { selector, policy }));
+      // What the API and the logs read survives too.
+      expect(trimmed.metadata?.labels).toEqual(pod.metadata?.labels);
+      for (const k of [
+        'name',
+        'namespace',
+        'uid',
+        'resourceVersion',
+        'creationTimestamp',
+        'deletionTimestamp',
+      ])
+        expect(trimmed.metadata?.[k as 'name']).toBe(pod.metadata?.[k as 'name']);
+      // Nothing else is kept: no spec, no managedFields, no annotations, no other container.
+      const json = JSON.stringify(trimmed);
+      expect(json).not.toMatch(/"spec"|managedFields|annotations|istio-proxy|spark-kubernetes-executor/);
+      expect(json.length).toBeLessThan(JSON.stringify(pod).length / 2);
+    });
+  }
+});
+
+describe('trimPod', () => {
+  it('keeps only the driver container status, with its terminated state', () => {
+    const full = JSON.parse(
+      JSON.stringify(
+        sparkDriverPod({ namespace: 'ns', phase: 'Failed', failureReason: 'OOMKilled', nowMs: 1e12 }),
+      ),
+    );
+    full.status.containerStatuses.push({ name: 'istio-proxy', state: { running: {} } });
+    const t = trimPod(full);
+    expect(t.status?.containerStatuses).toEqual([
+      {
+        name: DRIVER_CONTAINER,
+        state: { terminated: { exitCode: 137, reason: 'OOMKilled', finishedAt: '2001-09-09T01:46:40Z' } },
+      },
+    ]);
+    expect(Object.keys(t)).toEqual(['metadata', 'status']);
+  });
+  it('accepts Date timestamps (client-node objects) and never throws on junk', () => {
+    const at = new Date('2024-05-01T10:00:00Z');
+    expect(trimPod({ metadata: { name: 'p', deletionTimestamp: at } }).metadata?.deletionTimestamp).toBe(
+      '2024-05-01T10:00:00.000Z',
+    );
+    for (const junk of [null, undefined, 42, 'x', [], { metadata: 'x', status: [] }])
+      expect(() => trimPod(junk)).not.toThrow();
+    // A malformed containerStatuses is passed through for podState to treat as "no driver status".
+    const odd = trimPod({ metadata: { name: 'p' }, status: { phase: 'Running', containerStatuses: 'oops' } });
+    expect(odd.status?.containerStatuses).toBe('oops');
+    expect(podState(odd).state).toBe('RUNNING');
+  });
+  it('shortens a long status message', () => {
+    const t = trimPod({ status: { phase: 'Failed', message: 'x'.repeat(5000) } });
+    expect(t.status?.message?.length).toBeLessThanOrEqual(513);
+  });
+});
