@@ -74,6 +74,9 @@ export function createKubeHttp(access: ClusterAccess): KubeHttp {
       body: body === undefined ? undefined : JSON.stringify(body),
       signal,
       dispatcher,
+      // undici closes the connection after a request with a body whose method "expects no payload" (DELETE)
+      // unless told otherwise: every DELETE would open a new connection (and TLS handshake).
+      reset: false,
     });
   };
 
