@@ -120,12 +120,12 @@ export async function runBench(opts: RunBenchOptions): Promise<{ results: BenchR
         {
           pods: q ? 1000 : 10_000,
           runs: q
-            ? [{ recheck: 'resource-version', concurrency: 10 }]
+            ? [{ recheck: 'resource-version', concurrency: 100 }]
             : [
+                { recheck: 'resource-version', concurrency: 100 },
+                { recheck: 'live', concurrency: 100 },
+                { recheck: 'cache', concurrency: 100 },
                 { recheck: 'resource-version', concurrency: 10 },
-                { recheck: 'live', concurrency: 10 },
-                { recheck: 'cache', concurrency: 10 },
-                { recheck: 'resource-version', concurrency: 50 },
               ],
         },
         progress,

@@ -8,7 +8,9 @@
  *   what is missing, retry failed jobs), then run the worker and reconcile periodically; when the
  *   leadership is lost, abort in-flight jobs before their DELETE and close the worker.
  */
+
 import type { Redis } from 'ioredis';
+import pLimit from 'p-limit';
 import type { Policy, RecheckMode } from '../config/schema.ts';
 import { deadlineMs, decide, malformedReason } from '../kube/app-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
@@ -74,8 +76,18 @@ export interface TargetCleaner {
 /** Creates the cleaner of one target; `start()` starts its informer and campaign. */
 export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   const log = opts.log;
-  /** UIDs this replica has already handed to Redis, so informer resyncs don't repeat the round trip. */
-  const handled = new Map<string, 'enqueued' | 'cancelled'>();
+  /**
+   * UIDs this replica has already handed to Redis, so informer resyncs don't repeat the round trip; and
+   * UIDs its own worker deleted (`deleted`): their job is finished and kept as long as a tombstone, so the
+   * DELETE event that follows needs no cancel round trip (other replicas still write the tombstone).
+   */
+  const handled = new Map<string, 'enqueued' | 'cancelled' | 'deleted'>();
+  /**
+   * The informer's enqueues and cancels, at most 32 in flight: an initial list of 10,000 terminated pods
+   * would otherwise start 10,000 Redis round trips at once, and the heap they need stays in the RSS.
+   * FIFO; the queue and tombstone protocol is race-free under any interleaving (src/queue/cleanup-queue.ts).
+   */
+  const redisOps = pLimit(32);
   /** When this replica first saw a pod terminal without a finish time (an evicted driver). */
   const firstSeenTerminal = new Map<string, number>();
   let reconcileTimer: NodeJS.Timeout | undefined;
@@ -96,7 +108,26 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     maxBackoffMs: opts.maxBackoffMs,
     telemetry: opts.telemetry,
     deps: {
-      pods: opts.pods,
+      pods: {
+        get: (namespace, name, signal) => opts.pods.get(namespace, name, signal),
+        async delete(namespace, name, preconditions, signal, beforeSend) {
+          // Marked before the request: the informer's events of the deletion may arrive before its answer.
+          // Should the DELETE not be accepted, a skipped cancel costs at most one more no-op run of the job.
+          const { uid } = preconditions;
+          const before = handled.get(uid);
+          handled.set(uid, 'deleted');
+          let result: Awaited<ReturnType<PodApi['delete']>> | undefined;
+          try {
+            result = await opts.pods.delete(namespace, name, preconditions, signal, beforeSend);
+            return result;
+          } finally {
+            if (result !== 'accepted' && handled.get(uid) === 'deleted') {
+              if (before) handled.set(uid, before);
+              else handled.delete(uid);
+            }
+          }
+        },
+      },
       cached: (name) => informer.get(name),
       recheck: opts.recheck,
       fence: (signal) => leadership.fence(signal),
@@ -138,7 +169,8 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
 
   async function cancel(pod: DriverPod, why: string): Promise<void> {
     const uid = pod.metadata?.uid ?? '';
-    if (handled.get(uid) === 'cancelled') return;
+    const state = handled.get(uid);
+    if (state === 'cancelled' || state === 'deleted') return;
     const result = await opts.queue.cancel(uid);
     handled.set(uid, 'cancelled');
     log.debug({ ...podFields(pod), why, result }, 'cleanup cancelled: tombstoned');
@@ -156,7 +188,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     const uid = pod.metadata?.uid ?? '';
     if (event === 'deleted') {
       // Gone from the API server: whoever deleted it, no job may act on it again.
-      void cancel(pod, 'DELETE event')
+      void redisOps(() => cancel(pod, 'DELETE event'))
         .catch((err) =>
           log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'cancel failed'),
         )
@@ -167,11 +199,11 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     }
     const decision = decide(pod, { selector: opts.selector, policy: opts.policy });
     if (decision.action === 'cancel') {
-      void cancel(pod, 'deletionTimestamp set').catch((err) =>
+      void redisOps(() => cancel(pod, 'deletionTimestamp set')).catch((err) =>
         log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'cancel failed'),
       );
     } else if (decision.action === 'enqueue' && !handled.has(uid)) {
-      void enqueue(pod, decision.state.finishedAtMs, event).catch((err) => {
+      void redisOps(() => enqueue(pod, decision.state.finishedAtMs, event)).catch((err) => {
         // Redis unreachable: the leader's reconcile will add it later.
         log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'enqueue failed');
       });

@@ -54,11 +54,10 @@ process.once('exit', () => {
 
 /** Spawns one replica with the same Node binary as this process. */
 export function spawnReplica(opts: SpawnReplicaOptions): ReplicaProcess {
-  // CPU_PROF_DIR=/some/dir writes a V8 CPU profile of every replica there (bench/README.md).
-  const profile = process.env.CPU_PROF_DIR
-    ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CPU_PROF_DIR}`]
-    : [];
-  const child = spawn(process.execPath, [...profile, opts.cliPath ?? CLI_PATH, opts.command ?? 'run'], {
+  // REPLICA_NODE_ARGS: extra Node flags for every replica, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` or V8
+  // heap flags (bench/README.md).
+  const nodeArgs = (process.env.REPLICA_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, opts.cliPath ?? CLI_PATH, opts.command ?? 'run'], {
     env: { ...process.env, SDC_REPLICA_ID: opts.id, ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
