@@ -102,13 +102,8 @@ export async function cleanupDriverPod(
   const now = deps.now();
   if (now < job.deadlineMs) return { outcome: 'not-yet', dueInMs: job.deadlineMs - now };
   if (signal.aborted) return { outcome: 'aborted' };
-  try {
-    await deps.fence(signal);
-  } catch (err) {
-    if (signal.aborted) return { outcome: 'aborted' };
-    if (err instanceof FencedError) return { outcome: 'fenced', reason: err.message };
-    throw err;
-  }
+  const fenced = await fence(deps, signal);
+  if (fenced) return fenced;
 
   // resource-version: check the cached copy, let the API server confirm it is still that version.
   if (deps.recheck === 'resource-version') {
@@ -116,10 +111,17 @@ export async function cleanupDriverPod(
     const version = cached?.metadata?.resourceVersion;
     if (cached && version) {
       const checked = recheck(cached, job, deps);
-      if (checked) return checked;
-      const sent = await sendDelete(job, deps, signal, { uid: job.uid, resourceVersion: version });
-      if (sent !== 'conflict') return sent;
-      // 409: the pod changed since the informer saw it (or was re-created): re-check the live object.
+      // Only what a stale cache cannot get wrong is final here: a deletionTimestamp is never unset. A copy
+      // that looks re-created, not terminal or relabelled may be behind the API server: ask it (GET below).
+      if (checked?.outcome === 'already-deleting') return checked;
+      if (!checked) {
+        const sent = await sendDelete(job, deps, signal, { uid: job.uid, resourceVersion: version });
+        if (sent !== 'conflict') return sent;
+        // 409: the pod changed since the informer saw it (or was re-created): re-check the live object,
+        // and the leadership again before a second DELETE.
+        const fenced = await fence(deps, signal);
+        if (fenced) return fenced;
+      }
     }
   }
 
@@ -138,6 +140,18 @@ export async function cleanupDriverPod(
   if (checked) return checked;
   const sent = await sendDelete(job, deps, signal, { uid: job.uid });
   return sent === 'conflict' ? { outcome: 'replaced' } : sent;
+}
+
+/** The fence (still the leader?): undefined when this replica may DELETE, else the outcome that stops the job. */
+async function fence(deps: CleanupDeps, signal: AbortSignal): Promise<Outcome | undefined> {
+  try {
+    await deps.fence(signal);
+    return undefined;
+  } catch (err) {
+    if (signal.aborted) return { outcome: 'aborted' };
+    if (err instanceof FencedError) return { outcome: 'fenced', reason: err.message };
+    throw err;
+  }
 }
 
 /** The re-check of a pod copy: the no-op outcome that stops the job, or undefined when it may be deleted. */

@@ -33,4 +33,9 @@ export interface ClusterAccess {
    * Rejects when a credential plugin fails (the message names the plugin and its error).
    */
   headers(): Promise<Record<string, string | string[]>>;
+  /**
+   * Told that the API server answered 401 Unauthorized: drop cached credentials (an exec plugin's token is
+   * fetched again, a token file re-read) so the next {@link headers} call gets fresh ones.
+   */
+  unauthorized?(): void;
 }

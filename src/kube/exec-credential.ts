@@ -64,6 +64,8 @@ export interface ExecCredentialSource {
    * @throws ExecPluginError naming the command, its exit code and stderr's first line
    */
   token(): Promise<string | undefined>;
+  /** Forgets the cached token (the API server refused it: 401): the next {@link token} runs the plugin. */
+  invalidate(): void;
   /** How many times the plugin ran (tests, diagnostics). */
   readonly runs: number;
   /** The command, as run. */
@@ -228,6 +230,9 @@ export function createExecCredentialSource(
       }
       cached = parseExecCredential(cfg, stdout);
       return cached;
+    },
+    invalidate() {
+      cached = undefined;
     },
     async token() {
       const previous = cached;

@@ -33,6 +33,11 @@ export interface KubeRequestOptions {
   signal?: AbortSignal;
   /** Discard a 2xx answer's body unread (`body` is then `undefined`): saves parsing a whole object. */
   skipSuccessBody?: boolean;
+  /**
+   * Called synchronously after the auth headers are ready, right before the request is written; what it
+   * throws cancels the request and is rethrown (the cleanup handler's last leadership check).
+   */
+  beforeSend?: () => void;
 }
 
 /** The transport of one context. */
@@ -58,14 +63,23 @@ export function createKubeHttp(access: ClusterAccess): KubeHttp {
   const server = access.server.replace(/\/+$/, '');
   const connect = { ...access.tls, keepAlive: true, keepAliveInitialDelay: 30_000 };
   // 30 s keep-alive probes, as client-go (cloud load balancers drop idle connections at 60 s).
+  // HTTP/1.1 only: undici 8 offers h2 by default and kube-apiserver would take it; the sandbox API server,
+  // and so every test of this transport (keep-alive, watch streaming, aborts), speaks HTTP/1.1.
   const dispatcher: Dispatcher = access.proxyUrl
-    ? new ProxyAgent({ uri: access.proxyUrl, requestTls: access.tls, connect })
-    : new Agent({ connect });
+    ? new ProxyAgent({ uri: access.proxyUrl, requestTls: access.tls, connect, allowH2: false })
+    : new Agent({ connect, allowH2: false });
 
-  const send = async (method: 'GET' | 'DELETE', path: string, body: unknown, signal?: AbortSignal) => {
+  const send = async (
+    method: 'GET' | 'DELETE',
+    path: string,
+    body: unknown,
+    signal: AbortSignal | undefined,
+    extra: { beforeSend?: () => void; watch?: boolean } = {},
+  ) => {
     const headers = await access.headers();
     signal?.throwIfAborted();
-    return request(`${server}${path}`, {
+    extra.beforeSend?.();
+    const res = await request(`${server}${path}`, {
       method,
       headers:
         body === undefined
@@ -77,13 +91,20 @@ export function createKubeHttp(access: ClusterAccess): KubeHttp {
       // undici closes the connection after a request with a body whose method "expects no payload" (DELETE)
       // unless told otherwise: every DELETE would open a new connection (and TLS handshake).
       reset: false,
+      // A watch is quiet while nothing changes (and an API server without its watch cache sends no
+      // bookmarks): undici's 300 s body timeout would cut it before its own `timeoutSeconds` (300–600 s).
+      // The informer guards a silent watch itself (src/kube/pod-informer.ts).
+      ...(extra.watch ? { bodyTimeout: 0 } : {}),
     });
+    // A revoked or rotated credential: let the next request fetch a fresh one (client-go does the same).
+    if (res.statusCode === 401) access.unauthorized?.();
+    return res;
   };
 
   return {
     server,
     async request(method, path, opts = {}) {
-      const res = await send(method, path, opts.body, opts.signal);
+      const res = await send(method, path, opts.body, opts.signal, { beforeSend: opts.beforeSend });
       if (opts.skipSuccessBody && res.statusCode < 300) {
         await res.body.dump();
         return { statusCode: res.statusCode, headers: res.headers, body: undefined };
@@ -101,7 +122,7 @@ export function createKubeHttp(access: ClusterAccess): KubeHttp {
       return { statusCode: res.statusCode, headers: res.headers, body };
     },
     async stream(path, signal) {
-      const res = await send('GET', path, undefined, signal);
+      const res = await send('GET', path, undefined, signal, { watch: true });
       return { statusCode: res.statusCode, headers: res.headers, body: res.body };
     },
     async close() {

@@ -341,19 +341,30 @@ function readTokenFile(path: string): string {
  * or, when `firstIsFallback`, the kubeconfig's `token`: the file is then tried again on the next call). While
  * the file is unreadable the previous token is used, as client-go's cached file token source.
  */
-function fileToken(path: string, first: string, now: () => number, firstIsFallback = false): () => string {
+function fileToken(
+  path: string,
+  first: string,
+  now: () => number,
+  firstIsFallback = false,
+): { current: () => string; stale: () => void } {
   let token = first;
   let readAt = firstIsFallback ? Number.NEGATIVE_INFINITY : now();
-  return () => {
-    if (now() - readAt >= TOKEN_FILE_REREAD_MS) {
-      try {
-        token = readTokenFile(path);
-        readAt = now();
-      } catch {
-        // keep the previous token; retried on the next call
+  return {
+    current: () => {
+      if (now() - readAt >= TOKEN_FILE_REREAD_MS) {
+        try {
+          token = readTokenFile(path);
+          readAt = now();
+        } catch {
+          // keep the previous token; retried on the next call
+        }
       }
-    }
-    return token;
+      return token;
+    },
+    // A 401: the file may hold a rotated token already; read it on the next call.
+    stale: () => {
+      readAt = Number.NEGATIVE_INFINITY;
+    },
   };
 }
 
@@ -371,6 +382,8 @@ interface ResolvedUser {
   cert?: Buffer;
   key?: Buffer;
   headers(): Promise<Record<string, string | string[]>>;
+  /** {@link ClusterAccess.unauthorized}. */
+  unauthorized?(): void;
 }
 
 function resolveUser(
@@ -464,8 +477,8 @@ function resolveUser(
       first = token;
       fallback = true;
     }
-    const current = fileToken(path, first, opts.now, fallback);
-    return { cert, key, headers: async () => withAuth(`Bearer ${current()}`) };
+    const file = fileToken(path, first, opts.now, fallback);
+    return { cert, key, headers: async () => withAuth(`Bearer ${file.current()}`), unauthorized: file.stale };
   }
   if (token) return { cert, key, headers: async () => withAuth(`Bearer ${token}`) };
   if (username || password) {
@@ -497,6 +510,7 @@ function resolveUser(
   }
   return {
     ...loaded,
+    unauthorized: () => source.invalidate(),
     headers: async () => {
       const t = await source.token();
       if (!t && !loaded.cert) {
@@ -608,12 +622,13 @@ function inClusterAccess(opts: LoadClusterAccessOptions): ClusterAccess {
   } catch {
     // As client-go: without a readable ca.crt, the system's CAs.
   }
-  const current = fileToken(tokenPath, first, now);
+  const file = fileToken(tokenPath, first, now);
   return {
     context: IN_CLUSTER_CONTEXT,
     server: `https://${host.includes(':') ? `[${host}]` : host}:${port}`,
     tls,
-    headers: async () => ({ authorization: `Bearer ${current()}` }),
+    headers: async () => ({ authorization: `Bearer ${file.current()}` }),
+    unauthorized: file.stale,
   };
 }
 
@@ -681,6 +696,12 @@ export function loadClusterAccess(
     ...cluster.tls,
     ...(user.cert && user.key ? { cert: user.cert, key: user.key } : {}),
   };
-  const access: ClusterAccess = { context: name, server: cluster.server, tls, headers: user.headers };
+  const access: ClusterAccess = {
+    context: name,
+    server: cluster.server,
+    tls,
+    headers: user.headers,
+    ...(user.unauthorized ? { unauthorized: user.unauthorized } : {}),
+  };
   return cluster.proxyUrl ? { ...access, proxyUrl: cluster.proxyUrl } : access;
 }

@@ -12,7 +12,7 @@
  */
 import { systemClock } from '../clock.ts';
 import { type DriverPod, trimPod } from './driver-pod.ts';
-import type { KubeHttp } from './kube-http.ts';
+import type { KubeHttp, KubeRequestOptions } from './kube-http.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 
 /** A failed API call: an HTTP error Status from the API server, a timeout, or a network error. */
@@ -171,6 +171,9 @@ export function toKubeApiError(err: unknown, signal: AbortSignal | undefined): u
   if (e?.name === 'TimeoutError' || e?.name === 'AbortError') {
     return new KubeApiError('the API server did not answer within the client timeout', undefined, 'Timeout');
   }
+  // The kubeconfig's credential plugin failed: no request was sent (src/kube/exec-credential.ts).
+  if (e?.name === 'ExecPluginError')
+    return new KubeApiError(e.message ?? String(err), undefined, 'ExecPluginFailed');
   const code = e?.cause?.code ?? e?.code ?? 'NetworkError';
   return new KubeApiError(e?.cause?.message ?? e?.message ?? String(err), undefined, code);
 }
@@ -186,21 +189,40 @@ export function createPodApi(opts: PodApiOptions): PodApi {
   const withTimeout = (signal: AbortSignal | undefined) =>
     signal ? AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs);
 
-  /** Sends one request under the observer; resolves with the answer, rejects with a KubeApiError or the abort reason. */
+  /**
+   * Sends one request under the observer, which starts as the request leaves (after the auth headers and
+   * `beforeSend`); resolves with the answer, rejects with a KubeApiError, the abort reason, or what
+   * `beforeSend` threw (as is: the request never left).
+   */
   const send = async (
     call: PodCall,
     signal: AbortSignal | undefined,
-    run: (s: AbortSignal) => ReturnType<KubeHttp['request']>,
+    options: Omit<KubeRequestOptions, 'signal' | 'beforeSend'>,
+    beforeSend?: () => void,
   ) => {
-    const end = opts.observer?.start(call);
+    let end: ReturnType<PodCallObserver['start']> | undefined;
+    let vetoed: { err: unknown } | undefined;
     try {
-      const res = await run(withTimeout(signal));
+      const res = await http.request(call.verb, podPath(call.namespace, call.pod), {
+        ...options,
+        signal: withTimeout(signal),
+        beforeSend: () => {
+          try {
+            beforeSend?.();
+          } catch (err) {
+            vetoed = { err };
+            throw err;
+          }
+          end = opts.observer?.start(call);
+        },
+      });
       end?.(
         res.statusCode,
         res.statusCode >= 400 ? statusError(res.statusCode, res.body, res.headers, now()) : undefined,
       );
       return res;
     } catch (err) {
+      if (vetoed) throw vetoed.err; // the request never left
       const mapped = toKubeApiError(err, signal);
       end?.(undefined, mapped);
       throw mapped;
@@ -210,24 +232,32 @@ export function createPodApi(opts: PodApiOptions): PodApi {
   return {
     async get(namespace, name, signal) {
       await opts.limiter.take(signal);
-      const res = await send({ verb: 'GET', namespace, pod: name }, signal, (s) =>
-        http.request('GET', podPath(namespace, name), { signal: s }),
-      );
+      const res = await send({ verb: 'GET', namespace, pod: name }, signal, {});
       if (res.statusCode === 404) return undefined;
       if (res.statusCode >= 300) throw statusError(res.statusCode, res.body, res.headers, now());
-      return trimPod(res.body);
+      const pod = trimPod(res.body);
+      // A 2xx that is not a pod (an HTML page from a proxy, say) must not read as "re-created": fail the GET.
+      if (!pod.metadata?.uid) {
+        throw new KubeApiError(
+          `GET answered ${res.statusCode} without a pod object (content-type ${String(res.headers['content-type'] ?? 'none')})`,
+          res.statusCode,
+          'InvalidResponse',
+        );
+      }
+      return pod;
     },
     async delete(namespace, name, preconditions, signal, beforeSend) {
       await opts.limiter.take(signal);
       signal?.throwIfAborted();
-      beforeSend?.();
-      const res = await send({ verb: 'DELETE', namespace, pod: name, ...preconditions }, signal, (s) =>
-        http.request('DELETE', podPath(namespace, name), {
+      const res = await send(
+        { verb: 'DELETE', namespace, pod: name, ...preconditions },
+        signal,
+        {
           body: { kind: 'DeleteOptions', apiVersion: 'v1', preconditions },
-          signal: s,
           // The answer is the pod being deleted: nothing here reads it.
           skipSuccessBody: true,
-        }),
+        },
+        beforeSend,
       );
       if (res.statusCode === 404) return 'not-found';
       if (res.statusCode === 409) return 'conflict';

@@ -1,4 +1,6 @@
 import diagnostics from 'node:diagnostics_channel';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKubeHttp } from '../../src/kube/kube-http.ts';
 import { loadClusterAccess } from '../../src/kube/kubeconfig.ts';
@@ -92,5 +94,61 @@ describe('pod API over HTTPS with a bearer token (sandbox)', () => {
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(KubeApiError);
     expect(err).toMatchObject({ code: 401, reason: 'Unauthorized' });
+  });
+
+  it('a DELETE vetoed by beforeSend (leadership lost) never leaves: its error comes back as is', async () => {
+    const [pod] = createTerminatedDrivers(server, 'tls', 1, 'veto');
+    const name = pod?.metadata?.name ?? '';
+    const before = server.requests.countsByVerb().delete ?? 0;
+    const veto = new Error('lease went stale');
+    const err = await api()
+      .delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, undefined, () => {
+        throw veto;
+      })
+      .catch((e: unknown) => e);
+    expect(err).toBe(veto);
+    expect(server.requests.countsByVerb().delete ?? 0).toBe(before);
+    expect(server.pods.get('tls', name)).toBeDefined();
+  });
+
+  it('a 401 tells the credentials to refresh (ClusterAccess.unauthorized)', async () => {
+    const access = loadClusterAccess(server.kubeconfigPath, undefined);
+    let refreshed = 0;
+    const http = createKubeHttp({
+      ...access,
+      headers: async () => ({ authorization: 'Bearer revoked' }),
+      unauthorized: () => {
+        refreshed += 1;
+      },
+    });
+    const pods1 = createPodApi({ http, limiter: createRateLimiter({ qps: 1e6, burst: 1e6, now: Date.now }) });
+    await expect(pods1.get('tls', 'x')).rejects.toMatchObject({ code: 401 });
+    expect(refreshed).toBe(1);
+  });
+});
+
+describe('pod API against a server that answers GET with something else than a pod', () => {
+  it('a 200 without a pod object is a failed GET (InvalidResponse), never "re-created"', async () => {
+    const proxy = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/html' }).end('<html>login</html>');
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const port = (proxy.address() as AddressInfo).port;
+    const http = createKubeHttp({
+      context: 'proxy',
+      server: `http://127.0.0.1:${port}`,
+      tls: {},
+      headers: async () => ({}),
+    });
+    try {
+      const pods1 = createPodApi({
+        http,
+        limiter: createRateLimiter({ qps: 1e6, burst: 1e6, now: Date.now }),
+      });
+      await expect(pods1.get('ns', 'd1')).rejects.toMatchObject({ code: 200, reason: 'InvalidResponse' });
+    } finally {
+      await http.close();
+      proxy.close();
+    }
   });
 });

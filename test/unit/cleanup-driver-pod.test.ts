@@ -228,13 +228,43 @@ describe('cleanupDriverPod', () => {
       ]);
     });
 
-    it('cached copy already deleting or re-created → no-op without any request', async () => {
+    it('cached copy already deleting → no-op without any request (a deletionTimestamp is never unset)', async () => {
       const f = fakePods(driver());
       expect(await run(rv(f, driver({ deleting: true })))).toEqual({ outcome: 'already-deleting' });
-      expect(await run(rv(f, driver({ uid: '99999999-0000-4000-8000-000000000000' })))).toEqual({
-        outcome: 'replaced',
-      });
       expect(f.calls).toEqual([]);
+    });
+
+    it('cached copy looks re-created or not terminal → the cache may be behind: live GET decides', async () => {
+      const other = '99999999-0000-4000-8000-000000000000';
+      const f = fakePods(driver({ rv: '90' }));
+      expect(await run(rv(f, driver({ uid: other })))).toEqual({ outcome: 'accepted', latenessMs: 250 });
+      expect(await run(rv(f, driver({ phase: 'Running' })))).toEqual({
+        outcome: 'accepted',
+        latenessMs: 250,
+      });
+      expect(f.calls).toEqual([
+        'get spark/d1',
+        `delete spark/d1 {uid:${UID}}`,
+        'get spark/d1',
+        `delete spark/d1 {uid:${UID}}`,
+      ]);
+      const g = fakePods(driver({ uid: other }));
+      expect(await run(rv(g, driver({ uid: other })))).toEqual({ outcome: 'replaced' });
+      expect(g.calls).toEqual(['get spark/d1']);
+    });
+
+    it('409, then leadership lost before the second DELETE → fenced, no second DELETE', async () => {
+      const f = fakePods(driver({ rv: '79' }), ['conflict', 'accepted']);
+      let fences = 0;
+      const d = {
+        ...rv(f, driver({ rv: '77' })),
+        fence: async () => {
+          fences += 1;
+          if (fences > 1) throw new FencedError('leader key gone');
+        },
+      };
+      expect(await run(d)).toEqual({ outcome: 'fenced', reason: 'leader key gone' });
+      expect(f.calls).toEqual([`delete spark/d1 {uid:${UID},rv:77}`]);
     });
 
     it('not in the cache → live GET, then DELETE {uid}', async () => {

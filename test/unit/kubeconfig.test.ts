@@ -434,6 +434,10 @@ describe('loadClusterAccess: exec credential plugins', () => {
     const second = await Promise.all([access.headers(), access.headers(), access.headers()]);
     expect(second).toEqual(Array(3).fill({ authorization: 'Bearer tok-2' }));
     expect(p.runs()).toBe(2);
+    // A 401 (token revoked early): the transport calls unauthorized(); the next call runs the plugin again.
+    access.unauthorized?.();
+    expect(await access.headers()).toEqual({ authorization: 'Bearer tok-3' });
+    expect(p.runs()).toBe(3);
   });
 
   it('KUBERNETES_EXEC_INFO carries the cluster with provideClusterInfo; exec.env reaches the plugin', () => {
