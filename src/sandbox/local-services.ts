@@ -39,17 +39,43 @@ process.once('exit', () => {
   for (const child of live) child.kill('SIGKILL');
 });
 
-/** Asks the kernel for a free TCP port on 127.0.0.1. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/** Binds `port` (0 = any) on 127.0.0.1 and releases it; resolves with the port, or undefined when taken. */
+function tryPort(port: number): Promise<number | undefined> {
+  return new Promise((resolve) => {
     const srv = createServer();
     srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
+    srv.once('error', () => resolve(undefined));
+    srv.listen(port, '127.0.0.1', () => {
       const addr = srv.address();
-      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
+      srv.close(() => resolve(typeof addr === 'object' && addr ? addr.port : undefined));
     });
   });
+}
+
+/**
+ * A free TCP port on 127.0.0.1 for a server we are about to start. Picked at random below Linux's ephemeral
+ * range (32768–60999): a port the kernel hands out for `listen(0)` comes from the range outgoing connections
+ * also draw their source ports from, and one of them could take it before our server binds it.
+ */
+export async function freePort(): Promise<number> {
+  for (let i = 0; i < 50; i++) {
+    const port = await tryPort(20_000 + Math.floor(Math.random() * 12_000));
+    if (port) return port;
+  }
+  const any = await tryPort(0);
+  if (!any) throw new Error('no free port on 127.0.0.1');
+  return any;
+}
+
+/** Starts a service on fresh ports, again (up to 3 times) when a port was taken between the pick and the bind. */
+async function withPortRetry<T>(start: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await start();
+    } catch (err) {
+      if (attempt >= 3 || !/address already in use/i.test((err as Error).message)) throw err;
+    }
+  }
 }
 
 /** Finds a binary on PATH; throws {@link MissingBinaryError} naming the Debian package to install. */
@@ -170,7 +196,11 @@ function makeService(
  */
 export async function startRedis(opts: { port?: number } = {}): Promise<LocalService> {
   const bin = requireBinary('redis-server', 'redis-server');
-  const port = opts.port ?? (await freePort());
+  if (opts.port === undefined) return withPortRetry(async () => startRedisOn(bin, await freePort()));
+  return startRedisOn(bin, opts.port);
+}
+
+async function startRedisOn(bin: string, port: number): Promise<LocalService> {
   const dir = mkdtempSync(join(tmpdir(), 'sdc-redis-'));
   const svc = makeService(port, `redis://127.0.0.1:${port}`, dir, {
     bin,
@@ -209,7 +239,10 @@ export interface LocalEtcd {
  */
 export async function startEtcd(opts: { members?: number } = {}): Promise<LocalEtcd> {
   const bin = requireBinary('etcd', 'etcd-server');
-  const n = opts.members ?? 1;
+  return withPortRetry(() => startEtcdCluster(bin, opts.members ?? 1));
+}
+
+async function startEtcdCluster(bin: string, n: number): Promise<LocalEtcd> {
   const ports: { client: number; peer: number; name: string }[] = [];
   for (let i = 0; i < n; i++) ports.push({ client: await freePort(), peer: await freePort(), name: `m${i}` });
   const initialCluster = ports.map((p) => `${p.name}=http://127.0.0.1:${p.peer}`).join(',');
@@ -246,7 +279,12 @@ export async function startEtcd(opts: { members?: number } = {}): Promise<LocalE
       ready: canConnect,
     });
   });
-  await Promise.all(members.map((m) => m.start()));
+  const started = await Promise.allSettled(members.map((m) => m.start()));
+  const failed = started.find((r) => r.status === 'rejected');
+  if (failed) {
+    await Promise.all(members.map((m) => m.stop()));
+    throw failed.reason;
+  }
   return {
     endpoints: members.map((m) => m.url),
     members,
