@@ -87,7 +87,7 @@ export function targetRows(r: BenchResults): TargetRow[] {
     rows.push({
       what: `Burst of ${b.burst?.config.pods} due pods, one leader, no limit — recheck ${run.recheck}, concurrency ${run.concurrency}`,
       target: '≥ 0.5 × raw DELETE rate',
-      measured: `${run.podsPerSecond} pods/s = ${run.ratioToRaw} × ${b.burst?.raw.deletesPerSecond}/s`,
+      measured: `${run.podsPerSecond} pods/s = ${run.ratioToRaw} × ${b.burst?.raw.deletesPerSecond}/s${b.burst?.rawTrials ? ` (median of raw ${b.burst.rawTrials.join(', ')})` : ''}`,
       met: run.ratioToRaw >= 0.5 && run.leaked === 0,
     });
   }
@@ -226,7 +226,7 @@ function detailSections(r: BenchResults): string[] {
     out.push(
       '## Burst and API rate',
       '',
-      `Raw loop (plain client, 16 in flight, 1 watch): ${b.burst.raw.deletesPerSecond} DELETE/s over ${b.burst.raw.pods} pods. ` +
+      `Raw loop (plain client, 16 in flight, 1 watch): ${b.burst.raw.deletesPerSecond} DELETE/s over ${b.burst.raw.pods} pods${b.burst.rawTrials ? ` (the median of ${b.burst.rawTrials.length} trials: ${b.burst.rawTrials.join(', ')})` : ''}. ` +
         'One leader, SDC_API_QPS=10⁵ (no effective limit):',
       '',
       '![Burst](burst.svg)',
