@@ -11,6 +11,7 @@
  * DeleteOptions.preconditions, k8s.io/apimachinery/pkg/apis/meta/v1 `Preconditions`.
  */
 import { systemClock } from '../clock.ts';
+import { retryAfterMs, STATUS_REASONS, statusOf } from './api-status.ts';
 import { type DriverPod, trimPod } from './driver-pod.ts';
 import type { KubeHttp, KubeRequestOptions } from './kube-http.ts';
 import type { RateLimiter } from './rate-limiter.ts';
@@ -96,49 +97,6 @@ export interface PodApiOptions {
   observer?: PodCallObserver;
 }
 
-interface StatusBody {
-  reason?: string;
-  message?: string;
-  code?: number;
-}
-
-function parseStatus(body: unknown): StatusBody {
-  if (typeof body === 'object' && body !== null) return body as StatusBody;
-  if (typeof body !== 'string') return {};
-  try {
-    const parsed = JSON.parse(body);
-    return typeof parsed === 'object' && parsed ? (parsed as StatusBody) : {};
-  } catch {
-    return { message: body.slice(0, 300) };
-  }
-}
-
-/** kube-apiserver's Status reasons by HTTP code (k8s.io/apimachinery/pkg/apis/meta/v1 StatusReason). */
-const STATUS_REASONS: Record<number, string> = {
-  400: 'BadRequest',
-  401: 'Unauthorized',
-  403: 'Forbidden',
-  404: 'NotFound',
-  405: 'MethodNotAllowed',
-  409: 'Conflict',
-  410: 'Expired',
-  415: 'UnsupportedMediaType',
-  422: 'Invalid',
-  429: 'TooManyRequests',
-  500: 'InternalError',
-  503: 'ServiceUnavailable',
-  504: 'Timeout',
-};
-
-/** Parses `Retry-After` (delta-seconds or an HTTP date) into ms. */
-export function retryAfterMs(header: string | undefined, nowMs: number): number | undefined {
-  if (!header) return undefined;
-  const secs = Number(header);
-  if (Number.isFinite(secs) && secs >= 0) return secs * 1000;
-  const at = Date.parse(header);
-  return Number.isFinite(at) ? Math.max(0, at - nowMs) : undefined;
-}
-
 /** A non-2xx answer as a {@link KubeApiError}: the Status body's reason and message, `Retry-After`. */
 export function statusError(
   code: number,
@@ -146,15 +104,14 @@ export function statusError(
   headers: Readonly<Record<string, string | string[] | undefined>>,
   nowMs: number,
 ): KubeApiError {
-  const status = parseStatus(body);
+  const status = statusOf(body);
   // Proxies and some errors answer without a Status body: fall back to the HTTP code's reason.
   const reason = status.reason || STATUS_REASONS[code] || 'Unknown';
-  const retryAfter = headers['retry-after'];
   return new KubeApiError(
     status.message || reason,
     code,
     reason,
-    retryAfterMs(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, nowMs),
+    retryAfterMs(headers['retry-after'], nowMs),
   );
 }
 

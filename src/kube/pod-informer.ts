@@ -23,6 +23,7 @@
  */
 import { StringDecoder } from 'node:string_decoder';
 import type { Logger } from '../telemetry/log.ts';
+import { retryAfterMs, statusOf } from './api-status.ts';
 import { type DriverPod, trimPod } from './driver-pod.ts';
 import type { KubeHttp } from './kube-http.ts';
 
@@ -85,42 +86,24 @@ class ExpiredError extends Error {
   override name = 'ExpiredError';
 }
 
-/** A Status object's fields, from an error answer's body or an ERROR event's object. */
-function statusOf(body: unknown): { code?: number; reason?: string; message?: string } {
-  if (typeof body === 'object' && body !== null) {
-    const s = body as { code?: unknown; reason?: unknown; message?: unknown };
-    return {
-      code: typeof s.code === 'number' ? s.code : undefined,
-      reason: typeof s.reason === 'string' ? s.reason : undefined,
-      message: typeof s.message === 'string' ? s.message : undefined,
-    };
-  }
-  return typeof body === 'string' && body ? { message: body.slice(0, 300) } : {};
-}
-
-function retryAfterMs(headers: Readonly<Record<string, string | string[] | undefined>>): number | undefined {
-  const raw = headers['retry-after'];
-  const s = Number(Array.isArray(raw) ? raw[0] : raw);
-  return Number.isFinite(s) && s > 0 ? s * 1000 : undefined;
-}
-
 function httpError(
   what: 'list' | 'watch',
   statusCode: number,
   body: unknown,
   headers: Readonly<Record<string, string | string[] | undefined>>,
+  nowMs: number,
 ): InformerError {
   const s = statusOf(body);
   return new InformerError(
     s.message ?? `${what} answered HTTP ${statusCode}`,
     statusCode,
     s.reason,
-    retryAfterMs(headers),
+    retryAfterMs(headers['retry-after'], nowMs),
   );
 }
 
-/** Reads a (small) error answer of a watch request: its Status, at most 64 KiB. */
-async function readErrorBody(body: AsyncIterable<Buffer> & { destroy(err?: Error): void }): Promise<unknown> {
+/** Reads a (small) error answer of a watch request as text (a Status for {@link statusOf}), at most 64 KiB. */
+async function readErrorBody(body: AsyncIterable<Buffer> & { destroy(err?: Error): void }): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   try {
@@ -134,12 +117,7 @@ async function readErrorBody(body: AsyncIterable<Buffer> & { destroy(err?: Error
   } finally {
     body.destroy();
   }
-  const text = Buffer.concat(chunks).toString('utf8');
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 const sleep = (ms: number, signal: AbortSignal) =>
@@ -214,7 +192,7 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
         continue;
       }
       if (res.statusCode < 200 || res.statusCode > 299)
-        throw httpError('list', res.statusCode, res.body, res.headers);
+        throw httpError('list', res.statusCode, res.body, res.headers, opts.now());
       const list = res.body as {
         metadata?: { resourceVersion?: unknown; continue?: unknown };
         items?: unknown;
@@ -331,7 +309,7 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
         throw new ExpiredError('watch answered 410 Gone');
       }
       if (res.statusCode < 200 || res.statusCode > 299)
-        throw httpError('watch', res.statusCode, await readErrorBody(res.body), res.headers);
+        throw httpError('watch', res.statusCode, await readErrorBody(res.body), res.headers, opts.now());
       const decoder = new StringDecoder('utf8');
       let buffered = '';
       try {
