@@ -10,18 +10,15 @@ import type { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
 import { createTargetCleaner, type TargetCleaner } from './cleaner/target-cleaner.ts';
 import type { CleanerConfig } from './config/schema.ts';
+import { openContexts } from './kube/context-clients.ts';
 import type { DriverPod } from './kube/driver-pod.ts';
-import { createKubeHttp, type KubeHttp } from './kube/kube-http.ts';
-import { kubeconfigPath, loadClusterAccess } from './kube/kubeconfig.ts';
 import { parseLabelSelector } from './kube/label-selector.ts';
-import { createPodApi, type PodApi } from './kube/pod-api.ts';
 import { createPodInformer } from './kube/pod-informer.ts';
-import { createRateLimiter } from './kube/rate-limiter.ts';
 import { createEtcdClient } from './leadership/etcd-client.ts';
 import { createEtcdLeadership } from './leadership/etcd-leadership.ts';
 import { createLocalLeadership } from './leadership/local-leadership.ts';
 import { createCleanupQueue } from './queue/cleanup-queue.ts';
-import { electionPrefix, type TargetRef, targetLabel } from './queue/job-identity.ts';
+import { electionPrefix, targetLabel } from './queue/job-identity.ts';
 import type { Logger } from './telemetry/log.ts';
 import type { Telemetry } from './telemetry/telemetry.ts';
 
@@ -35,12 +32,6 @@ export interface Replica {
   stop(): Promise<void>;
 }
 
-interface ContextClients {
-  /** The context's transport (one connection pool), shared by its informers and pod API. */
-  http: KubeHttp;
-  pods: PodApi;
-}
-
 /**
  * Starts a replica.
  * @throws KubeconfigError when a target's context cannot be loaded (a configuration error).
@@ -52,25 +43,19 @@ export async function startReplica(
   const { log, now } = deps;
   const selector = parseLabelSelector(config.labelSelector);
 
-  // Resolve every context first: a bad context is a configuration error, before anything connects.
-  const contexts = new Map<string, ContextClients>();
-  const targets: { ref: TargetRef; clients: ContextClients }[] = [];
-  for (const t of config.targets) {
-    const access = loadClusterAccess(kubeconfigPath(config.kubeconfig), t.context);
-    const { context } = access;
-    let clients = contexts.get(context);
-    if (!clients) {
-      const http = createKubeHttp(access); // one connection pool per context
-      const limiter = createRateLimiter({ qps: config.apiQps, burst: config.apiBurst, now });
-      const observer = deps.telemetry?.podCalls(context);
-      clients = {
-        http,
-        pods: createPodApi({ http, limiter, timeoutMs: config.apiTimeoutMs, observer, now }),
-      };
-      contexts.set(context, clients);
-    }
-    targets.push({ ref: { context, namespace: t.namespace }, clients });
-  }
+  // Every context resolved first: a bad context is a configuration error, before anything connects.
+  const contexts = openContexts(config.targets, {
+    kubeconfig: config.kubeconfig,
+    apiQps: config.apiQps,
+    apiBurst: config.apiBurst,
+    apiTimeoutMs: config.apiTimeoutMs,
+    now,
+    observer: (context) => deps.telemetry?.podCalls(context),
+  });
+  const targets = contexts.targets.map(({ namespace, clients }) => ({
+    ref: { context: clients.context, namespace },
+    clients,
+  }));
 
   const redis = new Redis(config.redisUrl, {
     maxRetriesPerRequest: null, // BullMQ requirement: commands wait for the connection instead of failing
@@ -175,7 +160,7 @@ export async function startReplica(
         await Promise.allSettled(cleaners.map((c) => c.stop()));
         redis.disconnect();
         etcd?.close();
-        await Promise.allSettled([...contexts.values()].map((c) => c.http.close()));
+        await contexts.close();
         log.info('replica stopped');
       })();
       return stopping;

@@ -7,13 +7,10 @@
  * configured by the same `SDC_*` variables as `run`), for the demo and the benchmarks.
  */
 import type { CleanerConfig } from '../config/schema.ts';
+import { openContexts } from '../kube/context-clients.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
-import { createKubeHttp, type KubeHttp } from '../kube/kube-http.ts';
-import { loadClusterAccess } from '../kube/kubeconfig.ts';
 import { parseLabelSelector } from '../kube/label-selector.ts';
-import { createPodApi, type PodApi } from '../kube/pod-api.ts';
 import { createPodInformer } from '../kube/pod-informer.ts';
-import { createRateLimiter } from '../kube/rate-limiter.ts';
 import { targetLabel } from '../queue/job-identity.ts';
 import { type ReplicaProcess, type SpawnReplicaOptions, spawnReplica } from '../sandbox/replica-process.ts';
 import type { Logger } from '../telemetry/log.ts';
@@ -39,21 +36,18 @@ export async function startBaselineReplica(
 ): Promise<BaselineReplica> {
   const { log, now } = deps;
   const selector = parseLabelSelector(config.labelSelector);
-  const contexts = new Map<string, { http: KubeHttp; pods: PodApi }>();
+  const contexts = openContexts(config.targets, {
+    kubeconfig: config.kubeconfig,
+    apiQps: config.apiQps,
+    apiBurst: config.apiBurst,
+    apiTimeoutMs: config.apiTimeoutMs,
+    now,
+  });
   const cleaners: KyuubiLikeCleaner[] = [];
-  for (const t of config.targets) {
-    const access = loadClusterAccess(config.kubeconfig, t.context);
-    const { context } = access;
-    let clients = contexts.get(context);
-    if (!clients) {
-      const http = createKubeHttp(access); // one connection pool per context
-      const limiter = createRateLimiter({ qps: config.apiQps, burst: config.apiBurst, now });
-      clients = { http, pods: createPodApi({ http, limiter }) };
-      contexts.set(context, clients);
-    }
-    const target = { context, namespace: t.namespace };
-    const tlog = log.child({ context, namespace: t.namespace });
-    const { http, pods } = clients;
+  for (const { namespace, clients } of contexts.targets) {
+    const { context, http, pods } = clients;
+    const target = { context, namespace };
+    const tlog = log.child({ context, namespace });
     let cleaner: KyuubiLikeCleaner | undefined;
     cleaner = createKyuubiLikeCleaner({
       target,
@@ -66,7 +60,7 @@ export async function startBaselineReplica(
       informer: () =>
         createPodInformer({
           http,
-          namespace: t.namespace,
+          namespace,
           labelSelector: config.labelSelector,
           log: tlog,
           now,
@@ -84,7 +78,7 @@ export async function startBaselineReplica(
     stop() {
       stopping ??= (async () => {
         await Promise.allSettled(cleaners.map((c) => c.stop()));
-        await Promise.allSettled([...contexts.values()].map((c) => c.http.close()));
+        await contexts.close();
         log.info('replica stopped');
       })();
       return stopping;

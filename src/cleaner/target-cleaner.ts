@@ -8,7 +8,6 @@
  *   what is missing, retry failed jobs), then run the worker and reconcile periodically; when the
  *   leadership is lost, abort in-flight jobs before their DELETE and close the worker.
  */
-
 import type { Redis } from 'ioredis';
 import pLimit from 'p-limit';
 import type { Policy, RecheckMode } from '../config/schema.ts';

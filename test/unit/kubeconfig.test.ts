@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { openContexts } from '../../src/kube/context-clients.ts';
 import { KubeconfigError, loadClusterAccess, TOKEN_FILE_REREAD_MS } from '../../src/kube/kubeconfig.ts';
 import { generateServingCertificate, type ServingCertificate } from '../../src/sandbox/apiserver/tls.ts';
 
@@ -438,6 +439,30 @@ describe('loadClusterAccess: exec credential plugins', () => {
     access.unauthorized?.();
     expect(await access.headers()).toEqual({ authorization: 'Bearer tok-3' });
     expect(p.runs()).toBe(3);
+  });
+
+  it('openContexts loads each context once: two targets of one context share its clients and one plugin run', async () => {
+    const p = pluginDir('ok');
+    const contexts = openContexts(
+      [
+        { context: undefined, namespace: 'a' },
+        { context: undefined, namespace: 'b' },
+      ],
+      {
+        kubeconfig: single(execUser(p.dir, p.script)),
+        apiQps: 1,
+        apiBurst: 1,
+        apiTimeoutMs: 1000,
+        now: () => T0,
+      },
+    );
+    try {
+      expect(p.runs()).toBe(1);
+      expect(contexts.targets.map((t) => t.namespace)).toEqual(['a', 'b']);
+      expect(contexts.targets[0]?.clients).toBe(contexts.targets[1]?.clients);
+    } finally {
+      await contexts.close();
+    }
   });
 
   it('KUBERNETES_EXEC_INFO carries the cluster with provideClusterInfo; exec.env reaches the plugin', () => {
