@@ -8,7 +8,12 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ClusterAccess } from '../../src/kube/cluster-access.ts';
 import { DRIVER_CONTAINER, type DriverPod } from '../../src/kube/driver-pod.ts';
 import { createKubeHttp, type KubeHttp, type KubeStream } from '../../src/kube/kube-http.ts';
-import { createPodInformer, type PodEvent, type PodInformer } from '../../src/kube/pod-informer.ts';
+import {
+  createPodInformer,
+  type PodEvent,
+  type PodInformer,
+  type PodInformerOptions,
+} from '../../src/kube/pod-informer.ts';
 import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
 import { sparkDriverPod } from '../../src/sandbox/workload.ts';
 import { memoryLogger } from '../helpers/log.ts';
@@ -505,6 +510,24 @@ const rawPod = (name: string, rv: string, uid = `uid-${name}`, extra: Record<str
 });
 const line = (type: string, object: unknown) => `${JSON.stringify({ type, object })}\n`;
 
+/** An informer over a scripted transport, namespace `n`, restarting after 5 ms unless told otherwise. */
+function scriptedInformer(
+  t: KubeHttp,
+  opts: { labelSelector?: string; backoffMs?: number; onEvent?: PodInformerOptions['onEvent'] } = {},
+) {
+  const { log, lines } = memoryLogger();
+  const inf = createPodInformer({
+    http: t,
+    namespace: 'n',
+    labelSelector: opts.labelSelector ?? '',
+    log,
+    now: Date.now,
+    backoffMs: opts.backoffMs ?? 5,
+    onEvent: opts.onEvent ?? (() => {}),
+  });
+  return { inf, lines };
+}
+
 describe('stream parsing (scripted transport)', () => {
   it('handles lines split across chunks (even inside a UTF-8 character), bookmarks, and a trailing line', async () => {
     const l1 = Buffer.from(line('ADDED', rawPod('a', '11')));
@@ -521,14 +544,9 @@ describe('stream parsing (scripted transport)', () => {
         },
       ],
     );
-    const { log } = memoryLogger();
     const events: string[] = [];
-    const inf = createPodInformer({
-      http: t,
-      namespace: 'n',
-      labelSelector: '',
-      log,
-      now: Date.now,
+    const { inf } = scriptedInformer(t, {
+      backoffMs: 500, // the informer's default
       onEvent: (e, p) => events.push(`${e} ${p.metadata?.name}@${p.metadata?.resourceVersion}`),
     });
     await inf.start();
@@ -550,15 +568,9 @@ describe('stream parsing (scripted transport)', () => {
       { status: 200, chunks: ['{"type":"ADDED","object":{"metadata":{"name":"x"'] },
       { status: 200, chunks: ['not json\n'] },
     ]);
-    const { log, lines } = memoryLogger();
     const events: string[] = [];
-    const inf = createPodInformer({
-      http: t,
-      namespace: 'n',
+    const { inf, lines } = scriptedInformer(t, {
       labelSelector: 'a=b',
-      log,
-      now: Date.now,
-      backoffMs: 5,
       onEvent: (e, p) => events.push(`${e} ${p.metadata?.name}@${p.metadata?.resourceVersion}`),
     });
     await inf.start();
@@ -582,16 +594,7 @@ describe('stream parsing (scripted transport)', () => {
       { status: 200, chunks: [] },
       { status: 200, chunks: [] },
     ]);
-    const { log, lines } = memoryLogger();
-    const inf = createPodInformer({
-      http: t,
-      namespace: 'n',
-      labelSelector: '',
-      log,
-      now: Date.now,
-      backoffMs: 5,
-      onEvent: () => {},
-    });
+    const { inf, lines } = scriptedInformer(t);
     await inf.start();
     await until('three lists', () => listed === 3);
     await inf.stop();
@@ -614,16 +617,7 @@ describe('stream parsing (scripted transport)', () => {
         chunks: [line('ERROR', { kind: 'Status', code: 500, reason: 'InternalError', message: 'boom' })],
       },
     ]);
-    const { log, lines } = memoryLogger();
-    const inf = createPodInformer({
-      http: t,
-      namespace: 'n',
-      labelSelector: '',
-      log,
-      now: Date.now,
-      backoffMs: 5,
-      onEvent: () => {},
-    });
+    const { inf, lines } = scriptedInformer(t);
     await inf.start();
     await until('three lists', () => listed === 3);
     await inf.stop();
