@@ -4,6 +4,18 @@
  * `status.expirationTimestamp` (refreshed {@link EXEC_REFRESH_BEFORE_MS} before it; forever when the plugin
  * gives none). Concurrent callers share one run. The cleaner never has a terminal: plugins always run
  * non-interactively, stdin closed.
+ *
+ * A failed run (non-zero exit, timeout, missing command, bad output) starts a backoff: until it ends, callers get
+ * the same error at once (plus when the plugin runs again) and the plugin is not spawned. After n consecutive
+ * failures the backoff is min({@link EXEC_FAILURE_BACKOFF_INITIAL_MS} · 2^(n−1), {@link EXEC_FAILURE_BACKOFF_MAX_MS})
+ * — 1 s, 2 s, 4 s, … 5 min; a successful run resets it. client-go's exec authenticator has no such backoff: it
+ * runs the plugin again (serialised by its mutex) for every request that finds no valid credential, and rate-limits
+ * only the install hint in its message. That suits kubectl, which makes a few requests and exits, but not a
+ * long-running controller sending up to --api-qps requests a second: a broken plugin would be spawned for each.
+ * So we deviate, with an exponential backoff (as for this project's failing API requests and informer restarts),
+ * capped so that a plugin fixed outside the process is picked up within 5 minutes. No jitter: a process runs a
+ * kubeconfig user's plugin from one place, so there is no herd to spread. The cached token is still used while
+ * it has not expired, as before.
  */
 import { execFile, execFileSync } from 'node:child_process';
 
@@ -15,6 +27,20 @@ export const EXEC_REFRESH_BEFORE_MS = 10_000;
 
 /** Default time a plugin run may take before it is killed. */
 export const EXEC_TIMEOUT_MS = 30_000;
+
+/** Backoff after the first failed run, doubled for each further consecutive failure. */
+export const EXEC_FAILURE_BACKOFF_INITIAL_MS = 1_000;
+
+/** The longest backoff between runs of a failing plugin. */
+export const EXEC_FAILURE_BACKOFF_MAX_MS = 5 * 60_000;
+
+/** The backoff after `failures` (≥ 1) consecutive failed runs: 1 s · 2^(failures−1), at most 5 min. */
+export function execFailureBackoffMs(failures: number): number {
+  return Math.min(
+    EXEC_FAILURE_BACKOFF_INITIAL_MS * 2 ** Math.max(0, failures - 1),
+    EXEC_FAILURE_BACKOFF_MAX_MS,
+  );
+}
 
 /** What the plugin runs with (paths already resolved against the kubeconfig's directory). */
 export interface ExecPluginConfig {
@@ -53,18 +79,24 @@ export class ExecPluginError extends Error {
 export interface ExecCredentialSource {
   /**
    * Runs the plugin now, synchronously (at load: its client certificate, if any, feeds the TLS settings),
-   * and caches its token.
+   * and caches its token. It runs even during a backoff; a failure starts (or extends) one, a success ends it.
    * @throws ExecPluginError
    */
   runSync(): ExecCredentialStatus;
   /**
    * The current token (undefined when the plugin gives only a certificate): the cached one while it is fresh,
    * else from a new run shared by concurrent callers. When a refresh fails but the cached token has not
-   * expired yet, that token is used.
-   * @throws ExecPluginError naming the command, its exit code and stderr's first line
+   * expired yet, that token is used. After a failed run, the plugin is not run again until the backoff
+   * ({@link execFailureBackoffMs}) has passed: meanwhile the cached token is used while it has not expired,
+   * else the failure is thrown again at once.
+   * @throws ExecPluginError naming the user, the command, its exit code and stderr's first line, and when the
+   *   plugin runs again
    */
   token(): Promise<string | undefined>;
-  /** Forgets the cached token (the API server refused it: 401): the next {@link token} runs the plugin. */
+  /**
+   * Forgets the cached token (the API server refused it: 401): the next {@link token} runs the plugin (once a
+   * backoff from a failed run has passed).
+   */
   invalidate(): void;
   /** How many times the plugin ran (tests, diagnostics). */
   readonly runs: number;
@@ -195,6 +227,36 @@ export function createExecCredentialSource(
   const fresh = (s: ExecCredentialStatus) =>
     s.expiresAt === undefined || opts.now() < s.expiresAt - EXEC_REFRESH_BEFORE_MS;
 
+  // The backoff: consecutive failed runs, the last one's error, and until when (opts.now() ms) it is rethrown.
+  let failures = 0;
+  let lastFailure: ExecPluginError | undefined;
+  let retryAt = Number.NEGATIVE_INFINITY;
+  const succeeded = (status: ExecCredentialStatus) => {
+    failures = 0;
+    lastFailure = undefined;
+    retryAt = Number.NEGATIVE_INFINITY;
+    cached = status;
+    return status;
+  };
+  const failed = (err: unknown): never => {
+    failures++;
+    lastFailure =
+      err instanceof ExecPluginError
+        ? err
+        : new ExecPluginError(
+            `user "${cfg.user}": exec plugin ${JSON.stringify(cfg.command)} could not run: ${firstLine(String((err as Error)?.message ?? err))}`,
+          );
+    retryAt = opts.now() + execFailureBackoffMs(failures);
+    throw lastFailure;
+  };
+  /** The last failure, saying when the plugin runs again. */
+  const backoffError = (failure: ExecPluginError) => {
+    const ms = Math.max(0, retryAt - opts.now());
+    const inS = ms < 10_000 ? Math.ceil(ms / 100) / 10 : Math.ceil(ms / 1000);
+    const times = failures === 1 ? 'failed once' : `failed ${failures} times in a row`;
+    return new ExecPluginError(`${failure.message} (${times}; retried in ${inS} s)`, failure.notFound);
+  };
+
   const runAsync = () =>
     new Promise<ExecCredentialStatus>((resolve, reject) => {
       runs++;
@@ -226,10 +288,15 @@ export function createExecCredentialSource(
         });
       } catch (err) {
         const e = err as RunError & { stderr?: string | Buffer };
-        throw describeFailure(cfg, e, String(e.stderr ?? ''), timeoutMs);
+        return failed(describeFailure(cfg, e, String(e.stderr ?? ''), timeoutMs));
       }
-      cached = parseExecCredential(cfg, stdout);
-      return cached;
+      let status: ExecCredentialStatus;
+      try {
+        status = parseExecCredential(cfg, stdout);
+      } catch (err) {
+        return failed(err);
+      }
+      return succeeded(status);
     },
     invalidate() {
       cached = undefined;
@@ -237,19 +304,23 @@ export function createExecCredentialSource(
     async token() {
       const previous = cached;
       if (previous && fresh(previous)) return previous.token;
-      inflight ??= runAsync().finally(() => {
-        inflight = undefined;
-      });
+      // A refresh failed (or is backed off) early: the cached token still works until it actually expires.
+      const stillValid = () =>
+        previous?.token !== undefined && previous.expiresAt !== undefined && opts.now() < previous.expiresAt;
+      if (!inflight && lastFailure && opts.now() < retryAt) {
+        if (stillValid()) return previous?.token;
+        throw backoffError(lastFailure);
+      }
+      inflight ??= runAsync()
+        .then(succeeded, failed)
+        .finally(() => {
+          inflight = undefined;
+        });
       try {
-        const status = await inflight;
-        cached = status;
-        return status.token;
+        return (await inflight).token;
       } catch (err) {
-        // Refreshing early failed: the token still works until it actually expires.
-        if (previous?.token && previous.expiresAt !== undefined && opts.now() < previous.expiresAt) {
-          return previous.token;
-        }
-        throw err;
+        if (stillValid()) return previous?.token;
+        throw err instanceof ExecPluginError && err === lastFailure ? backoffError(err) : err;
       }
     },
   };

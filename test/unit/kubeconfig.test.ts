@@ -9,6 +9,11 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { openContexts } from '../../src/kube/context-clients.ts';
+import {
+  EXEC_FAILURE_BACKOFF_INITIAL_MS,
+  EXEC_FAILURE_BACKOFF_MAX_MS,
+  execFailureBackoffMs,
+} from '../../src/kube/exec-credential.ts';
 import { KubeconfigError, loadClusterAccess, TOKEN_FILE_REREAD_MS } from '../../src/kube/kubeconfig.ts';
 import { generateServingCertificate, type ServingCertificate } from '../../src/sandbox/apiserver/tls.ts';
 
@@ -528,12 +533,91 @@ describe('loadClusterAccess: exec credential plugins', () => {
     );
     expect(err?.message).toContain('boom: credentials expired');
     expect(err?.message).not.toContain('second line');
-    // A failure at load is not a configuration error: headers() retries and reports it.
+    // A failure at load is not a configuration error: headers() reports it, and runs the plugin after the backoff.
     const q = pluginDir('fail');
-    const failing = loadClusterAccess(single(execUser(q.dir, q.script)), undefined, { now: () => T0 });
-    await expect(failing.headers()).rejects.toThrow(/failed with exit code 3: boom: credentials expired/);
+    let qNow = T0;
+    const failing = loadClusterAccess(single(execUser(q.dir, q.script)), undefined, { now: () => qNow });
+    await expect(failing.headers()).rejects.toThrow(
+      /failed with exit code 3: boom: credentials expired \(failed once; retried in 1 s\)$/,
+    );
+    expect(q.runs()).toBe(1);
     q.setMode('ok');
-    expect(await failing.headers()).toEqual({ authorization: 'Bearer tok-3' });
+    qNow = T0 + EXEC_FAILURE_BACKOFF_INITIAL_MS;
+    expect(await failing.headers()).toEqual({ authorization: 'Bearer tok-2' });
+  });
+
+  it('a failing plugin is not run again during its backoff (1 s doubling, at most 5 min); a success resets it', async () => {
+    expect([1, 2, 3, 4, 9, 10, 30].map(execFailureBackoffMs)).toEqual([
+      1_000, 2_000, 4_000, 8_000, 256_000, 300_000, 300_000,
+    ]);
+    expect(EXEC_FAILURE_BACKOFF_MAX_MS).toBe(300_000);
+    const p = pluginDir('fail');
+    let now = T0;
+    const access = loadClusterAccess(single(execUser(p.dir, p.script)), undefined, { now: () => now });
+    expect(p.runs()).toBe(1); // failed at load: backoff until T0 + 1 s
+    const what = `user "u": exec plugin ${JSON.stringify(process.execPath)} failed with exit code 3: boom: credentials expired`;
+    const reject = async (): Promise<string> => {
+      const outcomes = await Promise.allSettled([access.headers(), access.headers(), access.headers()]);
+      const messages = outcomes.map((o) =>
+        o.status === 'rejected' ? (o.reason as Error).message : 'resolved',
+      );
+      expect(new Set(messages).size).toBe(1);
+      return messages[0] ?? '';
+    };
+    for (let i = 0; i < 5; i++) expect(await reject()).toBe(`${what} (failed once; retried in 1 s)`);
+    now = T0 + 999;
+    expect(await reject()).toBe(`${what} (failed once; retried in 0.1 s)`);
+    expect(p.runs()).toBe(1);
+    // The backoff has passed: one run, shared by the concurrent callers, fails; the next backoff is 2 s.
+    now = T0 + 1_000;
+    expect(await reject()).toBe(`${what} (failed 2 times in a row; retried in 2 s)`);
+    expect(p.runs()).toBe(2);
+    now += 1_999;
+    expect(await reject()).toBe(`${what} (failed 2 times in a row; retried in 0.1 s)`);
+    expect(p.runs()).toBe(2);
+    now += 1;
+    expect(await reject()).toBe(`${what} (failed 3 times in a row; retried in 4 s)`);
+    expect(p.runs()).toBe(3);
+    now += 3_000;
+    expect(await reject()).toBe(`${what} (failed 3 times in a row; retried in 1 s)`);
+    expect(p.runs()).toBe(3);
+    // The plugin works again: it runs once the backoff has passed, and the success resets the backoff.
+    p.setMode('ok');
+    expect(await reject()).toContain('(failed 3 times in a row; retried in 1 s)');
+    expect(p.runs()).toBe(3);
+    now += 1_000;
+    expect(await Promise.all([access.headers(), access.headers()])).toEqual(
+      Array(2).fill({ authorization: 'Bearer tok-4' }),
+    );
+    expect(p.runs()).toBe(4);
+    p.setMode('fail');
+    access.unauthorized?.(); // a 401: the next call runs the plugin, which fails: the backoff starts from 1 s
+    expect(await reject()).toBe(`${what} (failed once; retried in 1 s)`);
+    expect(p.runs()).toBe(5);
+    expect(await reject()).toBe(`${what} (failed once; retried in 1 s)`);
+    expect(p.runs()).toBe(5);
+  });
+
+  it('during the backoff of an early refresh, the cached token is used until it expires, without running the plugin', async () => {
+    const p = pluginDir('ok');
+    let now = T0;
+    const access = loadClusterAccess(single(execUser(p.dir, p.script)), undefined, { now: () => now });
+    p.setMode('fail');
+    const expires = Date.parse(EXPIRES);
+    now = expires - 5_000; // within 10 s of expiry: refreshed, which fails; backoff until expires - 4 s
+    for (let i = 0; i < 3; i++) expect(await access.headers()).toEqual({ authorization: 'Bearer tok-1' });
+    expect(p.runs()).toBe(2);
+    now = expires - 4_000; // backoff passed: one more run, failing; backoff until expires - 2 s
+    expect(await access.headers()).toEqual({ authorization: 'Bearer tok-1' });
+    expect(p.runs()).toBe(3);
+    now = expires - 2_000; // again: backoff until expires + 2 s
+    expect(await access.headers()).toEqual({ authorization: 'Bearer tok-1' });
+    expect(p.runs()).toBe(4);
+    now = expires; // expired, still in the backoff: the failure, without a run
+    await expect(access.headers()).rejects.toThrow(
+      /failed with exit code 3: boom: credentials expired \(failed 3 times in a row; retried in 2 s\)$/,
+    );
+    expect(p.runs()).toBe(4);
   });
 
   it('a missing command: a configuration error at load, with the installHint; at refresh, headers() rejects with it', async () => {
