@@ -4,7 +4,7 @@
  * the process stays up and recovers); malformed pod objects from the API (skipped and logged).
  */
 import type { V1Pod } from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { envName, FIELDS, flagName } from '../../src/config/fields.ts';
 import { buildKubeconfig } from '../../src/sandbox/apiserver/kubeconfig.ts';
 import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
@@ -16,24 +16,17 @@ import {
   CLEAN,
   checkInvariants,
   createDrivers,
-  type FailureCluster,
   firstLeader,
   remember,
   replicaEnv,
   SOAK,
-  startFailureCluster,
   stopAll,
   uidOf,
+  useFailureCluster,
   waitGone,
 } from './helpers.ts';
 
-let cluster: FailureCluster;
-beforeAll(async () => {
-  cluster = await startFailureCluster();
-}, 60_000);
-afterAll(async () => {
-  await cluster?.stop();
-});
+const cluster = useFailureCluster();
 
 /** One wrong value per configuration field (a new field without one fails the first test). */
 const BAD: Record<string, Record<string, string>> = {
@@ -79,7 +72,7 @@ async function runWith(
     env: {
       KUBECONFIG: kubeconfig,
       SDC_TARGETS: 'fm:spark',
-      SDC_REDIS_URL: cluster.redis.url,
+      SDC_REDIS_URL: cluster().redis.url,
       SDC_HTTP_PORT: '0',
       SDC_REPLICA_ID: id,
       ...env,
@@ -137,12 +130,12 @@ describe('bad input', () => {
     const first = await startSandboxApiServer({ contextName: 'late' });
     const port = Number(new URL(first.url).port);
     await first.close();
-    await cluster.redis.kill();
-    const etcd = cluster.etcd.members[0];
+    await cluster().redis.kill();
+    const etcd = cluster().etcd.members[0];
     await etcd?.kill();
     let api: SandboxApiServer | undefined;
-    const r = cluster.startReplica('late-r', {
-      ...replicaEnv(cluster, ns, 'bi2'),
+    const r = cluster().startReplica('late-r', {
+      ...replicaEnv(cluster(), ns, 'bi2'),
       SDC_TARGETS: `late:${ns}`,
       KUBECONFIG: first.kubeconfigPath,
     });
@@ -169,7 +162,7 @@ describe('bad input', () => {
       for (const l of r.lines.filter((x) => /unreachable|failed|stopped/.test(String(x.msg))))
         expect(['warn', 'error']).toContain(l.level);
       // The services appear.
-      await cluster.redis.restart();
+      await cluster().redis.restart();
       await etcd?.restart();
       api = await startSandboxApiServer({
         contextName: 'late',
@@ -219,17 +212,20 @@ describe('bad input', () => {
       ];
     };
     // Some before the replica starts (seen by the initial list), some after (seen by the watch).
-    const before = oddPods('list', cluster.server.clock.now());
-    for (const p of before) remember(cluster.server.pods.create(p, 'verbatim'));
-    const good = createDrivers(cluster.server, ns, 5, 'fine', 5000);
-    const r = cluster.startReplica('mal-r', replicaEnv(cluster, ns, 'bi3', { SDC_RECONCILE_INTERVAL: '1s' }));
+    const before = oddPods('list', cluster().server.clock.now());
+    for (const p of before) remember(cluster().server.pods.create(p, 'verbatim'));
+    const good = createDrivers(cluster().server, ns, 5, 'fine', 5000);
+    const r = cluster().startReplica(
+      'mal-r',
+      replicaEnv(cluster(), ns, 'bi3', { SDC_RECONCILE_INTERVAL: '1s' }),
+    );
     try {
       await firstLeader([r], ns);
       await r.waitForLine((l) => l.msg === 'reconciled' && l.namespace === ns, 60_000);
-      const after = oddPods('watch', cluster.server.clock.now());
-      for (const p of after) remember(cluster.server.pods.create(p, 'verbatim'));
-      const good2 = createDrivers(cluster.server, ns, 5, 'fine2', 5000);
-      await waitGone(cluster.server, [...good, ...good2], 'well-formed pods deleted', 60_000);
+      const after = oddPods('watch', cluster().server.clock.now());
+      for (const p of after) remember(cluster().server.pods.create(p, 'verbatim'));
+      const good2 = createDrivers(cluster().server, ns, 5, 'fine2', 5000);
+      await waitGone(cluster().server, [...good, ...good2], 'well-formed pods deleted', 60_000);
       const since = Date.now();
       await waitFor(
         'two reconciles with every pod in the cache',
@@ -246,9 +242,9 @@ describe('bad input', () => {
       for (const l of malformed) expect(l).toMatchObject({ level: 'warn', why: 'no metadata.uid' });
       // Every odd pod is still there: none was deleted.
       for (const p of [...before, ...after])
-        expect(cluster.server.pods.get(ns, p.metadata?.name ?? '')).toBeDefined();
+        expect(cluster().server.pods.get(ns, p.metadata?.name ?? '')).toBeDefined();
       expect(
-        checkInvariants(cluster.server, ns, [...good, ...good2].map(uidOf), { retentionMs: 1000 }),
+        checkInvariants(cluster().server, ns, [...good, ...good2].map(uidOf), { retentionMs: 1000 }),
       ).toEqual(CLEAN);
       expect(r.child.exitCode).toBeNull();
     } finally {

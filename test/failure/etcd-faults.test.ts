@@ -2,7 +2,7 @@
  * Failure modes: a 3-member etcd cluster losing a member, the member the leader talks to, and quorum.
  * Real etcd processes (per-member kill/restart), replica processes, the sandbox API server.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { ReplicaProcess } from '../../src/sandbox/replica-process.ts';
 import { waitFor } from '../helpers/wait.ts';
 import {
@@ -11,28 +11,21 @@ import {
   checkInvariants,
   createBystanders,
   createDrivers,
-  type FailureCluster,
   firstLeader,
   linesSince,
   replicaEnv,
   startApiProxy,
-  startFailureCluster,
   stopAll,
   timeOf,
   uidOf,
+  useFailureCluster,
   waitGone,
 } from './helpers.ts';
 
-let cluster: FailureCluster;
-beforeAll(async () => {
-  cluster = await startFailureCluster({ etcdMembers: 3 });
-}, 60_000);
-afterAll(async () => {
-  await cluster?.stop();
-});
+const cluster = useFailureCluster({ etcdMembers: 3 });
 
 const member = (i: number) => {
-  const m = cluster.etcd.members[i];
+  const m = cluster().etcd.members[i];
   if (!m) throw new Error(`no etcd member ${i}`);
   return m;
 };
@@ -48,20 +41,20 @@ const up = async (i: number) => {
 };
 const allUp = () => Promise.all([...killed].map(up));
 const deletesPerPod = (uids: string[]) => {
-  const m = cluster.server.requests.deletesByUid();
+  const m = cluster().server.requests.deletesByUid();
   return uids.map((u) => m.get(u)?.length ?? 0);
 };
 
 describe('etcd cluster faults', () => {
   it('one member killed → elections go on: cleanup continues and a handover still works', async () => {
     const ns = 'etcd-one';
-    const env = replicaEnv(cluster, ns, 'ef1');
-    const replicas = [1, 2, 3].map((i) => cluster.startReplica(`o${i}`, env));
+    const env = replicaEnv(cluster(), ns, 'ef1');
+    const replicas = [1, 2, 3].map((i) => cluster().startReplica(`o${i}`, env));
     try {
       const leader = await firstLeader(replicas, ns);
       await down(2);
-      const a = createDrivers(cluster.server, ns, 20, 'one-a');
-      await waitGone(cluster.server, a, 'pods deleted with a member down', 60_000);
+      const a = createDrivers(cluster().server, ns, 20, 'one-a');
+      await waitGone(cluster().server, a, 'pods deleted with a member down', 60_000);
       // A new election on the two remaining members.
       const handoverAt = Date.now();
       leader.kill('SIGTERM');
@@ -73,10 +66,10 @@ describe('etcd cluster faults', () => {
             .then((l) => ({ r, l })),
         ),
       );
-      const b = createDrivers(cluster.server, ns, 20, 'one-b');
-      await waitGone(cluster.server, b, 'pods deleted by the leader elected on two members', 60_000);
+      const b = createDrivers(cluster().server, ns, 20, 'one-b');
+      await waitGone(cluster().server, b, 'pods deleted by the leader elected on two members', 60_000);
       const uids = [...a, ...b].map(uidOf);
-      expect(checkInvariants(cluster.server, ns, uids, { retentionMs: 1000 })).toEqual(CLEAN);
+      expect(checkInvariants(cluster().server, ns, uids, { retentionMs: 1000 })).toEqual(CLEAN);
       expect(deletesPerPod(uids)).toEqual(uids.map(() => 1));
       console.info(
         `[failure] etcd one member down: handover on 2 members in ${timeOf(next.l) - handoverAt} ms`,
@@ -89,13 +82,13 @@ describe('etcd cluster faults', () => {
 
   it('the member the leader talks to killed → the leader fences itself, another replica takes over', async () => {
     const ns = 'etcd-mine';
-    const proxies = await Promise.all([0, 1, 2].map(() => startApiProxy(cluster.server)));
+    const proxies = await Promise.all([0, 1, 2].map(() => startApiProxy(cluster().server)));
     // Each replica talks to one member only, so we know which member the leader depends on.
     const replicas = [0, 1, 2].map((i) =>
-      cluster.startReplica(
+      cluster().startReplica(
         `m${i}`,
-        replicaEnv(cluster, ns, 'ef2', {
-          SDC_ETCD_ENDPOINTS: cluster.etcd.endpoints[i] ?? '',
+        replicaEnv(cluster(), ns, 'ef2', {
+          SDC_ETCD_ENDPOINTS: cluster().etcd.endpoints[i] ?? '',
           KUBECONFIG: proxies[i]?.kubeconfigPath ?? '',
         }),
       ),
@@ -104,11 +97,11 @@ describe('etcd cluster faults', () => {
     try {
       const leader = await firstLeader(replicas, ns);
       const i = index(leader);
-      const before = createDrivers(cluster.server, ns, 10, 'mine-a');
-      await waitGone(cluster.server, before, 'pods deleted before the fault', 60_000);
+      const before = createDrivers(cluster().server, ns, 10, 'mine-a');
+      await waitGone(cluster().server, before, 'pods deleted before the fault', 60_000);
       const killedAt = Date.now();
       await down(i);
-      const during = createDrivers(cluster.server, ns, 30, 'mine-b');
+      const during = createDrivers(cluster().server, ns, 30, 'mine-b');
       const lost = await leader.waitForLine(
         (l) => l.msg === 'leadership lost' && timeOf(l) >= killedAt,
         15_000,
@@ -122,12 +115,12 @@ describe('etcd cluster faults', () => {
               .then((l) => ({ r, l })),
           ),
       );
-      await waitGone(cluster.server, during, 'pods deleted by the new leader', 60_000);
+      await waitGone(cluster().server, during, 'pods deleted by the new leader', 60_000);
       // The cut-off leader sent no DELETE once it could have been replaced (it fences at TTL − 1 s).
       expect(proxies[i]?.deletes(timeOf(lost))).toEqual([]);
       expect(linesSince(leader, timeOf(lost), (l) => l.outcome === 'accepted')).toEqual([]);
       const uids = [...before, ...during].map(uidOf);
-      expect(checkInvariants(cluster.server, ns, uids, { retentionMs: 1000 })).toEqual(CLEAN);
+      expect(checkInvariants(cluster().server, ns, uids, { retentionMs: 1000 })).toEqual(CLEAN);
       expect(deletesPerPod(uids)).toEqual(uids.map(() => 1));
       console.info(
         `[failure] etcd leader's member killed: fenced after ${timeOf(lost) - killedAt} ms, ` +
@@ -143,17 +136,17 @@ describe('etcd cluster faults', () => {
 
   it('quorum lost → no DELETE at all while it lasts, informers keep enqueueing, cleanup resumes after', async () => {
     const ns = 'etcd-quorum';
-    const env = replicaEnv(cluster, ns, 'ef3');
-    const replicas = [1, 2].map((i) => cluster.startReplica(`q${i}`, env));
+    const env = replicaEnv(cluster(), ns, 'ef3');
+    const replicas = [1, 2].map((i) => cluster().startReplica(`q${i}`, env));
     try {
       const leader = await firstLeader(replicas, ns);
-      const warm = createDrivers(cluster.server, ns, 5, 'q-warm');
-      await waitGone(cluster.server, warm, 'pods deleted before the fault', 60_000);
-      const lostAt = cluster.server.clock.now();
+      const warm = createDrivers(cluster().server, ns, 5, 'q-warm');
+      await waitGone(cluster().server, warm, 'pods deleted before the fault', 60_000);
+      const lostAt = cluster().server.clock.now();
       await Promise.all([down(0), down(1)]);
       // Due one second later, in the middle of the outage.
-      const bystanders = createBystanders(cluster.server, ns);
-      const pods = createDrivers(cluster.server, ns, 30, 'q');
+      const bystanders = createBystanders(cluster().server, ns);
+      const pods = createDrivers(cluster().server, ns, 30, 'q');
       const uids = pods.map(uidOf);
       // Informers keep running: both replicas enqueue the new pods (Redis is fine).
       await waitFor('both replicas enqueued the pods during the outage', () =>
@@ -172,21 +165,21 @@ describe('etcd cluster faults', () => {
         60_000,
         200,
       );
-      const restoredAt = cluster.server.clock.now();
-      const duringOutage = cluster.server.requests
-        .recent()
+      const restoredAt = cluster().server.clock.now();
+      const duringOutage = cluster()
+        .server.requests.recent()
         .filter((r) => r.verb === 'delete' && r.atMs >= lostAt && r.atMs <= restoredAt);
       expect(duringOutage).toEqual([]);
       await allUp();
-      await waitGone(cluster.server, pods, 'pods deleted once quorum is back', 60_000);
+      await waitGone(cluster().server, pods, 'pods deleted once quorum is back', 60_000);
       expect(
-        checkInvariants(cluster.server, ns, [...warm, ...pods].map(uidOf), { retentionMs: 1000 }),
+        checkInvariants(cluster().server, ns, [...warm, ...pods].map(uidOf), { retentionMs: 1000 }),
       ).toEqual(CLEAN);
       expect(deletesPerPod(uids)).toEqual(uids.map(() => 1));
-      expect(bystandersIntact(cluster.server, bystanders)).toBe(true);
+      expect(bystandersIntact(cluster().server, bystanders)).toBe(true);
       const firstDelete = Math.min(
-        ...cluster.server.requests
-          .recent()
+        ...cluster()
+          .server.requests.recent()
           .filter((r) => r.verb === 'delete' && uids.includes(r.uid ?? ''))
           .map((r) => r.atMs),
       );

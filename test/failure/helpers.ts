@@ -13,6 +13,7 @@ import { once } from 'node:events';
 import { createServer as createHttpServer, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { V1Pod } from '@kubernetes/client-node';
+import { afterAll, beforeAll } from 'vitest';
 import { decide } from '../../src/kube/app-state.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
 import { parseLabelSelector } from '../../src/kube/label-selector.ts';
@@ -88,6 +89,32 @@ export async function startFailureCluster(opts: FailureClusterOptions = {}): Pro
       await server.close();
       await Promise.all([redis.stop(), etcd.stop()]);
     },
+  };
+}
+
+/**
+ * Gives the calling test file its own {@link FailureCluster}. Call it once, at the top level of the file:
+ * it registers a vitest `beforeAll` (hook timeout 60 000 ms) that starts the cluster with
+ * {@link startFailureCluster}: Redis, etcd with `opts.etcdMembers` members (default 1) and a sandbox API
+ * server whose context is `opts.context` (default `fm`); and an `afterAll` that stops it (kills the
+ * replicas started through it, closes the server, stops Redis and etcd). When the start fails (e.g. no
+ * `redis-server` or `etcd` on PATH), the `beforeAll` rejects and every test of the file fails.
+ *
+ * @returns an accessor for the started cluster, to call inside tests and hooks; it throws an `Error`
+ *   when called before the `beforeAll` has started the cluster (at import time, or after the start failed).
+ */
+export function useFailureCluster(opts: FailureClusterOptions = {}): () => FailureCluster {
+  let cluster: FailureCluster | undefined;
+  beforeAll(async () => {
+    cluster = await startFailureCluster(opts);
+  }, 60_000);
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+  return () => {
+    if (!cluster)
+      throw new Error('the failure cluster is not started: call the accessor inside a test or hook');
+    return cluster;
   };
 }
 

@@ -4,7 +4,7 @@
  * sandbox's request log, and per replica from an attributing proxy where it matters.
  */
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { podState } from '../../src/kube/app-state.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
 import { createKubeHttp } from '../../src/kube/kube-http.ts';
@@ -20,30 +20,23 @@ import {
   checkInvariants,
   createBystanders,
   createDrivers,
-  type FailureCluster,
   firstLeader,
   linesSince,
   replicaEnv,
   SELECTOR,
   SOAK,
   startApiProxy,
-  startFailureCluster,
   stopAll,
   timeOf,
   uidOf,
+  useFailureCluster,
   waitGone,
 } from './helpers.ts';
 
-let cluster: FailureCluster;
-beforeAll(async () => {
-  cluster = await startFailureCluster();
-}, 60_000);
-afterAll(async () => {
-  await cluster?.stop();
-});
+const cluster = useFailureCluster();
 
 const deletedCount = (uids: string[]) => {
-  const m = cluster.server.requests.deletesByUid();
+  const m = cluster().server.requests.deletesByUid();
   return uids.filter((u) => m.has(u)).length;
 };
 
@@ -51,13 +44,13 @@ describe('process crashes and fencing', () => {
   it('leader SIGKILLed during a burst of due pods → the survivor takes over; each pod DELETEd once, none leaked', async () => {
     const ns = 'crash-burst';
     const n = SOAK ? 2000 : 500;
-    const env = replicaEnv(cluster, ns, 'pc1', { SDC_API_QPS: '200', SDC_API_BURST: '100' });
-    const replicas = [cluster.startReplica('k1', env), cluster.startReplica('k2', env)];
+    const env = replicaEnv(cluster(), ns, 'pc1', { SDC_API_QPS: '200', SDC_API_BURST: '100' });
+    const replicas = [cluster().startReplica('k1', env), cluster().startReplica('k2', env)];
     const leader = await firstLeader(replicas, ns);
     const survivor = replicas.find((r) => r !== leader);
     // Finished 10 s ago, retention 1 s: every pod is due the moment it is seen.
-    const bystanders = createBystanders(cluster.server, ns);
-    const pods = createDrivers(cluster.server, ns, n, 'burst', 10_000);
+    const bystanders = createBystanders(cluster().server, ns);
+    const pods = createDrivers(cluster().server, ns, n, 'burst', 10_000);
     const uids = pods.map(uidOf);
     await waitFor('a fifth of the burst deleted', () => deletedCount(uids) >= n / 5, 60_000);
     const killedAt = Date.now();
@@ -65,11 +58,11 @@ describe('process crashes and fencing', () => {
     await leader.exited;
     const deletedAtKill = deletedCount(uids);
     const elected = await survivor?.waitForLine((l) => l.msg === 'elected leader' && timeOf(l) >= killedAt);
-    await waitGone(cluster.server, pods, 'every pod of the burst deleted', 120_000);
+    await waitGone(cluster().server, pods, 'every pod of the burst deleted', 120_000);
     const doneAt = Date.now();
-    expect(checkInvariants(cluster.server, ns, uids, { retentionMs: 1000 })).toEqual(CLEAN);
+    expect(checkInvariants(cluster().server, ns, uids, { retentionMs: 1000 })).toEqual(CLEAN);
     expect(deletesPerPod(uids)).toEqual(uids.map(() => 1));
-    expect(bystandersIntact(cluster.server, bystanders)).toBe(true);
+    expect(bystandersIntact(cluster().server, bystanders)).toBe(true);
     // In-flight jobs of the dead leader come back through BullMQ's stall detection (lock 10 s, check 5 s).
     expect(doneAt - killedAt).toBeLessThan(45_000);
     console.info(
@@ -82,13 +75,13 @@ describe('process crashes and fencing', () => {
   it('leader SIGSTOPped until its lease expires, then SIGCONT → the woken old leader sends no DELETE (fencing)', async () => {
     const ns = 'freeze';
     const n = SOAK ? 200 : 50;
-    const [p1, p2] = await Promise.all([startApiProxy(cluster.server), startApiProxy(cluster.server)]);
+    const [p1, p2] = await Promise.all([startApiProxy(cluster().server), startApiProxy(cluster().server)]);
     // A low QPS keeps the leader mid-burst when it is frozen, with jobs in flight and, above all, DELETEs
     // queued in the rate limiter after their last leadership check (the soak found that window).
-    const base = replicaEnv(cluster, ns, 'pc2', { SDC_API_QPS: '5', SDC_API_BURST: '1' });
+    const base = replicaEnv(cluster(), ns, 'pc2', { SDC_API_QPS: '5', SDC_API_BURST: '1' });
     const replicas = [
-      cluster.startReplica('z1', { ...base, KUBECONFIG: p1.kubeconfigPath }),
-      cluster.startReplica('z2', { ...base, KUBECONFIG: p2.kubeconfigPath }),
+      cluster().startReplica('z1', { ...base, KUBECONFIG: p1.kubeconfigPath }),
+      cluster().startReplica('z2', { ...base, KUBECONFIG: p2.kubeconfigPath }),
     ];
     const proxyOf = new Map([
       [replicas[0], p1],
@@ -97,8 +90,8 @@ describe('process crashes and fencing', () => {
     try {
       const old = await firstLeader(replicas, ns);
       const next = replicas.find((r) => r !== old);
-      const bystanders = createBystanders(cluster.server, ns);
-      const pods = createDrivers(cluster.server, ns, n, 'frz', 10_000);
+      const bystanders = createBystanders(cluster().server, ns);
+      const pods = createDrivers(cluster().server, ns, n, 'frz', 10_000);
       const uids = pods.map(uidOf);
       await waitFor('the leader is deleting', () => deletedCount(uids) >= 5, 60_000);
       const stoppedAt = Date.now();
@@ -114,7 +107,7 @@ describe('process crashes and fencing', () => {
       const resumedAt = Date.now();
       old.kill('SIGCONT');
       await old.waitForLine((l) => l.msg === 'leadership lost' && timeOf(l) >= resumedAt, 15_000);
-      await waitGone(cluster.server, pods, 'every frozen-burst pod deleted', 120_000);
+      await waitGone(cluster().server, pods, 'every frozen-burst pod deleted', 120_000);
       // Fencing: nothing the old leader sent after waking up is a DELETE.
       expect(proxyOf.get(old)?.deletes(resumedAt)).toEqual([]);
       // It may log 'driver pod deleted' after waking, but only for DELETEs it had sent before the freeze
@@ -133,9 +126,9 @@ describe('process crashes and fencing', () => {
           ?.deletes()
           .filter((r) => r.atMs < electedAt),
       ).toEqual([]);
-      expect(checkInvariants(cluster.server, ns, uids, { retentionMs: 1000 })).toEqual(CLEAN);
+      expect(checkInvariants(cluster().server, ns, uids, { retentionMs: 1000 })).toEqual(CLEAN);
       expect(deletesPerPod(uids)).toEqual(uids.map(() => 1));
-      expect(bystandersIntact(cluster.server, bystanders)).toBe(true);
+      expect(bystandersIntact(cluster().server, bystanders)).toBe(true);
       const putBack = linesSince(old, resumedAt, (l) => l.msg === 'job put back before its DELETE').length;
       console.info(
         `[failure] SIGSTOP: new leader ${electedAt - stoppedAt} ms after the freeze (TTL 3 s); ` +
@@ -150,11 +143,11 @@ describe('process crashes and fencing', () => {
 
   it('leader SIGTERMed → it resigns and the other replica leads within about a second; nothing deleted early', async () => {
     const ns = 'handover';
-    const env = replicaEnv(cluster, ns, 'pc3', { SDC_RETENTION: '3s' });
-    const replicas = [cluster.startReplica('h1', env), cluster.startReplica('h2', env)];
+    const env = replicaEnv(cluster(), ns, 'pc3', { SDC_RETENTION: '3s' });
+    const replicas = [cluster().startReplica('h1', env), cluster().startReplica('h2', env)];
     const old = await firstLeader(replicas, ns);
     const next = replicas.find((r) => r !== old);
-    const pods = createDrivers(cluster.server, ns, 20, 'ho');
+    const pods = createDrivers(cluster().server, ns, 20, 'ho');
     const uids = pods.map(uidOf);
     await waitFor('both replicas enqueued', () =>
       replicas.every((r) => r.lines.filter((l) => l.msg === 'enqueue' && l.namespace === ns).length >= 20),
@@ -167,14 +160,14 @@ describe('process crashes and fencing', () => {
     );
     const handoverMs = timeOf(elected) - termAt;
     expect(await old.exited).toBe(0);
-    await waitGone(cluster.server, pods, 'pods deleted by the new leader', 60_000);
+    await waitGone(cluster().server, pods, 'pods deleted by the new leader', 60_000);
     // Shutdown never deletes early (Kyuubi does): no DELETE arrived before the deadline.
     const deadline = new Map(pods.map((p) => [uidOf(p), (podState(trimPod(p)).finishedAtMs ?? 0) + 3000]));
-    const early = cluster.server.requests
-      .recent()
+    const early = cluster()
+      .server.requests.recent()
       .filter((r) => r.verb === 'delete' && r.atMs < (deadline.get(r.uid ?? '') ?? 0));
     expect(early).toEqual([]);
-    expect(checkInvariants(cluster.server, ns, uids, { retentionMs: 3000 })).toEqual(CLEAN);
+    expect(checkInvariants(cluster().server, ns, uids, { retentionMs: 3000 })).toEqual(CLEAN);
     expect(deletesPerPod(uids)).toEqual(uids.map(() => 1));
     expect(handoverMs).toBeLessThan(2500);
     console.info(`[failure] SIGTERM handover: new leader ${handoverMs} ms after SIGTERM`);
@@ -186,14 +179,14 @@ describe('process crashes and fencing', () => {
     // check went out when the frozen process woke up. Here the wait is the limiter's own (1 QPS),
     // and the lease goes stale during it. Real limiter, real pod API, real sandbox server.
     const ns = 'limiter-fence';
-    const [pod] = createDrivers(cluster.server, ns, 1, 'held', 10_000);
-    const http = createKubeHttp(loadClusterAccess(cluster.server.kubeconfigPath, cluster.context));
+    const [pod] = createDrivers(cluster().server, ns, 1, 'held', 10_000);
+    const http = createKubeHttp(loadClusterAccess(cluster().server.kubeconfigPath, cluster().context));
     const limiter = createRateLimiter({ qps: 1, burst: 1, now: Date.now });
     let leader = true;
     const pods = createPodApi({ http, limiter, timeoutMs: 5000 });
     const outcome = cleanupDriverPod(
       {
-        context: cluster.context,
+        context: cluster().context,
         namespace: ns,
         pod: pod?.metadata?.name ?? '',
         uid: uidOf(pod),
@@ -216,16 +209,18 @@ describe('process crashes and fencing', () => {
     );
     // The GET took the only token: the DELETE now waits about a second in the limiter.
     await waitFor('the re-check GET arrived', () =>
-      cluster.server.requests.recent().some((r) => r.verb === 'get' && r.path.includes(`/namespaces/${ns}/`)),
+      cluster()
+        .server.requests.recent()
+        .some((r) => r.verb === 'get' && r.path.includes(`/namespaces/${ns}/`)),
     );
     leader = false; // the lease went stale meanwhile (a freeze, a partition)
     expect(await outcome).toMatchObject({ outcome: 'fenced' });
-    expect(cluster.server.requests.deletesByUid().get(uidOf(pod))).toBeUndefined();
-    expect(cluster.server.pods.get(ns, pod?.metadata?.name ?? '')?.metadata?.uid).toBe(uidOf(pod));
+    expect(cluster().server.requests.deletesByUid().get(uidOf(pod))).toBeUndefined();
+    expect(cluster().server.pods.get(ns, pod?.metadata?.name ?? '')?.metadata?.uid).toBe(uidOf(pod));
   });
 });
 
 function deletesPerPod(uids: string[]): number[] {
-  const m = cluster.server.requests.deletesByUid();
+  const m = cluster().server.requests.deletesByUid();
   return uids.map((u) => m.get(u)?.length ?? 0);
 }

@@ -3,7 +3,7 @@
  * Real Redis (restart keeps nothing; pause = SIGSTOP, a hung server as seen by its clients), replica
  * processes, real etcd, the sandbox API server.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/wait.ts';
 import {
   bystandersIntact,
@@ -11,55 +11,48 @@ import {
   checkInvariants,
   createBystanders,
   createDrivers,
-  type FailureCluster,
   firstLeader,
   httpUrl,
   linesSince,
   replicaEnv,
   SOAK,
-  startFailureCluster,
   statusOf,
   stopAll,
   timeOf,
   uidOf,
+  useFailureCluster,
   waitGone,
 } from './helpers.ts';
 
-let cluster: FailureCluster;
-beforeAll(async () => {
-  cluster = await startFailureCluster();
-}, 60_000);
-afterAll(async () => {
-  await cluster?.stop();
-});
+const cluster = useFailureCluster();
 
 const deletesPerPod = (uids: string[]) => {
-  const m = cluster.server.requests.deletesByUid();
+  const m = cluster().server.requests.deletesByUid();
   return uids.map((u) => m.get(u)?.length ?? 0);
 };
 
 describe('Redis faults', () => {
   it('Redis restarted with its data lost → the leader’s periodic reconcile restores the jobs; each pod DELETEd once', async () => {
     const ns = 'redis-lost';
-    const env = replicaEnv(cluster, ns, 'rf1', { SDC_RETENTION: '5s', SDC_RECONCILE_INTERVAL: '2s' });
-    const replicas = [cluster.startReplica('l1', env), cluster.startReplica('l2', env)];
+    const env = replicaEnv(cluster(), ns, 'rf1', { SDC_RETENTION: '5s', SDC_RECONCILE_INTERVAL: '2s' });
+    const replicas = [cluster().startReplica('l1', env), cluster().startReplica('l2', env)];
     try {
       const leader = await firstLeader(replicas, ns);
-      const pods = createDrivers(cluster.server, ns, 20, 'lost');
+      const pods = createDrivers(cluster().server, ns, 20, 'lost');
       const uids = pods.map(uidOf);
       await waitFor('both replicas enqueued every pod', () =>
         replicas.every((r) => r.lines.filter((l) => l.msg === 'enqueue' && l.namespace === ns).length >= 20),
       );
       const restartedAt = Date.now();
-      await cluster.redis.restart(); // a new, empty redis-server on the same port
+      await cluster().redis.restart(); // a new, empty redis-server on the same port
       const restored = await leader.waitForLine(
         (l) =>
           l.msg === 'reconciled' && l.namespace === ns && timeOf(l) >= restartedAt && Number(l.added) > 0,
         30_000,
       );
-      await waitGone(cluster.server, pods, 'pods deleted after the data loss', 60_000);
+      await waitGone(cluster().server, pods, 'pods deleted after the data loss', 60_000);
       expect(restored.added).toBe(20);
-      expect(checkInvariants(cluster.server, ns, uids, { retentionMs: 5000 })).toEqual(CLEAN);
+      expect(checkInvariants(cluster().server, ns, uids, { retentionMs: 5000 })).toEqual(CLEAN);
       expect(deletesPerPod(uids)).toEqual(uids.map(() => 1));
       for (const r of replicas) expect(r.child.exitCode).toBeNull();
       console.info(
@@ -73,23 +66,23 @@ describe('Redis faults', () => {
   it(`Redis unreachable for ${SOAK ? 60 : 10} s → no crash, /readyz unready, cleanup resumes, nothing leaked`, async () => {
     const ns = 'redis-down';
     const outageMs = SOAK ? 60_000 : 10_000;
-    const env = replicaEnv(cluster, ns, 'rf2', { SDC_RETENTION: '2s', SDC_RECONCILE_INTERVAL: '5s' });
-    const replicas = [cluster.startReplica('d1', env), cluster.startReplica('d2', env)];
+    const env = replicaEnv(cluster(), ns, 'rf2', { SDC_RETENTION: '2s', SDC_RECONCILE_INTERVAL: '5s' });
+    const replicas = [cluster().startReplica('d1', env), cluster().startReplica('d2', env)];
     try {
       await firstLeader(replicas, ns);
       const urls = await Promise.all(replicas.map(httpUrl));
       await waitFor('both replicas ready', async () =>
         (await Promise.all(urls.map((u) => statusOf(`${u}/readyz`)))).every((s) => s === 200),
       );
-      const before = createDrivers(cluster.server, ns, 10, 'pre');
+      const before = createDrivers(cluster().server, ns, 10, 'pre');
       await waitFor('jobs of the first pods enqueued', () =>
         replicas.every((r) => r.lines.filter((l) => l.msg === 'enqueue' && l.namespace === ns).length >= 10),
       );
       const downAt = Date.now();
-      cluster.redis.pause();
+      cluster().redis.pause();
       // Pods that finish during the outage: their enqueue waits for Redis (or the reconcile adds them).
-      const during = createDrivers(cluster.server, ns, 10, 'mid');
-      const bystanders = createBystanders(cluster.server, ns);
+      const during = createDrivers(cluster().server, ns, 10, 'mid');
+      const bystanders = createBystanders(cluster().server, ns);
       await waitFor(
         'both replicas report /readyz unready',
         async () => (await Promise.all(urls.map((u) => statusOf(`${u}/readyz`)))).every((s) => s === 503),
@@ -105,19 +98,19 @@ describe('Redis faults', () => {
         outageMs + 5000,
         250,
       );
-      cluster.redis.resume();
+      cluster().redis.resume();
       const upAt = Date.now();
       const all = [...before, ...during];
-      await waitGone(cluster.server, all, 'every pod deleted after the outage', 60_000);
+      await waitGone(cluster().server, all, 'every pod deleted after the outage', 60_000);
       const cleanedAt = Date.now();
       await waitFor('both replicas ready again', async () =>
         (await Promise.all(urls.map((u) => statusOf(`${u}/readyz`)))).every((s) => s === 200),
       );
       const uids = all.map(uidOf);
-      expect(checkInvariants(cluster.server, ns, uids, { retentionMs: 2000 })).toEqual(CLEAN);
+      expect(checkInvariants(cluster().server, ns, uids, { retentionMs: 2000 })).toEqual(CLEAN);
       expect(deletesPerPod(uids)).toEqual(uids.map(() => 1));
       for (const r of replicas) expect(r.child.exitCode).toBeNull();
-      expect(bystandersIntact(cluster.server, bystanders)).toBe(true);
+      expect(bystandersIntact(cluster().server, bystanders)).toBe(true);
       const errors = replicas.flatMap((r) =>
         linesSince(r, downAt, (l) => l.level === 'error' || l.level === 'fatal'),
       );
