@@ -44,7 +44,7 @@ export async function runReplica(flags: Record<string, unknown>): Promise<void> 
   const log = createLogger({ level: config.logLevel, base: { replica: config.replicaId } });
   log.info({ config: redactConfig(config) }, 'effective configuration');
   // OTEL_* configure the traces (none when unset); the metrics are served on /metrics.
-  const telemetry = createTelemetry({ now: systemClock, replicaId: config.replicaId });
+  const telemetry = await createTelemetry({ now: systemClock, replicaId: config.replicaId });
   for (const w of telemetry.tracing.warnings) log.warn(w);
   if (telemetry.tracing.enabled) log.info('exporting traces over OTLP/HTTP');
   let replica: Awaited<ReturnType<typeof startReplica>>;

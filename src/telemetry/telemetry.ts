@@ -29,9 +29,9 @@ export interface Telemetry {
   shutdown(): Promise<void>;
 }
 
-/** Creates a replica's telemetry; tracing follows `OTEL_*` (see tracing.ts). Never throws. */
-export function createTelemetry(opts: TelemetryOptions): Telemetry {
-  const tracing = createTracing(opts);
+/** Creates a replica's telemetry; tracing follows `OTEL_*` (see tracing.ts). Never rejects. */
+export async function createTelemetry(opts: TelemetryOptions): Promise<Telemetry> {
+  const tracing = await createTracing(opts);
   const metrics = createMetrics({ now: opts.now, processMetrics: opts.processMetrics });
   return {
     tracing,

@@ -10,34 +10,19 @@
  * `…_HEADERS`, `…_TIMEOUT`, `…_COMPRESSION`, `…_CERTIFICATE` (read by the exporter itself),
  * `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER`, `OTEL_TRACES_SAMPLER_ARG`,
  * `OTEL_BSP_SCHEDULE_DELAY`, `OTEL_BSP_EXPORT_TIMEOUT`, `OTEL_BSP_MAX_QUEUE_SIZE`,
- * `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`. The 3.x SDK no longer reads the sampler and batch variables itself
- * (that moved to sdk-node, which would bring gRPC, logs and metrics exporters along), so they are parsed here.
+ * `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` (the sampler and batch ones are parsed by tracing-sdk.ts, which this module
+ * loads only when tracing is on, so that a replica without tracing does not load the SDK).
  */
 import {
   type Context,
-  context,
   defaultTextMapGetter,
   defaultTextMapSetter,
   ProxyTracerProvider,
   ROOT_CONTEXT,
   type Tracer,
 } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
-import {
-  AlwaysOffSampler,
-  AlwaysOnSampler,
-  BatchSpanProcessor,
-  ParentBasedSampler,
-  type Sampler,
-  SimpleSpanProcessor,
-  type SpanExporter,
-  type SpanProcessor,
-  TraceIdRatioBasedSampler,
-  TracerProvider,
-} from '@opentelemetry/sdk-trace';
+import type { SpanExporter } from '@opentelemetry/sdk-trace';
 
 /** Name of the tracer and default `service.name`. */
 export const SERVICE_NAME = 'spark-driver-cleaner';
@@ -87,58 +72,10 @@ export function tracingRequested(env: Record<string, string | undefined>): boole
 }
 
 /**
- * The sampler named by `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG`; default `parentbased_always_on`.
- * Returns a warning text for an unknown name or a bad ratio (and then the default, or ratio 1).
+ * Creates the process's tracing from the environment (or an injected exporter). The OpenTelemetry SDK and
+ * the OTLP exporter (~6 MiB of code) are loaded only when tracing is on (tracing-sdk.ts). Never rejects.
  */
-export function samplerFromEnv(env: Record<string, string | undefined>): {
-  sampler: Sampler;
-  warning?: string;
-} {
-  const name = (env.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on').trim().toLowerCase();
-  const argText = env.OTEL_TRACES_SAMPLER_ARG?.trim();
-  let warning: string | undefined;
-  const ratio = () => {
-    if (argText === undefined || argText === '') return 1;
-    const r = Number(argText);
-    if (Number.isFinite(r) && r >= 0 && r <= 1) return r;
-    warning = `OTEL_TRACES_SAMPLER_ARG="${argText}" is not a ratio from 0 to 1; using 1`;
-    return 1;
-  };
-  const parentBased = (root: Sampler) => new ParentBasedSampler({ root });
-  let sampler: Sampler;
-  switch (name) {
-    case 'always_on':
-      sampler = new AlwaysOnSampler();
-      break;
-    case 'always_off':
-      sampler = new AlwaysOffSampler();
-      break;
-    case 'traceidratio':
-      sampler = new TraceIdRatioBasedSampler(ratio());
-      break;
-    case 'parentbased_always_off':
-      sampler = parentBased(new AlwaysOffSampler());
-      break;
-    case 'parentbased_traceidratio':
-      sampler = parentBased(new TraceIdRatioBasedSampler(ratio()));
-      break;
-    case 'parentbased_always_on':
-      sampler = parentBased(new AlwaysOnSampler());
-      break;
-    default:
-      warning = `OTEL_TRACES_SAMPLER="${name}" is not supported; using parentbased_always_on`;
-      sampler = parentBased(new AlwaysOnSampler());
-  }
-  return warning ? { sampler, warning } : { sampler };
-}
-
-function positiveInt(env: Record<string, string | undefined>, name: string): number | undefined {
-  const n = Number(env[name]);
-  return env[name] !== undefined && Number.isInteger(n) && n > 0 ? n : undefined;
-}
-
-/** Creates the process's tracing from the environment (or an injected exporter). Never throws. */
-export function createTracing(opts: TracingOptions = {}): Tracing {
+export async function createTracing(opts: TracingOptions = {}): Promise<Tracing> {
   const env = opts.env ?? process.env;
   if (!opts.exporter && !tracingRequested(env)) {
     return {
@@ -149,48 +86,8 @@ export function createTracing(opts: TracingOptions = {}): Tracing {
       shutdown: async () => {},
     };
   }
-  const warnings: string[] = [];
-  const protocol = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL)?.trim();
-  if (!opts.exporter && protocol && protocol !== 'http/json') {
-    warnings.push(
-      `OTEL_EXPORTER_OTLP_PROTOCOL="${protocol}" is not supported; exporting OTLP over http/json`,
-    );
-  }
-  const { sampler, warning } = samplerFromEnv(env);
-  if (warning) warnings.push(warning);
-
-  let processor: SpanProcessor;
-  if (opts.exporter) {
-    processor = new SimpleSpanProcessor({ exporter: opts.exporter });
-  } else {
-    processor = new BatchSpanProcessor({
-      exporter: new OTLPTraceExporter(),
-      scheduledDelayMillis: positiveInt(env, 'OTEL_BSP_SCHEDULE_DELAY'),
-      exportTimeoutMillis: positiveInt(env, 'OTEL_BSP_EXPORT_TIMEOUT'),
-      maxQueueSize: positiveInt(env, 'OTEL_BSP_MAX_QUEUE_SIZE'),
-      maxExportBatchSize: positiveInt(env, 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE'),
-    });
-  }
-  // OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES (envDetector) win over our defaults.
-  const resource = resourceFromAttributes({
-    'service.name': SERVICE_NAME,
-    ...(opts.replicaId ? { 'service.instance.id': opts.replicaId } : {}),
-  }).merge(detectResources({ detectors: [envDetector] }));
-  const provider = new TracerProvider({ sampler, resource, spanProcessors: [processor] });
-  // Spans nest through async calls only with a context manager; a second call (two replicas in one
-  // process, in tests) finds it set and keeps it.
-  context.setGlobalContextManager(new AsyncLocalStorageContextManager());
-  let stopping: Promise<void> | undefined;
-  return {
-    enabled: true,
-    tracer: provider.getTracer(SERVICE_NAME),
-    warnings,
-    forceFlush: () => provider.forceFlush(),
-    shutdown() {
-      stopping ??= provider.shutdown().catch(() => {});
-      return stopping;
-    },
-  };
+  const { startSdkTracing } = await import('./tracing-sdk.ts');
+  return startSdkTracing(opts, env);
 }
 
 const propagator = new W3CTraceContextPropagator();

@@ -76,7 +76,7 @@ export async function startOpsEnv(contexts: string[], opts: { etcd?: boolean } =
       const logs = memoryLogger('debug');
       const log = logs.log.child({ replica: id });
       const spans = new InMemorySpanExporter();
-      const telemetry = createTelemetry({
+      const telemetry = await createTelemetry({
         now: systemClock,
         replicaId: id,
         env: {},

@@ -9,7 +9,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { CleanupJobData } from '../../src/queue/cleanup-queue.ts';
 import { traceFields } from '../../src/telemetry/log.ts';
 import { createTelemetry } from '../../src/telemetry/telemetry.ts';
-import { createTracing, samplerFromEnv, tracingRequested } from '../../src/telemetry/tracing.ts';
+import { createTracing, tracingRequested } from '../../src/telemetry/tracing.ts';
+import { samplerFromEnv } from '../../src/telemetry/tracing-sdk.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const job: CleanupJobData = {
@@ -76,7 +77,7 @@ describe('samplerFromEnv', () => {
 
 describe('with no OTEL_* configured', () => {
   it('records nothing: no traceparent on the job, no trace fields on log lines', async () => {
-    const telemetry = createTelemetry({ now: Date.now, env: {}, processMetrics: false });
+    const telemetry = await createTelemetry({ now: Date.now, env: {}, processMetrics: false });
     expect(telemetry.tracing.enabled).toBe(false);
     let sent: CleanupJobData | undefined;
     let fields: ReturnType<typeof traceFields> | undefined;
@@ -117,10 +118,10 @@ describe('OTLP/HTTP export', () => {
         OTEL_SERVICE_NAME: 'sdc-under-test',
         OTEL_BSP_SCHEDULE_DELAY: '50',
       });
-      const tracing = createTracing({ replicaId: 'r1' });
+      const tracing = await createTracing({ replicaId: 'r1' });
       expect(tracing.enabled).toBe(true);
       expect(tracing.warnings).toEqual([]);
-      const telemetry = createTelemetry({ now: Date.now, replicaId: 'r1', processMetrics: false });
+      const telemetry = await createTelemetry({ now: Date.now, replicaId: 'r1', processMetrics: false });
       const target = telemetry.forTarget({ context: 'alpha', namespace: 'ns' });
       let stamped: CleanupJobData | undefined;
       await target.enqueue('added', job, async (d) => {
