@@ -5,11 +5,14 @@
  * clean, pause…) on the server side, not only by hiding buttons. Enabling actions is an operator's
  * choice (`dashboardReadOnly: false`): a "retry" of a cleanup job is harmless (the handler re-checks and
  * deletes with the UID precondition), a "remove" forgets a pending cleanup until the next reconcile.
+ *
+ * Loaded on the first request under `/ui`: bull-board is ~15 MiB of resident code that a replica nobody
+ * looks at should not carry. Fastify cannot add routes once it listens, so the dashboard runs in its own
+ * Fastify instance that is never bound to a port, and `/ui` forwards to it in process (`inject`). The
+ * main server's hooks (basic auth) run before the forwarding.
  */
-import { createBullBoard } from '@bull-board/api';
-import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
-import { FastifyAdapter } from '@bull-board/fastify';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, InjectOptions } from 'fastify';
+import Fastify from 'fastify';
 import { targetLabel } from '../queue/job-identity.ts';
 import type { Replica } from '../replica.ts';
 
@@ -23,8 +26,44 @@ export interface DashboardOptions {
   readOnly: boolean;
 }
 
-/** Mounts the dashboard under {@link DASHBOARD_PATH}; its API lives under `/ui/api/`. */
-export async function registerDashboard(app: FastifyInstance, opts: DashboardOptions): Promise<void> {
+/**
+ * Routes {@link DASHBOARD_PATH} and everything under it (the dashboard's API lives under `/ui/api/`) to
+ * the dashboard, which is built on the first such request.
+ */
+export function registerDashboard(app: FastifyInstance, opts: DashboardOptions): void {
+  let dashboard: Promise<FastifyInstance> | undefined;
+  const forward = async (req: FastifyRequest, reply: FastifyReply) => {
+    dashboard ??= buildDashboard(opts).catch((err: unknown) => {
+      dashboard = undefined; // a later request tries again
+      throw err;
+    });
+    // The body was parsed by this server; inject serializes it again and sets its own length.
+    const { 'content-length': _length, 'transfer-encoding': _encoding, ...headers } = req.headers;
+    const res = await (await dashboard).inject({
+      method: req.method as InjectOptions['method'],
+      url: req.url,
+      headers,
+      ...(req.body === undefined ? {} : { payload: req.body as InjectOptions['payload'] }),
+    });
+    const { 'transfer-encoding': _chunked, connection: _connection, ...resHeaders } = res.headers;
+    return reply.code(res.statusCode).headers(resHeaders).send(res.rawPayload);
+  };
+  app.all(DASHBOARD_PATH, forward);
+  app.all(`${DASHBOARD_PATH}/*`, forward);
+  app.addHook('onClose', async () => {
+    const built = await dashboard?.catch(() => undefined);
+    await built?.close();
+  });
+}
+
+/** The dashboard as a Fastify instance of its own (not listening), ready for `inject`. */
+async function buildDashboard(opts: DashboardOptions): Promise<FastifyInstance> {
+  const [{ createBullBoard }, { BullMQAdapter }, { FastifyAdapter }] = await Promise.all([
+    import('@bull-board/api'),
+    import('@bull-board/api/bullMQAdapter'),
+    import('@bull-board/fastify'),
+  ]);
+  const app = Fastify({ logger: false });
   const serverAdapter = new FastifyAdapter();
   serverAdapter.setBasePath(DASHBOARD_PATH);
   createBullBoard({
@@ -43,4 +82,6 @@ export async function registerDashboard(app: FastifyInstance, opts: DashboardOpt
     },
   });
   await app.register(serverAdapter.registerPlugin(), { prefix: DASHBOARD_PATH });
+  await app.ready();
+  return app;
 }

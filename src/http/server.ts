@@ -69,7 +69,7 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
     return reply.type(contentType).send(text);
   });
   registerApiRoutes(app, { replica });
-  await registerDashboard(app, { replica, readOnly: config.dashboard.readOnly });
+  registerDashboard(app, { replica, readOnly: config.dashboard.readOnly });
   app.setErrorHandler((err, req, reply) => {
     const e = err as { message?: string; statusCode?: number };
     opts.log.warn({ err: { message: e.message }, url: req.url }, 'http request failed');
