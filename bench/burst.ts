@@ -25,19 +25,32 @@ import {
   stopFleet,
   until,
 } from './harness.ts';
+import { createMemoryCgroup, deploymentMemoryLimitBytes, type MemoryCgroup } from './memory-cgroup.ts';
 
 /** Options of {@link benchBurst}. */
 export interface BurstOptions {
   pods: number;
-  /** Leader runs: re-check mode and SDC_CONCURRENCY (the product default is 10). */
-  runs: { recheck: RecheckMode; concurrency: number }[];
+  /**
+   * Leader runs: re-check mode, SDC_CONCURRENCY (the product default is 100) and whether the leader runs as
+   * deployed, in a cgroup limited to the Deployment's `limits.memory` (Node then sizes a smaller heap).
+   */
+  runs: BurstRunSpec[];
+}
+
+/** One leader run of {@link BurstOptions.runs}. */
+export interface BurstRunSpec {
+  recheck: RecheckMode;
+  concurrency: number;
+  asDeployed?: boolean;
 }
 
 /** One leader's run. */
 export interface BurstRun {
   recheck: RecheckMode;
-  /** SDC_CONCURRENCY of the leader (the product default is 10). */
+  /** SDC_CONCURRENCY of the leader (the product default is 100). */
   concurrency: number;
+  /** The memory limit of the cgroup the leader ran in (as deployed), bytes; absent: none. */
+  memoryLimitBytes?: number;
   /** Pod creation to every job delayed in Redis, ms. */
   enqueueMs: number;
   /** Every job was enqueued before the pods came due. */
@@ -92,13 +105,15 @@ function peakPerSecond(series: [number, number][]): number {
 async function leaderRun(
   env: BenchEnv,
   pods: number,
-  recheck: RecheckMode,
-  concurrency: number,
+  { recheck, concurrency }: BurstRunSpec,
+  cgroup: MemoryCgroup | undefined,
+  memoryLimitBytes: number | undefined,
   raw: number,
 ): Promise<BurstRun> {
   const { server } = env;
-  const namespace = `burst-${recheckTag(recheck)}-${concurrency}`;
+  const namespace = `burst-${recheckTag(recheck)}-${concurrency}${cgroup ? '-deployed' : ''}`;
   const fleet = await spawnFleet(env, {
+    ...(cgroup ? { cgroupDir: cgroup.dir } : {}),
     mode: 'coordinated',
     count: 1,
     namespace,
@@ -155,6 +170,7 @@ async function leaderRun(
     return {
       recheck,
       concurrency,
+      ...(cgroup && memoryLimitBytes !== undefined ? { memoryLimitBytes } : {}),
       enqueueMs,
       enqueuedBeforeDeadline,
       cleanMs,
@@ -170,6 +186,7 @@ async function leaderRun(
     };
   } finally {
     await stopFleet(fleet);
+    cgroup?.remove();
   }
 }
 
@@ -200,11 +217,19 @@ export async function benchBurst(
   const raw = sorted[Math.floor(sorted.length / 2)] as RawDeleteRate;
   progress(`  → median ${raw.deletesPerSecond} DELETE/s`);
   const runs: BurstRun[] = [];
-  for (const { recheck, concurrency } of opts.runs) {
+  for (const spec of opts.runs) {
+    const limit = spec.asDeployed ? deploymentMemoryLimitBytes() : undefined;
+    const cgroup =
+      limit === undefined ? undefined : createMemoryCgroup(`sdc-bench-burst-${process.pid}`, limit);
+    if (spec.asDeployed && !cgroup) {
+      progress('burst: no memory cgroup could be created here: the leader as deployed is not measured');
+      continue;
+    }
     progress(
-      `burst: ${opts.pods} pods due at once, one leader, no rate limit, recheck=${recheck}, concurrency ${concurrency}`,
+      `burst: ${opts.pods} pods due at once, one leader, no rate limit, recheck=${spec.recheck}, ` +
+        `concurrency ${spec.concurrency}${cgroup ? `, as deployed (memory limit ${(limit ?? 0) / 2 ** 20} MiB)` : ''}`,
     );
-    const run = await leaderRun(env, opts.pods, recheck, concurrency, raw.deletesPerSecond);
+    const run = await leaderRun(env, opts.pods, spec, cgroup, limit, raw.deletesPerSecond);
     progress(`  → ${run.podsPerSecond} pods/s (${run.ratioToRaw} of raw), enqueue ${run.enqueueMs} ms`);
     runs.push(run);
   }

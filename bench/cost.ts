@@ -26,6 +26,7 @@ import {
   stopFleet,
   until,
 } from './harness.ts';
+import { createMemoryCgroup, deploymentMemoryLimitBytes } from './memory-cgroup.ts';
 
 /** Options of {@link benchCost}. */
 export interface CostOptions {
@@ -37,6 +38,13 @@ export interface CostOptions {
    * container image runs it), whose memory is not inflated by Node's TypeScript stripping.
    */
   compiled: boolean;
+  /**
+   * After the enqueue, how long to watch the replicas' memory for V8's memory reducer, ms (0: not at all).
+   * V8 keeps the heap pages a burst grew resident until its memory reducer runs a memory-reducing GC, which
+   * it does ~100 s after the last full GC in a quiet process; the watch ends early once every coordinated
+   * replica's RSS has dropped.
+   */
+  steadyWindowMs: number;
 }
 
 /** Memory of one replica process, MiB. */
@@ -45,10 +53,20 @@ export interface ReplicaMemory {
   mode: 'coordinated' | 'baseline';
   /** `source` = `node src/cli.ts` (type stripping); `compiled` = `node dist/src/cli.js`. */
   build: 'source' | 'compiled';
+  /**
+   * The memory limit of the cgroup the replica ran in, bytes: the Deployment's `limits.memory`, from which
+   * Node sizes its heap as in the container. Absent: no limit (V8's defaults for this machine's memory).
+   */
+  memoryLimitBytes?: number;
   /** VmRSS before the pods were created (informer synced on an empty namespace). */
   idleRssMiB: number;
-  /** VmRSS once every pod is cached and enqueued. */
+  /** VmRSS once every pod is cached and enqueued (V8 still holds the heap the enqueue burst grew). */
   rssMiB: number;
+  /**
+   * At the end of the steady window (CostOptions.steadyWindowMs): VmRSS and its split, and when the RSS first
+   * fell ≥ 10 % below {@link ReplicaMemory.rssMiB} (ms after the enqueue settled; absent when it did not).
+   */
+  steady?: { rssMiB: number; anonRssMiB: number; fileRssMiB: number; droppedAfterMs?: number };
   /** VmHWM: the peak so far. */
   peakRssMiB: number;
   /** RssAnon: heaps and stacks of this process. */
@@ -61,10 +79,20 @@ export interface ReplicaMemory {
 export interface CostResult {
   config: CostOptions & { retention: string };
   memory: ReplicaMemory[];
-  /** Largest coordinated VmRSS, MiB (source and compiled). */
+  /** Largest coordinated VmRSS right after the enqueue, MiB (source and compiled). */
   maxCoordinatedRssMiB: number;
-  /** VmRSS of the compiled coordinated replica, MiB (absent when not measured). */
+  /** VmRSS of the compiled coordinated replica without a memory limit, MiB (absent when not measured). */
   compiledRssMiB?: number;
+  /**
+   * VmRSS of the compiled coordinated replica run as the image runs in the Deployment: in a cgroup limited
+   * to the Deployment's `limits.memory` (absent when this machine does not allow creating one).
+   */
+  deployedRssMiB?: number;
+  /** Steady VmRSS of the compiled replica without a limit / as deployed, MiB (with a steady window). */
+  compiledSteadyRssMiB?: number;
+  deployedSteadyRssMiB?: number;
+  /** Why there is no {@link CostResult.deployedRssMiB} when the compiled replica was measured. */
+  deployedNote?: string;
   redisUsedMemoryBefore: number;
   redisUsedMemoryAfter: number;
   /** (used_memory after − before) / pods, bytes. */
@@ -110,6 +138,8 @@ export async function benchCost(
   progress(`cost: ${opts.replicas} coordinated + 1 baseline replica watching ${opts.pods} terminated pods`);
   const common = { namespace, queuePrefix: namespace, env: { SDC_RETENTION: '3600s' } };
   const replicas: ReplicaProcess[] = [];
+  let deployed: { limitBytes: number; remove: () => void } | undefined;
+  let deployedNote: string | undefined;
   try {
     replicas.push(
       ...(await spawnFleet(env, { ...common, mode: 'coordinated', count: opts.replicas, idPrefix: 'cost' })),
@@ -120,16 +150,19 @@ export async function benchCost(
     if (opts.compiled) {
       progress('  compiling (tsc -p tsconfig.build.json) for a replica run as the image runs it');
       const cliPath = buildCompiled();
-      replicas.push(
-        ...(await spawnFleet(env, {
-          ...common,
-          mode: 'coordinated',
-          count: 1,
-          idPrefix: 'cost-compiled',
-          joinExisting: true,
-          cliPath,
-        })),
-      );
+      const compiled = { ...common, mode: 'coordinated', count: 1, joinExisting: true, cliPath } as const;
+      replicas.push(...(await spawnFleet(env, { ...compiled, idPrefix: 'cost-compiled' })));
+      const limitBytes = deploymentMemoryLimitBytes();
+      const cgroup = createMemoryCgroup(`sdc-bench-${process.pid}`, limitBytes);
+      if (cgroup) {
+        deployed = { limitBytes, remove: cgroup.remove };
+        replicas.push(
+          ...(await spawnFleet(env, { ...compiled, idPrefix: 'cost-deployed', cgroupDir: cgroup.dir })),
+        );
+      } else {
+        deployedNote = 'no memory cgroup could be created here (needs root and a writable cgroup fs)';
+        progress(`  ${deployedNote}: the replica as deployed is not measured`);
+      }
     }
     const idle = new Map(replicas.map((r) => [r.id, processMemoryMiB(r.pid ?? 0).rssMiB]));
     const usedBefore = Number((await redisInfo(env.redisClient, 'memory')).used_memory);
@@ -158,13 +191,18 @@ export async function benchCost(
     }
     const cmdAfter = await redisCommandCalls(env.redisClient);
     const usedAfter = Number((await redisInfo(env.redisClient, 'memory')).used_memory);
+    const afterEnqueue = new Map(replicas.map((r) => [r.id, processMemoryMiB(r.pid ?? 0)]));
+    const steady = await watchSteadyMemory(replicas, afterEnqueue, opts.steadyWindowMs, env.now, progress);
     const memory: ReplicaMemory[] = replicas.map((r) => ({
       replica: r.id,
       mode: r.id.startsWith('cost-baseline') ? 'baseline' : 'coordinated',
-      build: r.id.startsWith('cost-compiled') ? 'compiled' : 'source',
+      build: r.id.startsWith('cost-compiled') || r.id.startsWith('cost-deployed') ? 'compiled' : 'source',
+      ...(r.id.startsWith('cost-deployed') && deployed ? { memoryLimitBytes: deployed.limitBytes } : {}),
       idleRssMiB: idle.get(r.id) ?? Number.NaN,
-      ...processMemoryMiB(r.pid ?? 0),
+      ...(afterEnqueue.get(r.id) ?? processMemoryMiB(r.pid ?? 0)),
+      ...(steady.has(r.id) ? { steady: steady.get(r.id) } : {}),
     }));
+    const steadyOf = (prefix: string) => memory.find((m) => m.replica.startsWith(prefix))?.steady?.rssMiB;
     // The bench's own INFO calls are a handful; the rest are the replicas'.
     const redisCommands = cmdAfter.total - cmdBefore.total;
     const coordinated = replicas.filter((r) => !r.id.startsWith('cost-baseline')).length;
@@ -173,8 +211,16 @@ export async function benchCost(
       memory,
       maxCoordinatedRssMiB: Math.max(...memory.filter((m) => m.mode === 'coordinated').map((m) => m.rssMiB)),
       ...(opts.compiled
-        ? { compiledRssMiB: memory.find((m) => m.build === 'compiled')?.rssMiB ?? Number.NaN }
+        ? {
+            compiledRssMiB: memory.find((m) => m.replica.startsWith('cost-compiled'))?.rssMiB ?? Number.NaN,
+          }
         : {}),
+      ...(deployed
+        ? { deployedRssMiB: memory.find((m) => m.replica.startsWith('cost-deployed'))?.rssMiB ?? Number.NaN }
+        : {}),
+      ...(deployedNote ? { deployedNote } : {}),
+      ...(steadyOf('cost-compiled') !== undefined ? { compiledSteadyRssMiB: steadyOf('cost-compiled') } : {}),
+      ...(steadyOf('cost-deployed') !== undefined ? { deployedSteadyRssMiB: steadyOf('cost-deployed') } : {}),
       redisUsedMemoryBefore: usedBefore,
       redisUsedMemoryAfter: usedAfter,
       redisBytesPerPendingJob: Math.round((usedAfter - usedBefore) / opts.pods),
@@ -184,11 +230,52 @@ export async function benchCost(
       enqueueMs,
     };
     progress(
-      `  → RSS ${result.maxCoordinatedRssMiB} MiB (compiled ${result.compiledRssMiB ?? '—'} MiB), Redis ${result.redisBytesPerPendingJob} B/job, ` +
+      `  → RSS ${result.maxCoordinatedRssMiB} MiB (compiled ${result.compiledRssMiB ?? '—'} MiB, as deployed ${result.deployedRssMiB ?? '—'} MiB; ` +
+        `steady: compiled ${result.compiledSteadyRssMiB ?? '—'} MiB, as deployed ${result.deployedSteadyRssMiB ?? '—'} MiB), Redis ${result.redisBytesPerPendingJob} B/job, ` +
         `${result.redisCommandsPerPodPerReplica} commands/pod/replica`,
     );
     return result;
   } finally {
     await stopFleet(replicas);
+    deployed?.remove();
+  }
+}
+
+/**
+ * Samples every replica's memory each second for up to `windowMs` (ms), ending 5 s after every coordinated
+ * replica's RSS has fallen ≥ 10 % below its value in `afterEnqueue` (V8's memory reducer ran). Returns each
+ * replica's last sample and when it dropped; empty when `windowMs` is 0.
+ */
+async function watchSteadyMemory(
+  replicas: readonly ReplicaProcess[],
+  afterEnqueue: ReadonlyMap<string, { rssMiB: number }>,
+  windowMs: number,
+  now: () => number,
+  progress: (msg: string) => void,
+): Promise<Map<string, NonNullable<ReplicaMemory['steady']>>> {
+  const out = new Map<string, NonNullable<ReplicaMemory['steady']>>();
+  if (windowMs <= 0) return out;
+  progress(
+    `  watching memory for up to ${windowMs / 1000} s (until V8's memory reducer has run in each replica)`,
+  );
+  const start = now();
+  const dropped = new Map<string, number>();
+  const coordinated = replicas.filter((r) => !r.id.startsWith('cost-baseline'));
+  for (;;) {
+    for (const r of replicas) {
+      const m = processMemoryMiB(r.pid ?? 0);
+      const before = afterEnqueue.get(r.id)?.rssMiB ?? Number.NaN;
+      if (!dropped.has(r.id) && m.rssMiB <= before * 0.9) dropped.set(r.id, now() - start);
+      const at = dropped.get(r.id);
+      out.set(r.id, {
+        rssMiB: m.rssMiB,
+        anonRssMiB: m.anonRssMiB,
+        fileRssMiB: m.fileRssMiB,
+        ...(at === undefined ? {} : { droppedAfterMs: at }),
+      });
+    }
+    const lastDrop = Math.max(...coordinated.map((r) => dropped.get(r.id) ?? Number.POSITIVE_INFINITY));
+    if (now() - start >= windowMs || now() - start >= lastDrop + 5000) return out;
+    await new Promise((resolve) => setTimeout(resolve, 1000));
   }
 }

@@ -84,6 +84,8 @@ export interface FleetSpec {
   onLine?: (replicaId: string, line: Record<string, unknown>) => void;
   /** Run this CLI entry point (e.g. a compiled `cli.js`) instead of `src/cli.ts`. */
   cliPath?: string;
+  /** A cgroup directory every replica joins before Node starts (bench/memory-cgroup.ts). */
+  cgroupDir?: string;
   /** The target already has a leader: do not wait for one of these replicas to be elected. */
   joinExisting?: boolean;
 }
@@ -112,6 +114,7 @@ export function spawnOne(env: BenchEnv, spec: FleetSpec, id: string): ReplicaPro
     env: replicaEnv(env, spec),
     keepLines: 500,
     ...(spec.cliPath ? { cliPath: spec.cliPath } : {}),
+    ...(spec.cgroupDir ? { cgroupDir: spec.cgroupDir } : {}),
     onLine: (line: Record<string, unknown>) => spec.onLine?.(id, line),
   };
   const r = spec.mode === 'baseline' ? spawnBaselineReplica(opts) : spawnReplica(opts);

@@ -126,6 +126,7 @@ export async function runBench(opts: RunBenchOptions): Promise<{ results: BenchR
                 { recheck: 'live', concurrency: 100 },
                 { recheck: 'cache', concurrency: 100 },
                 { recheck: 'resource-version', concurrency: 10 },
+                { recheck: 'resource-version', concurrency: 100, asDeployed: true },
               ],
         },
         progress,
@@ -139,7 +140,7 @@ export async function runBench(opts: RunBenchOptions): Promise<{ results: BenchR
     if (only.has('cost')) {
       results.benchmarks.cost = await benchCost(
         env,
-        { pods: q ? 1000 : 10_000, replicas: 2, compiled: !q },
+        { pods: q ? 1000 : 10_000, replicas: 2, compiled: !q, steadyWindowMs: q ? 0 : 240_000 },
         progress,
       );
     }

@@ -29,6 +29,11 @@ export interface SpawnReplicaOptions {
   command?: string;
   /** CLI entry point to run (default {@link CLI_PATH}; the benchmarks also run a compiled `cli.js`). */
   cliPath?: string;
+  /**
+   * A cgroup directory (its `cgroup.procs` writable) that the process joins before Node starts, so that
+   * Node sizes its heap from the cgroup's memory limit as it does in a container (the cost benchmark).
+   */
+  cgroupDir?: string;
 }
 
 /** A replica child process. */
@@ -57,7 +62,15 @@ export function spawnReplica(opts: SpawnReplicaOptions): ReplicaProcess {
   // REPLICA_NODE_ARGS: extra Node flags for every replica, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` or V8
   // heap flags (bench/README.md).
   const nodeArgs = (process.env.REPLICA_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const child = spawn(process.execPath, [...nodeArgs, opts.cliPath ?? CLI_PATH, opts.command ?? 'run'], {
+  const argv = [...nodeArgs, opts.cliPath ?? CLI_PATH, opts.command ?? 'run'];
+  // With a cgroup: a shell joins it, then execs Node (same pid), which reads the limit at start.
+  const [file, args] = opts.cgroupDir
+    ? [
+        '/bin/sh',
+        ['-c', 'echo $$ > "$0/cgroup.procs" && exec "$@"', opts.cgroupDir, process.execPath, ...argv],
+      ]
+    : [process.execPath, argv];
+  const child = spawn(file, args, {
     env: { ...process.env, SDC_REPLICA_ID: opts.id, ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
