@@ -448,6 +448,8 @@ describe('failures', () => {
     await until('the watch closed', () => server.openWatches() < before);
     const n = paths.length;
     createDriver(ns);
+    // An absence has no condition to wait for. A loop still running would re-watch at once after the watch
+    // ended, or relist after its first backoff (≤ backoffMs = 50 ms, jittered down): 200 ms is 4× the latest.
     await new Promise((r) => setTimeout(r, 200));
     expect(paths.length).toBe(n);
     expect(s.events).toHaveLength(0);
