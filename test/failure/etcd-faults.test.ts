@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { ReplicaProcess } from '../../src/sandbox/replica-process.ts';
+import { deletesPer } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
 import {
   bystandersIntact,
@@ -40,11 +41,6 @@ const up = async (i: number) => {
   await member(i).restart();
 };
 const allUp = () => Promise.all([...killed].map(up));
-const deletesPerPod = (uids: string[]) => {
-  const m = cluster().server.requests.deletesByUid();
-  return uids.map((u) => m.get(u)?.length ?? 0);
-};
-
 describe('etcd cluster faults', () => {
   it('one member killed → elections go on: cleanup continues and a handover still works', async () => {
     const ns = 'etcd-one';
@@ -70,7 +66,7 @@ describe('etcd cluster faults', () => {
       await waitGone(cluster().server, b, 'pods deleted by the leader elected on two members', 60_000);
       const uids = [...a, ...b].map(uidOf);
       expect(checkInvariants(cluster().server, ns, uids, { retentionMs: 1000 })).toEqual(CLEAN);
-      expect(deletesPerPod(uids)).toEqual(uids.map(() => 1));
+      expect(deletesPer(cluster().server, uids)).toEqual(uids.map(() => 1));
       console.info(
         `[failure] etcd one member down: handover on 2 members in ${timeOf(next.l) - handoverAt} ms`,
       );
@@ -121,7 +117,7 @@ describe('etcd cluster faults', () => {
       expect(linesSince(leader, timeOf(lost), (l) => l.outcome === 'accepted')).toEqual([]);
       const uids = [...before, ...during].map(uidOf);
       expect(checkInvariants(cluster().server, ns, uids, { retentionMs: 1000 })).toEqual(CLEAN);
-      expect(deletesPerPod(uids)).toEqual(uids.map(() => 1));
+      expect(deletesPer(cluster().server, uids)).toEqual(uids.map(() => 1));
       console.info(
         `[failure] etcd leader's member killed: fenced after ${timeOf(lost) - killedAt} ms, ` +
           `new leader ${next.r.id} after ${timeOf(next.l) - killedAt} ms (TTL 3 s)`,
@@ -175,7 +171,7 @@ describe('etcd cluster faults', () => {
       expect(
         checkInvariants(cluster().server, ns, [...warm, ...pods].map(uidOf), { retentionMs: 1000 }),
       ).toEqual(CLEAN);
-      expect(deletesPerPod(uids)).toEqual(uids.map(() => 1));
+      expect(deletesPer(cluster().server, uids)).toEqual(uids.map(() => 1));
       expect(bystandersIntact(cluster().server, bystanders)).toBe(true);
       const firstDelete = Math.min(
         ...cluster()

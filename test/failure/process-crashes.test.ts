@@ -13,6 +13,7 @@ import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import { createPodApi } from '../../src/kube/pod-api.ts';
 import { createRateLimiter } from '../../src/kube/rate-limiter.ts';
 import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
+import { deletesPer } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
 import {
   bystandersIntact,
@@ -61,7 +62,7 @@ describe('process crashes and fencing', () => {
     await waitGone(cluster().server, pods, 'every pod of the burst deleted', 120_000);
     const doneAt = Date.now();
     expect(checkInvariants(cluster().server, ns, uids, { retentionMs: 1000 })).toEqual(CLEAN);
-    expect(deletesPerPod(uids)).toEqual(uids.map(() => 1));
+    expect(deletesPer(cluster().server, uids)).toEqual(uids.map(() => 1));
     expect(bystandersIntact(cluster().server, bystanders)).toBe(true);
     // In-flight jobs of the dead leader come back through BullMQ's stall detection (lock 10 s, check 5 s).
     expect(doneAt - killedAt).toBeLessThan(45_000);
@@ -127,7 +128,7 @@ describe('process crashes and fencing', () => {
           .filter((r) => r.atMs < electedAt),
       ).toEqual([]);
       expect(checkInvariants(cluster().server, ns, uids, { retentionMs: 1000 })).toEqual(CLEAN);
-      expect(deletesPerPod(uids)).toEqual(uids.map(() => 1));
+      expect(deletesPer(cluster().server, uids)).toEqual(uids.map(() => 1));
       expect(bystandersIntact(cluster().server, bystanders)).toBe(true);
       const putBack = linesSince(old, resumedAt, (l) => l.msg === 'job put back before its DELETE').length;
       console.info(
@@ -168,7 +169,7 @@ describe('process crashes and fencing', () => {
       .filter((r) => r.verb === 'delete' && r.atMs < (deadline.get(r.uid ?? '') ?? 0));
     expect(early).toEqual([]);
     expect(checkInvariants(cluster().server, ns, uids, { retentionMs: 3000 })).toEqual(CLEAN);
-    expect(deletesPerPod(uids)).toEqual(uids.map(() => 1));
+    expect(deletesPer(cluster().server, uids)).toEqual(uids.map(() => 1));
     expect(handoverMs).toBeLessThan(2500);
     console.info(`[failure] SIGTERM handover: new leader ${handoverMs} ms after SIGTERM`);
     await stopAll(replicas);
@@ -219,8 +220,3 @@ describe('process crashes and fencing', () => {
     expect(cluster().server.pods.get(ns, pod?.metadata?.name ?? '')?.metadata?.uid).toBe(uidOf(pod));
   });
 });
-
-function deletesPerPod(uids: string[]): number[] {
-  const m = cluster().server.requests.deletesByUid();
-  return uids.map((u) => m.get(u)?.length ?? 0);
-}

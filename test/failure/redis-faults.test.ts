@@ -4,6 +4,7 @@
  * processes, real etcd, the sandbox API server.
  */
 import { describe, expect, it } from 'vitest';
+import { deletesPer } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
 import {
   bystandersIntact,
@@ -25,11 +26,6 @@ import {
 } from './helpers.ts';
 
 const cluster = useFailureCluster();
-
-const deletesPerPod = (uids: string[]) => {
-  const m = cluster().server.requests.deletesByUid();
-  return uids.map((u) => m.get(u)?.length ?? 0);
-};
 
 describe('Redis faults', () => {
   it('Redis restarted with its data lost → the leader’s periodic reconcile restores the jobs; each pod DELETEd once', async () => {
@@ -53,7 +49,7 @@ describe('Redis faults', () => {
       await waitGone(cluster().server, pods, 'pods deleted after the data loss', 60_000);
       expect(restored.added).toBe(20);
       expect(checkInvariants(cluster().server, ns, uids, { retentionMs: 5000 })).toEqual(CLEAN);
-      expect(deletesPerPod(uids)).toEqual(uids.map(() => 1));
+      expect(deletesPer(cluster().server, uids)).toEqual(uids.map(() => 1));
       for (const r of replicas) expect(r.child.exitCode).toBeNull();
       console.info(
         `[failure] Redis data lost: jobs restored by the reconcile ${timeOf(restored) - restartedAt} ms after the restart`,
@@ -108,7 +104,7 @@ describe('Redis faults', () => {
       );
       const uids = all.map(uidOf);
       expect(checkInvariants(cluster().server, ns, uids, { retentionMs: 2000 })).toEqual(CLEAN);
-      expect(deletesPerPod(uids)).toEqual(uids.map(() => 1));
+      expect(deletesPer(cluster().server, uids)).toEqual(uids.map(() => 1));
       for (const r of replicas) expect(r.child.exitCode).toBeNull();
       expect(bystandersIntact(cluster().server, bystanders)).toBe(true);
       const errors = replicas.flatMap((r) =>
