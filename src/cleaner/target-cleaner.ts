@@ -225,17 +225,19 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     return added + retried;
   }
 
-  /** Local leadership only: BullMQ lists the workers connected to the queue (Redis CLIENT LIST names). */
+  /**
+   * Local leadership only: warns when workers of other replicas consume the same queue (Redis CLIENT LIST
+   * names), every 30 s. The first look waits (at most 10 s) until this replica's own worker is listed, so that a
+   * replica started beside another one warns at once.
+   */
   async function checkAlone(myTerm: number): Promise<void> {
+    const firstLookBy = opts.now() + 10_000;
     while (myTerm === term && !stopped) {
-      const workers = await opts.queue.queue.getWorkers().catch(() => []);
-      const names = new Set(
-        workers.map((w) =>
-          String(w.name ?? '')
-            .split(':')
-            .pop(),
-        ),
-      );
+      const names = new Set(await opts.queue.workerNames().catch(() => []));
+      if (!names.has(opts.replicaId) && opts.now() < firstLookBy) {
+        await new Promise((r) => setTimeout(r, 200).unref());
+        continue;
+      }
       if (names.size > 1) {
         log.warn(
           { workers: [...names] },

@@ -131,6 +131,12 @@ export interface CleanupQueue {
   isTombstoned(uid: string): Promise<boolean>;
   /** Re-queues failed jobs whose pod `stillEligible` says should still be cleaned; returns how many. */
   retryFailed(stillEligible: (uid: string) => boolean): Promise<number>;
+  /**
+   * The names (`Worker` option `name`: the replica id) of the workers connected to this queue, one entry per
+   * Redis connection, from Redis's CLIENT LIST. BullMQ's `getWorkers()` puts the queue's name in each entry's
+   * `name` and the client name `<prefix>:<queue, base64>:w:<worker name>` in `rawname`.
+   */
+  workerNames(): Promise<string[]>;
   close(): Promise<void>;
 }
 
@@ -226,6 +232,13 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
         }
       }
       return n;
+    },
+    async workerNames() {
+      const clients = (await queue.getWorkers()) as { rawname?: string }[];
+      return clients.map(({ rawname = '' }) => {
+        const at = rawname.indexOf(':w:');
+        return at < 0 ? rawname : rawname.slice(at + 3);
+      });
     },
     async close() {
       await queue.close();

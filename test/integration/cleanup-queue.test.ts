@@ -65,6 +65,24 @@ describe('cleanup queue (real Redis)', () => {
     for (const k of keys ?? []) expect(k).toMatch(/^t1:\{arn%3Aaws%3Aeks%3Ax%3A1%3Acluster%2Fa\.spark\}:/);
   });
 
+  it('workerNames lists the replica id of each worker connected to the queue', async () => {
+    const q = replicaQueue('t9');
+    expect(await q.workerNames()).toEqual([]);
+    const workers = ['replica-a', 'replica-b'].map(
+      (name) => new Worker(q.name, async () => undefined, { connection: connect(), prefix: 't9', name }),
+    );
+    try {
+      // A worker names its Redis connections when it starts consuming.
+      const names = await waitFor('both workers listed', async () => {
+        const n = new Set(await q.workerNames());
+        return n.size === 2 ? [...n].sort() : undefined;
+      });
+      expect(names).toEqual(['replica-a', 'replica-b']);
+    } finally {
+      await Promise.all(workers.map((w) => w.close()));
+    }
+  });
+
   it('cancel removes the pending job and tombstones the UID for every replica', async () => {
     const [a, b] = [replicaQueue('t2'), replicaQueue('t2')];
     const uid = '0b1c1a52-2c4e-4c55-9a0e-000000000002';
