@@ -58,7 +58,21 @@ export async function runReplica(flags: Record<string, unknown>): Promise<void> 
     }
     throw err;
   }
-  const http = await startHttpServer({ config, replica, log, now: systemClock, metrics: telemetry.metrics });
+  let http: Awaited<ReturnType<typeof startHttpServer>>;
+  try {
+    http = await startHttpServer({ config, replica, log, now: systemClock, metrics: telemetry.metrics });
+  } catch (err) {
+    const why = listenFailure(err);
+    if (!why) throw err;
+    // Not a crash to restart from: the port or address is wrong for this host. Resign before leaving.
+    process.stderr.write(
+      `spark-driver-cleaner: invalid configuration:\n  - httpHost/httpPort (--http-host/--http-port, ` +
+        `SDC_HTTP_HOST/SDC_HTTP_PORT): cannot listen on ${config.httpHost}:${config.httpPort}: ${why}\n`,
+    );
+    await replica.stop().catch(() => undefined);
+    log.flush();
+    process.exit(2);
+  }
   log.info({ url: http.url }, 'http server listening');
 
   let exiting = false;
@@ -78,4 +92,22 @@ export async function runReplica(flags: Record<string, unknown>): Promise<void> 
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+/** Why the HTTP server could not listen, for errors that a configuration change fixes; else undefined. */
+function listenFailure(err: unknown): string | undefined {
+  const code = (err as { code?: unknown })?.code;
+  switch (code) {
+    case 'EADDRINUSE':
+      return 'the port is already in use (EADDRINUSE): choose a free port';
+    case 'EADDRNOTAVAIL':
+      return 'the address is not one of this host (EADDRNOTAVAIL): use 0.0.0.0, 127.0.0.1 or an address of this host';
+    case 'EACCES':
+      return 'permission denied (EACCES): ports below 1024 need privileges; choose a port ≥ 1024';
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return `the host name does not resolve (${code}): use an IP address or a resolvable name`;
+    default:
+      return undefined;
+  }
 }

@@ -1,3 +1,4 @@
+import { type AddressInfo, createServer } from 'node:net';
 /**
  * Failure modes: bad input. Every configuration field wrong in turn (exit 2, the message names the
  * field); Redis, etcd and the API server all unreachable at start (clear warnings, retries with backoff,
@@ -123,6 +124,32 @@ describe('bad input', () => {
     }
     expect(problems).toEqual([]);
   }, 240_000);
+
+  it('an HTTP port already in use, or an address not of this host → exit 2 naming httpHost/httpPort, no stack trace', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = String((taken.address() as AddressInfo).port);
+      const [inUse, foreign] = await Promise.all([
+        runWith('http-in-use', { SDC_HTTP_HOST: '127.0.0.1', SDC_HTTP_PORT: port }),
+        // TEST-NET-2 (RFC 5737): never an address of this host.
+        runWith('http-foreign', { SDC_HTTP_HOST: '198.51.100.7' }),
+      ]);
+      for (const [r, why] of [
+        [inUse, 'EADDRINUSE'],
+        [foreign, 'EADDRNOTAVAIL'],
+      ] as const) {
+        expect(r.code, r.stderr).toBe(2);
+        expect(r.stderr).toMatch(
+          /- httpHost\/httpPort \(--http-host\/--http-port, SDC_HTTP_HOST\/SDC_HTTP_PORT\)/,
+        );
+        expect(r.stderr).toContain(why);
+        expect(r.stderr).not.toMatch(/\n\s+at /);
+      }
+    } finally {
+      taken.close();
+    }
+  }, 120_000);
 
   it('Redis, etcd and the API server unreachable at start → warnings, retries with backoff, no exit; recovers when they appear', async () => {
     const ns = 'late';
