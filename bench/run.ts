@@ -34,7 +34,11 @@ export interface RunBenchOptions {
   name?: string;
   /** Directory of the results JSON (default `bench/results`). */
   resultsDir?: string;
-  /** Where to write the Markdown report and its SVG charts (default `bench/`); `null` = no report. */
+  /**
+   * Where to write the Markdown report and its SVG charts; `null` = no report. Default: `bench/` (the
+   * committed REPORT.md) for a full run of every benchmark, else `<resultsDir>/<name>/`, so that a quick or
+   * partial run does not overwrite the full run's report.
+   */
   reportDir?: string | null;
   /** Clock, epoch ms. */
   now: () => number;
@@ -154,7 +158,8 @@ export async function runBench(opts: RunBenchOptions): Promise<{ results: BenchR
   const path = join(dir, `${results.name}.json`);
   writeFileSync(path, `${JSON.stringify(results, null, 2)}\n`);
   if (opts.reportDir !== null) {
-    const reportDir = opts.reportDir ?? BENCH_DIR;
+    const full = !opts.quick && (opts.only === undefined || BENCHMARKS.every((b) => opts.only?.includes(b)));
+    const reportDir = opts.reportDir ?? (full ? BENCH_DIR : join(dir, results.name));
     renderReport(results, reportDir, path);
     progress(`report: ${join(reportDir, 'REPORT.md')}`);
   }

@@ -4,6 +4,8 @@
 # (which bring Node 24 as the `node` dev dependency). Fast when everything is already there.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# Everything this prints goes to stderr: `npm run -s demo -- --json` keeps stdout for the JSON.
+exec 1>&2
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)

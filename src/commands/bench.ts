@@ -59,7 +59,10 @@ export function registerBenchCommand(program: Command): void {
     .option('--quick', 'small sizes and short windows (under two minutes, for CI)', false)
     .addOption(new Option('--only <list>', `benchmarks to run: ${NAMES.join(',')}`).argParser(benchList))
     .addOption(new Option('--name <name>', 'results file name (default quick or full)').argParser(fileName))
-    .option('--out <dir>', 'write the results JSON and the report there instead of bench/results and bench/')
+    .option(
+      '--out <dir>',
+      'write the results JSON and the report there (default: bench/results, and the report in bench/ for a full run, bench/results/<name>/ otherwise)',
+    )
     .action(async (flags: { quick: boolean; only?: string[]; name?: string; out?: string }) => {
       if (!existsSync(RUN_PATH)) {
         process.stderr.write(

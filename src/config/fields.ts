@@ -95,7 +95,11 @@ export const FIELDS: readonly FieldSpec[] = [
     help: 'Period of the leader’s full reconcile (heals lost Redis data).',
   },
   { key: 'queuePrefix', default: 'sdc', help: 'Redis key prefix of the queues and tombstones.' },
-  { key: 'logLevel', default: 'info', help: '`debug` shows no-op outcomes; `info`, `warn`, `error`.' },
+  {
+    key: 'logLevel',
+    default: 'info',
+    help: "`debug` shows no-op outcomes; `info`, `warn`, `error` (also pino's `trace`, `fatal`, `silent`).",
+  },
   { key: 'dashboardReadOnly', default: 'true', help: 'Bull dashboard without retry/remove actions.' },
   { key: 'dashboardUser', help: 'Basic-auth user of the dashboard (set with the password).' },
   { key: 'dashboardPassword', help: 'Basic-auth password of the dashboard.', secret: true },
