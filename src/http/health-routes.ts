@@ -1,8 +1,11 @@
 /**
- * Probes. `/healthz` (liveness): fails when an informer has been down longer than a threshold or the event
- * loop has been blocked longer than one — restarting the process is then the cure. `/readyz`
- * (readiness): informers synced, Redis reachable, etcd answering when configured — a replica that is
- * not ready still runs and recovers by itself, it just should not be counted on.
+ * Probes. `/healthz` (liveness): fails only when the event loop has been blocked longer than a threshold —
+ * restarting the process is then the cure. An informer that cannot list or watch (the API server down, RBAC
+ * missing) is not: a restart would not fix the API, and every replica restarting at once during an API
+ * outage, then backing off (CrashLoopBackOff), would leave none running when it comes back. So an informer
+ * down longer than a threshold is listed in `/healthz`'s body and fails `/readyz` (readiness): informers
+ * synced and up, Redis reachable, etcd answering when configured — a replica that is not ready still runs and
+ * recovers by itself, it just should not be counted on.
  */
 import type { FastifyInstance } from 'fastify';
 import { targetLabel } from '../queue/job-identity.ts';
@@ -13,7 +16,7 @@ export interface HealthOptions {
   replica: Replica;
   /** Epoch ms. */
   now: () => number;
-  /** An informer down longer than this fails /healthz, ms (default 120 000). */
+  /** An informer down longer than this fails /readyz (and is listed by /healthz), ms (default 120 000). */
   informerDownThresholdMs?: number;
   /** An event-loop stall longer than this (seen in the last minute) fails /healthz, ms (default 10 000). */
   eventLoopStallThresholdMs?: number;
@@ -51,15 +54,18 @@ export function registerHealthRoutes(app: FastifyInstance, opts: HealthOptions):
   const loop = watchEventLoop();
   app.addHook('onClose', async () => loop.stop());
 
-  app.get('/healthz', async (_req, reply) => {
-    const down = replica.cleaners
+  const informersDown = () =>
+    replica.cleaners
       .filter((c) => {
         const since = c.informerState.downSinceMs;
         return since !== undefined && now() - since > downThreshold;
       })
       .map((c) => targetLabel(c.target));
+
+  app.get('/healthz', async (_req, reply) => {
+    const down = informersDown();
     const stallMs = loop.worstRecentStallMs();
-    const ok = down.length === 0 && stallMs <= stallThreshold;
+    const ok = stallMs <= stallThreshold;
     return reply.code(ok ? 200 : 503).send({
       ok,
       ...(down.length > 0 ? { informersDown: down } : {}),
@@ -84,7 +90,12 @@ export function registerHealthRoutes(app: FastifyInstance, opts: HealthOptions):
           redisTimer = setTimeout(() => r(false), opts.etcdTimeoutMs ?? 1000);
         }),
       ]).finally(() => clearTimeout(redisTimer)));
-    const checks: Record<string, boolean> = { informersSynced: unsynced.length === 0, redis };
+    const down = informersDown();
+    const checks: Record<string, boolean> = {
+      informersSynced: unsynced.length === 0,
+      informersUp: down.length === 0,
+      redis,
+    };
     if (replica.etcd) {
       let timer: NodeJS.Timeout | undefined;
       checks.etcd = await Promise.race([
@@ -98,6 +109,11 @@ export function registerHealthRoutes(app: FastifyInstance, opts: HealthOptions):
       ]).finally(() => clearTimeout(timer));
     }
     const ok = Object.values(checks).every(Boolean);
-    return reply.code(ok ? 200 : 503).send({ ok, ...checks, ...(unsynced.length ? { unsynced } : {}) });
+    return reply.code(ok ? 200 : 503).send({
+      ok,
+      ...checks,
+      ...(unsynced.length ? { unsynced } : {}),
+      ...(down.length ? { informersDown: down } : {}),
+    });
   });
 }

@@ -1,0 +1,56 @@
+/**
+ * Probes when the API server refuses an informer (RBAC missing, API down): `/readyz` fails once an informer
+ * has been down past the threshold, `/healthz` lists it but stays 200 (a restart would not fix the API),
+ * and both recover when the API answers again.
+ */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { systemClock } from '../../src/clock.ts';
+import { type HttpServer, startHttpServer } from '../../src/http/server.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { http, type OpsEnv, startOpsEnv } from './ops-env.ts';
+
+let env: OpsEnv;
+beforeAll(async () => {
+  env = await startOpsEnv(['alpha']);
+}, 60_000);
+afterAll(async () => {
+  await env?.stop();
+});
+
+it('an informer down past the threshold fails /readyz, not /healthz; both recover', async () => {
+  const server = env.servers.alpha;
+  if (!server) throw new Error('no sandbox server');
+  const fault = server.faults.inject({ verb: 'list', path: '/namespaces/probes-down/pods', status: 403 });
+  const r = await env.startReplica('probes-1', {
+    SDC_TARGETS: 'alpha:probes-up,alpha:probes-down',
+    SDC_QUEUE_PREFIX: 'probes',
+  });
+  // A second server on the replica with a short threshold (the default is 2 min).
+  const probes: HttpServer = await startHttpServer({
+    config: { ...r.config, httpPort: 0 },
+    replica: r.replica,
+    log: r.logs.log,
+    now: systemClock,
+    informerDownThresholdMs: 300,
+  });
+  try {
+    const ready = await waitFor('/readyz failing on the down informer', async () => {
+      const res = await http(probes.url, '/readyz');
+      const body = res.json() as Record<string, unknown>;
+      return res.status === 503 && body.informersUp === false ? body : undefined;
+    });
+    expect(ready).toMatchObject({ ok: false, informersUp: false, informersDown: ['alpha:probes-down'] });
+    const live = await http(probes.url, '/healthz');
+    expect(live.status).toBe(200);
+    expect(live.json()).toMatchObject({ ok: true, informersDown: ['alpha:probes-down'] });
+
+    server.faults.clear(fault);
+    await waitFor(
+      '/readyz back to 200',
+      async () => (await http(probes.url, '/readyz')).status === 200 || undefined,
+    );
+    expect((await http(probes.url, '/healthz')).json()).not.toHaveProperty('informersDown');
+  } finally {
+    await probes.close();
+  }
+});
