@@ -54,7 +54,8 @@ function describe(key: string, source: Source, file: string | undefined): string
     case 'file':
       return `${key} in ${file}`;
     default:
-      return `${key} (default)`;
+      // Not set anywhere (its default, or nothing): say where it can be set.
+      return `${key} (${flagName(key)} or ${envName(key)})`;
   }
 }
 

@@ -159,18 +159,26 @@ export const configSchema = z
       .regex(/^[A-Za-z0-9_-]{1,32}$/, 'expected 1-32 letters, digits, - or _ (no colon)'),
     logLevel: lowerEnum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']),
     dashboardReadOnly: bool,
-    dashboardUser: z.string().min(1).optional(),
-    dashboardPassword: z.string().min(1).optional(),
+    dashboardUser: z.string().min(1, 'empty; expected a user name, or leave it unset').optional(),
+    dashboardPassword: z.string().min(1, 'empty; expected a password, or leave it unset').optional(),
   })
   .strict()
   .superRefine((c, ctx) => {
     if ((c.dashboardUser === undefined) !== (c.dashboardPassword === undefined)) {
+      // Named by the half that is missing, so the message points at what to add.
+      const missing = c.dashboardUser === undefined ? 'dashboardUser' : 'dashboardPassword';
       ctx.addIssue({
         code: 'custom',
-        path: ['dashboardPassword'],
-        message: 'set both dashboardUser and dashboardPassword, or neither',
+        path: [missing],
+        message: 'not set; set both dashboardUser and dashboardPassword, or neither',
       });
     }
+    if (c.retryBaseDelay > c.retryMaxDelay)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['retryBaseDelay'],
+        message: `longer than retryMaxDelay (${c.retryMaxDelay} ms); expected at most it`,
+      });
     if (c.retention > 365 * 86_400_000)
       ctx.addIssue({
         code: 'custom',

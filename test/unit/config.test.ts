@@ -130,7 +130,16 @@ describe('loadConfig', () => {
     ['bad selector', { SDC_LABEL_SELECTOR: 'spark-role=driver,=x' }, /SDC_LABEL_SELECTOR: invalid label key/],
     ['bad replica id', { SDC_REPLICA_ID: 'a b' }, /SDC_REPLICA_ID: expected letters/],
     ['bad prefix', { SDC_QUEUE_PREFIX: 'a:b' }, /SDC_QUEUE_PREFIX: expected 1-32 letters/],
-    ['half of basic auth', { SDC_DASHBOARD_USER: 'admin' }, /set both dashboardUser and dashboardPassword/],
+    [
+      'half of basic auth',
+      { SDC_DASHBOARD_USER: 'admin' },
+      /^dashboardPassword \(--dashboard-password or SDC_DASHBOARD_PASSWORD\): not set; set both dashboardUser and dashboardPassword/,
+    ],
+    [
+      'retry base delay above the max',
+      { SDC_RETRY_BASE_DELAY: '10m', SDC_RETRY_MAX_DELAY: '1s' },
+      /SDC_RETRY_BASE_DELAY: longer than retryMaxDelay \(1000 ms\)/,
+    ],
     ['bad tombstone ttl', { SDC_TOMBSTONE_TTL: 'forever' }, /SDC_TOMBSTONE_TTL: "forever" is not a duration/],
     [
       'bad reconcile interval',
@@ -146,6 +155,13 @@ describe('loadConfig', () => {
       expect(lines.join('\n')).toMatch(pattern);
     });
   }
+
+  it('an empty --dashboard-password: named, with what is expected', () => {
+    const lines = problems(() =>
+      loadConfig({ env: { ...base, SDC_DASHBOARD_USER: 'admin' }, flags: { dashboardPassword: '' } }),
+    );
+    expect(lines).toEqual(['--dashboard-password: empty; expected a password, or leave it unset']);
+  });
 
   it('every bad field is reported, not just the first', () => {
     const lines = problems(() =>
