@@ -24,6 +24,8 @@ export interface DashboardOptions {
   replica: Replica;
   /** Refuse retry/remove and every other mutating action (default true). */
   readOnly: boolean;
+  /** Longest wait for the dashboard's answer (it reads Redis) before a 503, ms (default 10 000). */
+  timeoutMs?: number;
 }
 
 /**
@@ -32,6 +34,7 @@ export interface DashboardOptions {
  */
 export function registerDashboard(app: FastifyInstance, opts: DashboardOptions): void {
   let dashboard: Promise<FastifyInstance> | undefined;
+  const timeoutMs = opts.timeoutMs ?? 10_000;
   const forward = async (req: FastifyRequest, reply: FastifyReply) => {
     dashboard ??= buildDashboard(opts).catch((err: unknown) => {
       dashboard = undefined; // a later request tries again
@@ -39,12 +42,24 @@ export function registerDashboard(app: FastifyInstance, opts: DashboardOptions):
     });
     // The body was parsed by this server; inject serializes it again and sets its own length.
     const { 'content-length': _length, 'transfer-encoding': _encoding, ...headers } = req.headers;
-    const res = await (await dashboard).inject({
-      method: req.method as InjectOptions['method'],
-      url: req.url,
-      headers,
-      ...(req.body === undefined ? {} : { payload: req.body as InjectOptions['payload'] }),
-    });
+    // bull-board waits for Redis without a limit: answer 503 rather than hold the request open.
+    let timer: NodeJS.Timeout | undefined;
+    const res = await Promise.race([
+      (await dashboard).inject({
+        method: req.method as InjectOptions['method'],
+        url: req.url,
+        headers,
+        ...(req.body === undefined ? {} : { payload: req.body as InjectOptions['payload'] }),
+      }),
+      new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), timeoutMs);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    if (!res) {
+      return reply.code(503).send({
+        error: `the dashboard did not answer within ${timeoutMs / 1000} s: is Redis reachable? (/readyz)`,
+      });
+    }
     const { 'transfer-encoding': _chunked, connection: _connection, ...resHeaders } = res.headers;
     return reply.code(res.statusCode).headers(resHeaders).send(res.rawPayload);
   };

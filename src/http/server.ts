@@ -35,6 +35,8 @@ export interface HttpServerOptions {
   informerDownThresholdMs?: number;
   /** An event-loop stall longer than this makes /healthz fail, ms (default 10 000). */
   eventLoopStallThresholdMs?: number;
+  /** Longest wait for the dashboard's answer before a 503, ms (default 10 000). */
+  dashboardTimeoutMs?: number;
 }
 
 /** A listening HTTP server. */
@@ -69,7 +71,11 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
     return reply.type(contentType).send(text);
   });
   registerApiRoutes(app, { replica });
-  registerDashboard(app, { replica, readOnly: config.dashboard.readOnly });
+  registerDashboard(app, {
+    replica,
+    readOnly: config.dashboard.readOnly,
+    ...(opts.dashboardTimeoutMs === undefined ? {} : { timeoutMs: opts.dashboardTimeoutMs }),
+  });
   app.setErrorHandler((err, req, reply) => {
     const e = err as { message?: string; statusCode?: number };
     opts.log.warn({ err: { message: e.message }, url: req.url }, 'http request failed');

@@ -44,6 +44,7 @@ beforeAll(async () => {
     replica: r.replica,
     log: r.logs.log,
     now: Date.now,
+    dashboardTimeoutMs: 1000,
   });
   await waitFor('elected for both targets', () => r.replica.cleaners.every((c) => c.isLeader), 30_000);
   const pods = [
@@ -259,6 +260,10 @@ describe('/readyz', () => {
     });
     expect(down).toMatchObject({ ok: false, redis: false });
     expect((await http(url(), '/healthz')).status).toBe(200); // alive: it reconnects by itself
+    // The dashboard reads Redis: it answers 503 after its timeout instead of holding the request open.
+    const board = await http(writable.url, '/ui/api/queues');
+    expect(board.status).toBe(503);
+    expect(board.text).toMatch(/did not answer within 1 s: is Redis reachable/);
     await env.redis.restart();
     const up = await waitFor(
       'ready again',
