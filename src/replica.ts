@@ -70,6 +70,7 @@ export async function startReplica(
   redis.on('ready', () => {
     if (redisDownLogged) log.info('redis reachable again');
     redisDownLogged = false;
+    void checkEvictionPolicy(redis, log);
   });
 
   const etcd = config.etcdEndpoints.length > 0 ? createEtcdClient(config.etcdEndpoints) : undefined;
@@ -166,4 +167,23 @@ export async function startReplica(
       return stopping;
     },
   };
+}
+
+/**
+ * Warns (once per connection) when Redis may evict keys: BullMQ requires `maxmemory-policy noeviction`, else
+ * pending jobs and tombstones can vanish under memory pressure (a pod cleaned late, by the next reconcile, or
+ * twice). BullMQ prints its own unstructured warning to stderr; this one is a log line. Managed Redis services
+ * that refuse `CONFIG GET` are not checked.
+ */
+async function checkEvictionPolicy(redis: Redis, log: Logger): Promise<void> {
+  const reply = (await redis.config('GET', 'maxmemory-policy').catch(() => undefined)) as
+    | string[]
+    | undefined;
+  const policy = reply?.[1];
+  if (policy && policy !== 'noeviction') {
+    log.warn(
+      { policy },
+      `redis maxmemory-policy is ${policy}: pending cleanups can be evicted; set maxmemory-policy noeviction`,
+    );
+  }
 }
