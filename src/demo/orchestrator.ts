@@ -251,7 +251,17 @@ async function runOnce(mode: DemoMode, ctx: RunContext): Promise<RunResult> {
       !killed || tally.elections.some((e) => e.target === killed?.target && e.atMs >= killed.atMs);
     const killDue = mode === 'coordinated' && opts.killLeaderAtMs !== undefined;
     if (now >= endAt) break;
-    if (workloadsDone && states.length - cleaned === 0 && (!killDue || (killed && failedOver))) break;
+    // Everything cleaned: done, unless a killed leader's target has not failed over yet. A kill time not reached
+    // by then is not waited for (the pods it would show failing over are all gone).
+    if (workloadsDone && states.length - cleaned === 0 && (!killDue || !killed || failedOver)) {
+      if (killDue && !killed)
+        progress.note(
+          `demo: every pod was cleaned at ${((now - startMs) / 1000).toFixed(1)} s, before --kill-leader-at ${
+            (opts.killLeaderAtMs ?? 0) / 1000
+          } s: no leader killed (use a smaller --kill-leader-at or more --pods)`,
+        );
+      break;
+    }
     await sleep(io.tty ? 250 : 500);
   }
   stopWorkloads();
