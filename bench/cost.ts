@@ -229,10 +229,17 @@ export async function benchCost(
       redisCommandsByName: commandDelta(cmdBefore.byCommand, cmdAfter.byCommand),
       enqueueMs,
     };
+    const figures = [
+      result.compiledRssMiB === undefined ? '' : `compiled ${result.compiledRssMiB} MiB`,
+      result.deployedRssMiB === undefined ? '' : `as deployed ${result.deployedRssMiB} MiB`,
+      result.compiledSteadyRssMiB === undefined ? '' : `compiled steady ${result.compiledSteadyRssMiB} MiB`,
+      result.deployedSteadyRssMiB === undefined
+        ? ''
+        : `as deployed steady ${result.deployedSteadyRssMiB} MiB`,
+    ].filter(Boolean);
     progress(
-      `  → RSS ${result.maxCoordinatedRssMiB} MiB (compiled ${result.compiledRssMiB ?? '—'} MiB, as deployed ${result.deployedRssMiB ?? '—'} MiB; ` +
-        `steady: compiled ${result.compiledSteadyRssMiB ?? '—'} MiB, as deployed ${result.deployedSteadyRssMiB ?? '—'} MiB), Redis ${result.redisBytesPerPendingJob} B/job, ` +
-        `${result.redisCommandsPerPodPerReplica} commands/pod/replica`,
+      `  → RSS ${result.maxCoordinatedRssMiB} MiB${figures.length ? ` (${figures.join(', ')})` : ''}, ` +
+        `Redis ${result.redisBytesPerPendingJob} B/job, ${result.redisCommandsPerPodPerReplica} commands/pod/replica`,
     );
     return result;
   } finally {
