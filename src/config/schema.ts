@@ -94,13 +94,13 @@ const upperEnum = <T extends string>(values: readonly [T, ...T[]]) =>
   z
     .string()
     .transform((v) => v.trim().toUpperCase())
-    .pipe(z.enum(values, { error: () => `expected one of ${values.join(', ')}` }));
+    .pipe(z.enum(values, { error: (iss) => `"${String(iss.input)}": expected one of ${values.join(', ')}` }));
 
 const lowerEnum = <T extends string>(values: readonly [T, ...T[]]) =>
   z
     .string()
     .transform((v) => v.trim().toLowerCase())
-    .pipe(z.enum(values, { error: () => `expected one of ${values.join(', ')}` }));
+    .pipe(z.enum(values, { error: (iss) => `"${String(iss.input)}": expected one of ${values.join(', ')}` }));
 
 /** The zod schema over raw values keyed by {@link FIELDS} keys. */
 export const configSchema = z

@@ -97,7 +97,7 @@ describe('loadConfig', () => {
       /targets: required but not set \(--targets or SDC_TARGETS\)/,
     ],
     ['bad namespace', { SDC_TARGETS: 'ctx:Spark_Jobs' }, /SDC_TARGETS: .*not a namespace name/],
-    ['bad policy', { SDC_POLICY: 'SOME' }, /SDC_POLICY: expected one of ALL, COMPLETED/],
+    ['bad policy', { SDC_POLICY: 'SOME' }, /SDC_POLICY: "SOME": expected one of ALL, COMPLETED/],
     [
       'bad retention',
       { SDC_RETENTION: '5 minutes' },
@@ -121,7 +121,7 @@ describe('loadConfig', () => {
     [
       'bad recheck',
       { SDC_RECHECK: 'sometimes' },
-      /SDC_RECHECK: expected one of resource-version, live, cache/,
+      /SDC_RECHECK: "sometimes": expected one of resource-version, live, cache/,
     ],
     ['bad qps', { SDC_API_QPS: '0' }, /SDC_API_QPS: "0" is not a positive number/],
     ['bad burst', { SDC_API_BURST: '2.5' }, /SDC_API_BURST: "2.5" is not an integer/],
@@ -147,7 +147,7 @@ describe('loadConfig', () => {
       /SDC_RECONCILE_INTERVAL: "x" is not a duration/,
     ],
     ['bad concurrency', { SDC_CONCURRENCY: '0' }, /SDC_CONCURRENCY: "0" is not an integer from 1/],
-    ['bad log level', { SDC_LOG_LEVEL: 'loud' }, /SDC_LOG_LEVEL: expected one of trace/],
+    ['bad log level', { SDC_LOG_LEVEL: 'loud' }, /SDC_LOG_LEVEL: "loud": expected one of trace/],
   ];
   for (const [name, env, pattern] of bad) {
     it(`${name}: one line naming the field and what is expected`, () => {
