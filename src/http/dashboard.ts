@@ -19,6 +19,9 @@ import type { Replica } from '../replica.ts';
 /** Where the dashboard is served. */
 export const DASHBOARD_PATH = '/ui';
 
+/** `<link>` tags of bull-board's page that load fonts from Google (removed from the page). */
+const EXTERNAL_FONTS = /<link[^>]*fonts\.(?:googleapis|gstatic)\.com[^>]*>\s*/g;
+
 /** Options of {@link registerDashboard}. */
 export interface DashboardOptions {
   replica: Replica;
@@ -61,6 +64,12 @@ export function registerDashboard(app: FastifyInstance, opts: DashboardOptions):
       });
     }
     const { 'transfer-encoding': _chunked, connection: _connection, ...resHeaders } = res.headers;
+    if (String(res.headers['content-type'] ?? '').startsWith('text/html')) {
+      // bull-board's page loads its fonts from Google: in a cluster without egress (or under a strict CSP) that
+      // is a failing request per visit. The system fonts serve as well.
+      const { 'content-length': _length, ...htmlHeaders } = resHeaders;
+      return reply.code(res.statusCode).headers(htmlHeaders).send(res.payload.replace(EXTERNAL_FONTS, ''));
+    }
     return reply.code(res.statusCode).headers(resHeaders).send(res.rawPayload);
   };
   app.all(DASHBOARD_PATH, forward);

@@ -207,7 +207,10 @@ describe('basic auth', () => {
     }
     // A percent-encoded path routes to the dashboard too: it must not slip past the check.
     expect([401, 404]).toContain((await http(url(), '/%75i/api/queues')).status);
-    expect((await http(url(), '/ui', { auth: AUTH })).status).toBe(200);
+    const page = await http(url(), '/ui', { auth: AUTH });
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('<div id="root">');
+    expect(page.text).not.toContain('fonts.googleapis.com'); // no request leaves the cluster
     const leaders = await http(url(), '/api/v1/leaders', { auth: AUTH });
     expect(leaders.json()).toEqual({
       replica: 'ops-1',
