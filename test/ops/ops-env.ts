@@ -5,6 +5,7 @@
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
+import { afterAll, beforeAll } from 'vitest';
 import { systemClock } from '../../src/clock.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import type { CleanerConfig } from '../../src/config/schema.ts';
@@ -116,6 +117,27 @@ export async function startOpsEnv(contexts: string[], opts: { etcd?: boolean } =
       await Promise.all(Object.values(servers).map((s) => s.close()));
       await Promise.all([redis.stop(), etcd?.stop()]);
     },
+  };
+}
+
+/**
+ * Gives the calling test file its own {@link OpsEnv}. Call it once, at the top level of the file: it
+ * registers a vitest `beforeAll` (hook timeout 60 000 ms) that starts the environment with
+ * {@link startOpsEnv}(`contexts`, `opts`) and an `afterAll` that stops it (its replicas, servers, Redis and etcd).
+ * @returns an accessor for the started environment, to call inside tests and hooks; it throws an `Error`
+ *   when called before the `beforeAll` has started it (at import time, or after the start failed).
+ */
+export function useOpsEnv(contexts: string[], opts: { etcd?: boolean } = {}): () => OpsEnv {
+  let env: OpsEnv | undefined;
+  beforeAll(async () => {
+    env = await startOpsEnv(contexts, opts);
+  }, 60_000);
+  afterAll(async () => {
+    await env?.stop();
+  });
+  return () => {
+    if (!env) throw new Error('the ops environment is not started: call the accessor inside a test or hook');
+    return env;
   };
 }
 

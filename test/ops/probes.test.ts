@@ -3,25 +3,19 @@
  * has been down past the threshold, `/healthz` lists it but stays 200 (a restart would not fix the API),
  * and both recover when the API answers again.
  */
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { systemClock } from '../../src/clock.ts';
 import { type HttpServer, startHttpServer } from '../../src/http/server.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { http, type OpsEnv, startOpsEnv } from './ops-env.ts';
+import { http, useOpsEnv } from './ops-env.ts';
 
-let env: OpsEnv;
-beforeAll(async () => {
-  env = await startOpsEnv(['alpha']);
-}, 60_000);
-afterAll(async () => {
-  await env?.stop();
-});
+const env = useOpsEnv(['alpha']);
 
 it('an informer down past the threshold fails /readyz, not /healthz; both recover', async () => {
-  const server = env.servers.alpha;
+  const server = env().servers.alpha;
   if (!server) throw new Error('no sandbox server');
   const fault = server.faults.inject({ verb: 'list', path: '/namespaces/probes-down/pods', status: 403 });
-  const r = await env.startReplica('probes-1', {
+  const r = await env().startReplica('probes-1', {
     SDC_TARGETS: 'alpha:probes-up,alpha:probes-down',
     SDC_QUEUE_PREFIX: 'probes',
   });

@@ -3,23 +3,17 @@
  * structured warning naming the policy.
  */
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { waitFor } from '../helpers/wait.ts';
-import { type OpsEnv, startOpsEnv } from './ops-env.ts';
+import { useOpsEnv } from './ops-env.ts';
 
-let env: OpsEnv;
-beforeAll(async () => {
-  env = await startOpsEnv(['alpha']);
-}, 60_000);
-afterAll(async () => {
-  await env?.stop();
-});
+const env = useOpsEnv(['alpha']);
 
 it('maxmemory-policy allkeys-lru → a warning naming the policy and the fix', async () => {
-  const admin = new Redis(env.redis.url);
+  const admin = new Redis(env().redis.url);
   try {
     await admin.config('SET', 'maxmemory-policy', 'allkeys-lru');
-    const r = await env.startReplica('evict-1', { SDC_TARGETS: 'alpha:evict', SDC_QUEUE_PREFIX: 'evict' });
+    const r = await env().startReplica('evict-1', { SDC_TARGETS: 'alpha:evict', SDC_QUEUE_PREFIX: 'evict' });
     const line = await waitFor('the warning', () =>
       r.logs.lines.find((l) => l.level === 'warn' && String(l.msg).startsWith('redis maxmemory-policy')),
     );
