@@ -44,14 +44,7 @@ export async function startReplica(
   const selector = parseLabelSelector(config.labelSelector);
 
   // Every context resolved first: a bad context is a configuration error, before anything connects.
-  const contexts = openContexts(config.targets, {
-    kubeconfig: config.kubeconfig,
-    apiQps: config.apiQps,
-    apiBurst: config.apiBurst,
-    apiTimeoutMs: config.apiTimeoutMs,
-    now,
-    observer: (context) => deps.telemetry?.podCalls(context),
-  });
+  const contexts = openContexts(config, { now, observer: (context) => deps.telemetry?.podCalls(context) });
   const targets = contexts.targets.map(({ namespace, clients }) => ({
     ref: { context: clients.context, namespace },
     clients,

@@ -36,13 +36,7 @@ export async function startBaselineReplica(
 ): Promise<BaselineReplica> {
   const { log, now } = deps;
   const selector = parseLabelSelector(config.labelSelector);
-  const contexts = openContexts(config.targets, {
-    kubeconfig: config.kubeconfig,
-    apiQps: config.apiQps,
-    apiBurst: config.apiBurst,
-    apiTimeoutMs: config.apiTimeoutMs,
-    now,
-  });
+  const contexts = openContexts(config, { now });
   const cleaners: KyuubiLikeCleaner[] = [];
   for (const { namespace, clients } of contexts.targets) {
     const { context, http, pods } = clients;

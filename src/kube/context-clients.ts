@@ -3,7 +3,7 @@
  * limiter and one pod API, shared by every target namespace of that context. Each context named by the
  * targets is loaded once, so a kubeconfig's exec credential plugin runs once per context, not per target.
  */
-import type { Target } from '../config/schema.ts';
+import type { CleanerConfig } from '../config/schema.ts';
 import type { ClusterAccess } from './cluster-access.ts';
 import { createKubeHttp, type KubeHttp } from './kube-http.ts';
 import { kubeconfigPath, loadClusterAccess } from './kubeconfig.ts';
@@ -19,15 +19,18 @@ export interface ContextClients {
   readonly pods: PodApi;
 }
 
-/** Options of {@link openContexts}. */
-export interface OpenContextsOptions {
-  /** `--kubeconfig` (a `:`-separated list); undefined → `~/.kube/config`, else in-cluster. */
-  kubeconfig: string | undefined;
-  /** API requests per second and burst, per context. */
-  apiQps: number;
-  apiBurst: number;
-  /** Client timeout of one GET or DELETE, ms. */
-  apiTimeoutMs: number;
+/**
+ * What {@link openContexts} reads of the configuration: the targets, `kubeconfig` (a `:`-separated list;
+ * undefined → `~/.kube/config`, else in-cluster), the API rate limit per context (`apiQps` requests/s,
+ * `apiBurst`) and `apiTimeoutMs` (client timeout of one GET or DELETE, ms).
+ */
+export type ContextsConfig = Pick<
+  CleanerConfig,
+  'targets' | 'kubeconfig' | 'apiQps' | 'apiBurst' | 'apiTimeoutMs'
+>;
+
+/** Dependencies of {@link openContexts}. */
+export interface OpenContextsDeps {
   /** Epoch ms. */
   now: () => number;
   /** Telemetry of a context's pod calls; optional. */
@@ -42,16 +45,16 @@ export interface OpenContextsOptions {
  * @throws KubeconfigError when a context cannot be loaded (exit 2).
  */
 export function openContexts(
-  targets: readonly Target[],
-  opts: OpenContextsOptions,
+  config: ContextsConfig,
+  deps: OpenContextsDeps,
 ): {
   readonly targets: readonly { readonly namespace: string; readonly clients: ContextClients }[];
   close(): Promise<void>;
 } {
-  const path = kubeconfigPath(opts.kubeconfig);
+  const path = kubeconfigPath(config.kubeconfig);
   const loaded = new Map<string | undefined, ClusterAccess>();
   const byContext = new Map<string, ContextClients>();
-  const opened = targets.map((t) => {
+  const opened = config.targets.map((t) => {
     let access = loaded.get(t.context);
     if (!access) {
       access = loadClusterAccess(path, t.context);
@@ -60,13 +63,13 @@ export function openContexts(
     let c = byContext.get(access.context);
     if (!c) {
       const http = createKubeHttp(access);
-      const limiter = createRateLimiter({ qps: opts.apiQps, burst: opts.apiBurst, now: opts.now });
+      const limiter = createRateLimiter({ qps: config.apiQps, burst: config.apiBurst, now: deps.now });
       const pods = createPodApi({
         http,
         limiter,
-        timeoutMs: opts.apiTimeoutMs,
-        observer: opts.observer?.(access.context),
-        now: opts.now,
+        timeoutMs: config.apiTimeoutMs,
+        observer: deps.observer?.(access.context),
+        now: deps.now,
       });
       c = { context: access.context, http, pods };
       byContext.set(access.context, c);

@@ -449,17 +449,17 @@ describe('loadClusterAccess: exec credential plugins', () => {
   it('openContexts loads each context once: two targets of one context share its clients and one plugin run', async () => {
     const p = pluginDir('ok');
     const contexts = openContexts(
-      [
-        { context: undefined, namespace: 'a' },
-        { context: undefined, namespace: 'b' },
-      ],
       {
+        targets: [
+          { context: undefined, namespace: 'a' },
+          { context: undefined, namespace: 'b' },
+        ],
         kubeconfig: single(execUser(p.dir, p.script)),
         apiQps: 1,
         apiBurst: 1,
         apiTimeoutMs: 1000,
-        now: () => T0,
       },
+      { now: () => T0 },
     );
     try {
       expect(p.runs()).toBe(1);
