@@ -1,9 +1,9 @@
 /**
  * Renders the kustomizations under infra/k8s with `kubectl kustomize` (no cluster needed) and
- * decodes the output. scripts/check-deploy.sh installs kubectl (Debian's kubernetes-client) when
- * the machine has none; `KUBECTL` names another binary.
+ * decodes the output. kubectl >= 1.21 (kustomize >= v4) is needed: scripts/check-deploy.sh checks
+ * the version; `KUBECTL` names another binary.
  */
-import { execFileSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,33 +21,46 @@ export class RenderError extends Error {
   override name = 'RenderError';
 }
 
+/** What `kubectl kustomize` printed for one kustomization. */
+export interface Rendered {
+  /** The rendered objects, in output order. */
+  objects: KubeObject[];
+  /** kustomize's stderr on success: its warnings (deprecated fields such as `bases`), '' when none. */
+  warnings: string;
+}
+
 /**
- * Runs `kubectl kustomize <dir>` and returns the rendered objects in output order.
+ * Runs `kubectl kustomize <dir>` and returns the rendered objects and kustomize's warnings.
  *
  * @param dir kustomization directory, relative to the repository root or absolute.
  * @throws {RenderError} when kubectl is missing or fails (its stderr is in the message), or when a
  *   document does not parse.
  */
-export function renderKustomization(dir: string): KubeObject[] {
+export function kustomize(dir: string): Rendered {
   const kubectl = process.env.KUBECTL ?? 'kubectl';
-  let out: string;
-  try {
-    out = execFileSync(kubectl, ['kustomize', path.resolve(REPO_ROOT, dir)], {
-      encoding: 'utf8',
-      // stderr carries kustomize's deprecation warnings for `bases`: kept out of stdout on purpose.
-      stdio: ['ignore', 'pipe', 'pipe'],
-      timeout: 30_000,
-    });
-  } catch (err) {
-    const e = err as NodeJS.ErrnoException & { stderr?: string };
-    if (e.code === 'ENOENT') {
-      throw new RenderError(
-        `${kubectl} not found: run scripts/check-deploy.sh, which installs kubernetes-client`,
-      );
-    }
-    throw new RenderError(`${kubectl} kustomize ${dir} failed: ${e.stderr ?? e.message}`);
+  const r = spawnSync(kubectl, ['kustomize', path.resolve(REPO_ROOT, dir)], {
+    encoding: 'utf8',
+    timeout: 30_000,
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if ((r.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT') {
+    throw new RenderError(
+      `${kubectl} not found: install kubectl >= 1.21 or set KUBECTL (docs/deployment.md)`,
+    );
   }
-  return parseYamlObjects(out, dir);
+  if (r.error !== undefined || r.status !== 0)
+    throw new RenderError(`${kubectl} kustomize ${dir} failed: ${r.stderr || r.error?.message}`);
+  return { objects: parseYamlObjects(r.stdout, dir), warnings: r.stderr.trim() };
+}
+
+/**
+ * Runs `kubectl kustomize <dir>` and returns the rendered objects in output order ({@link kustomize}
+ * without the warnings).
+ *
+ * @throws {RenderError} as {@link kustomize}.
+ */
+export function renderKustomization(dir: string): KubeObject[] {
+  return kustomize(dir).objects;
 }
 
 /**
