@@ -2,11 +2,16 @@
 # Deployment checks (issue 6), called by .ci/run; no cluster and no Docker engine needed.
 #   1. kubectl >= 1.21 is present (the machine's own, else the `kubectl` package of a configured apt
 #      repository); Debian bookworm's kubernetes-client (1.20, kustomize v2.0.3) is too old;
-#   2. every kustomization under infra/k8s renders with `kubectl kustomize`, without a warning;
+#   2. every kustomization under infra/k8s renders with `kubectl kustomize`, without a warning, and so
+#      does the example overlay with the monitoring component (test/deploy/with-monitoring);
 #   3. the Dockerfile passes the dockerfile-utils linter;
-#   4. test/deploy (vitest): every rendered object validated against the Kubernetes schemas, the
+#   4. the alerting rules (infra/monitoring/alerts.yaml) pass `promtool check rules` and their unit
+#      tests `promtool test rules test/deploy/alerts.promtool.yaml` (promtool from Debian's prometheus
+#      package, which scripts/install-test-tools.sh installs);
+#   5. test/deploy (vitest): every rendered object validated against the Kubernetes schemas, the
 #      RBAC rules exactly get/list/watch/delete on pods, the Deployment's required fields, the
-#      Dockerfile's base/user/entrypoint, the compose file and collector configuration.
+#      Dockerfile's base/user/entrypoint, the compose file and collector configuration, the alerts'
+#      annotations and runbooks, and the PrometheusRule.
 # Needs the npm dev dependencies (npm ci). KUBECTL=/path/to/kubectl picks another kubectl.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -25,7 +30,8 @@ if ! command -v "$kubectl" >/dev/null 2>&1; then
   if [[ -z ${KUBECTL:-} && $(id -u) -eq 0 ]] &&
     apt-cache policy kubectl 2>/dev/null | grep 'Candidate: [0-9]' >/dev/null; then
     echo "check-deploy: $kubectl not found; installing the kubectl package"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubectl >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubectl >/dev/null ||
+      need_kubectl "apt-get install kubectl failed"
     kubectl=kubectl
   else
     need_kubectl "$kubectl not found"
@@ -42,7 +48,7 @@ echo "check-deploy: $("$kubectl" version --client 2>/dev/null | tr '\n' ' ')"
 export PATH="$PWD/node_modules/.bin:$PATH"
 
 status=0
-for dir in infra/k8s/base infra/k8s/backends infra/k8s/overlays/example; do
+for dir in infra/k8s/base infra/k8s/backends infra/k8s/overlays/example test/deploy/with-monitoring; do
   err=$(mktemp)
   if out=$("$kubectl" kustomize "$dir" 2>"$err"); then
     echo "check-deploy: $dir renders $(grep -c '^kind:' <<<"$out") objects"
@@ -63,6 +69,17 @@ done
 if dockerfile-utils lint Dockerfile; then
   echo "check-deploy: Dockerfile lint ok ($(dockerfile-utils --version))"
 else
+  status=1
+fi
+
+command -v promtool >/dev/null 2>&1 || bash scripts/install-test-tools.sh
+if ! command -v promtool >/dev/null 2>&1; then
+  echo "check-deploy: promtool not found: install Debian's prometheus package (scripts/install-test-tools.sh)" >&2
+  status=1
+elif promtool check rules infra/monitoring/alerts.yaml && promtool test rules test/deploy/alerts.promtool.yaml; then
+  echo "check-deploy: alerting rules ok ($(promtool --version 2>&1 | head -n 1))"
+else
+  echo "check-deploy: alerting rules failed (infra/monitoring/alerts.yaml, test/deploy/alerts.promtool.yaml)" >&2
   status=1
 fi
 
