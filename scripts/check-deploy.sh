@@ -11,7 +11,8 @@
 #   5. test/deploy (vitest): every rendered object validated against the Kubernetes schemas, the
 #      RBAC rules exactly get/list/watch/delete on pods, the Deployment's required fields, the
 #      Dockerfile's base/user/entrypoint, the compose file and collector configuration, the alerts'
-#      annotations and runbooks, and the PrometheusRule.
+#      annotations and runbooks, the PrometheusRule, the Grafana dashboard, and the metric names they
+#      use against a running replica (which needs redis-server: scripts/setup.sh installs it).
 # Needs the npm dev dependencies (npm ci). KUBECTL=/path/to/kubectl picks another kubectl.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -2,7 +2,8 @@
  * The alerting rules (infra/monitoring/alerts.yaml), checked without Prometheus: the alerts the README
  * describes, each with its annotations and a runbook naming README troubleshooting rows that exist, and
  * covered by promtool cases both ways (test/deploy/alerts.promtool.yaml). scripts/check-deploy.sh runs
- * `promtool check rules` and `promtool test rules` themselves.
+ * `promtool check rules` and `promtool test rules` themselves; monitoring-metrics.test.ts checks the metric
+ * names against a running replica.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';

@@ -1,13 +1,17 @@
 /**
- * Reads what infra/monitoring ships, for the monitoring tests: the alerting rules and the promtool unit
- * tests of them.
+ * Reads what infra/monitoring ships, for the monitoring tests: the alerting rules, the promtool unit
+ * tests of them, and the PromQL queries of the Grafana dashboard.
  */
-import { readYamlFile } from './render.ts';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { REPO_ROOT, readYamlFile } from './render.ts';
 
 /** The rules file (Prometheus `rule_files:` format). */
 export const RULES_FILE = 'infra/monitoring/alerts.yaml';
 /** The promtool unit tests of the rules. */
 export const RULES_TESTS_FILE = 'test/deploy/alerts.promtool.yaml';
+/** The Grafana dashboard. */
+export const DASHBOARD_FILE = 'infra/monitoring/grafana-dashboard.json';
 
 /** One alerting rule, as the tests read it. */
 export interface AlertRule {
@@ -53,4 +57,53 @@ export function alertTestCases(): Map<string, { fires: number; silent: number }>
     }
   }
   return cases;
+}
+
+/** One PromQL query of the dashboard: where it is (panel title and refId, or variable name) and its text. */
+export interface DashboardQuery {
+  where: string;
+  expr: string;
+}
+
+interface GrafanaPanel {
+  id: number;
+  type: string;
+  title: string;
+  datasource?: { type: string; uid: string };
+  gridPos: { x: number; y: number; w: number; h: number };
+  targets?: { refId: string; expr: string; datasource?: { type: string; uid: string } }[];
+  panels?: GrafanaPanel[];
+}
+
+/** The dashboard JSON (the fields the checks read). */
+export interface GrafanaDashboard {
+  uid: string;
+  title: string;
+  schemaVersion: number;
+  panels: GrafanaPanel[];
+  templating: { list: { name: string; type: string; query?: string | { query: string } }[] };
+}
+
+/** The dashboard, parsed. */
+export function dashboard(): GrafanaDashboard {
+  return JSON.parse(readFileSync(path.resolve(REPO_ROOT, DASHBOARD_FILE), 'utf8')) as GrafanaDashboard;
+}
+
+/** Every panel, those inside collapsed rows included. */
+export function dashboardPanels(d: GrafanaDashboard = dashboard()): GrafanaPanel[] {
+  return d.panels.flatMap((p) => [p, ...(p.panels ?? [])]);
+}
+
+/** Every PromQL query of the dashboard's panels, and the `query` variables' queries (`label_values(…)`). */
+export function dashboardQueries(d: GrafanaDashboard = dashboard()): DashboardQuery[] {
+  const panels = dashboardPanels(d).flatMap((p) =>
+    (p.targets ?? []).map((t) => ({ where: `panel "${p.title}" ${t.refId}`, expr: t.expr })),
+  );
+  const variables = d.templating.list
+    .filter((v) => v.type === 'query')
+    .map((v) => ({
+      where: `variable $${v.name}`,
+      expr: typeof v.query === 'string' ? v.query : (v.query?.query ?? ''),
+    }));
+  return [...panels, ...variables];
 }

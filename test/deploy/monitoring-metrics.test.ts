@@ -1,0 +1,58 @@
+/**
+ * Every metric name the shipped alerts (infra/monitoring/alerts.yaml) and Grafana dashboard query is one a
+ * replica exports: read from the `# TYPE` lines of `/metrics` of a running replica (real Redis, the sandbox
+ * API server), which prom-client writes for every registered metric, with samples or not.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { http, type OpsEnv, startOpsEnv } from '../ops/ops-env.ts';
+import { alertRules, dashboardQueries } from './monitoring-files.ts';
+import { exposedNames, metricNames } from './promql.ts';
+
+/**
+ * Added by the self-check (the overdue-pods gauges, being written in another branch at the time of
+ * writing): the alert and the dashboard already use them. Remove a name once a replica exports it: the
+ * last test fails until then, so the list cannot outlive its reason.
+ */
+const ADDED_BY_SELF_CHECK = ['sdc_overdue_pods', 'sdc_overdue_oldest_age_seconds'];
+
+let env: OpsEnv;
+let exported: Set<string>;
+
+beforeAll(async () => {
+  env = await startOpsEnv(['alpha']);
+  const r = await env.startReplica('metrics-1', {
+    SDC_TARGETS: 'alpha:metrics-a',
+    SDC_QUEUE_PREFIX: 'metrics',
+  });
+  const res = await http(r.http.url, '/metrics');
+  expect(res.status).toBe(200);
+  exported = exposedNames(res.text);
+}, 60_000);
+afterAll(async () => {
+  await env?.stop();
+});
+
+const used = [
+  ...alertRules().map((r) => ({ where: `alert ${r.alert}`, expr: r.expr })),
+  ...dashboardQueries().map((q) => ({ where: `dashboard ${q.where}`, expr: q.expr })),
+].flatMap((q) => metricNames(q.expr).map((name) => ({ ...q, name })));
+
+describe('metric names of the alerts and the dashboard', () => {
+  it('reads the names a replica exports, histogram series included', () => {
+    expect(exported).toContain('sdc_leader');
+    expect(exported).toContain('sdc_delete_lateness_seconds_bucket');
+    expect(exported).toContain('sdc_process_resident_memory_bytes');
+    expect(used.length).toBeGreaterThan(20);
+  });
+
+  it('every name queried is exported by a replica (or allow-listed as added by the self-check)', () => {
+    const unknown = used
+      .filter((u) => !exported.has(u.name) && !ADDED_BY_SELF_CHECK.includes(u.name))
+      .map((u) => `${u.where}: ${u.name}`);
+    expect(unknown).toEqual([]);
+  });
+
+  it('the self-check allow-list holds only names not exported yet', () => {
+    expect(ADDED_BY_SELF_CHECK.filter((n) => exported.has(n))).toEqual([]);
+  });
+});
