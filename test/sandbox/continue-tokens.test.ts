@@ -2,11 +2,11 @@
  * Paged lists as kube-apiserver serves them (etcd3/store.go GetList, storage/continue.go, etcd3/errors.go),
  * with plain fetch: the token's format, later pages read at the first page's resourceVersion, 410 Expired
  * with the inconsistent-continue token once that resourceVersion is compacted (POST /_sandbox/compact, the
- * event window overflowing, the periodic compaction), bad tokens, and the empty last page of a filtered list.
+ * periodic compaction, the event window overflowing), bad tokens, and the empty last page of a filtered list.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
-import { pod } from './helpers.ts';
+import { pod, waitFor } from './helpers.ts';
 
 /** kube-apiserver's message, word for word (etcd3/errors.go `inconsistentContinue`). */
 const INCONSISTENT_CONTINUE =
@@ -203,6 +203,36 @@ describe('410 Expired', () => {
       continue: rest.body.metadata.continue ?? '',
     });
     expect(names(end.body)).toEqual(['p04']);
+  });
+
+  it('after its own compaction interval, even with no pod changing (the compactor takes a revision itself)', async () => {
+    const compacting = await startSandboxApiServer({ compactionIntervalMs: 20 });
+    try {
+      for (let i = 0; i < 3; i++) compacting.pods.create(pod('c', `p${i}`));
+      const first = await page('/api/v1/namespaces/c/pods', { limit: '1' }, compacting);
+      const rv = Number(first.body.metadata.resourceVersion);
+      await waitFor(async () => {
+        const state = (await (await fetch(`${compacting.url}/_sandbox/state`)).json()) as {
+          compactedResourceVersion: number;
+        };
+        return state.compactedResourceVersion > rv;
+      }, 'a compaction past the first page');
+      const r = await page(
+        '/api/v1/namespaces/c/pods',
+        { limit: '1', continue: first.body.metadata.continue ?? '' },
+        compacting,
+      );
+      expect(r.status).toBe(410);
+      expect(r.body).toMatchObject({ reason: 'Expired', message: INCONSISTENT_CONTINUE });
+    } finally {
+      await compacting.close();
+    }
+  });
+
+  it('a compaction interval that is not a number of ms ≥ 0 is refused before anything listens', async () => {
+    await expect(startSandboxApiServer({ compactionIntervalMs: -1 })).rejects.toThrow(
+      'compactionIntervalMs must be a number of ms ≥ 0 (0: off), got -1',
+    );
   });
 
   it('once the event window has moved past the token resourceVersion', async () => {

@@ -124,6 +124,14 @@ export class PodStore {
     return this.#rv;
   }
 
+  /**
+   * Takes one resourceVersion for a write outside the pods (etcd's revision is global: leases, events, the
+   * compactor's own key): the resourceVersion moves on with no pod event. Returns it.
+   */
+  takeRevision(): number {
+    return ++this.#rv;
+  }
+
   /** Watches and continue tokens from a resourceVersion below this get 410 Expired. */
   get compactedResourceVersion(): number {
     return this.#window.compactedRv;
