@@ -6,7 +6,8 @@
  * - **list** in pages (`limit` + `continue`, the label selector server-side), trim every item, then
  *   reconcile the cache against the full list as client-go's `Replace`: `added` for new pods, `updated`
  *   for present ones whose resourceVersion changed, `deleted` for cached pods missing from the list (a pod
- *   re-created under the same name with another UID: `deleted` for the old, `added` for the new);
+ *   re-created under the same name with another UID: `deleted` for the old, `added` for the new); a page
+ *   answered 410 (its continue token compacted) restarts the list, and a second one lists in one request;
  * - **watch** from the list's resourceVersion (`allowWatchBookmarks`, `timeoutSeconds` 300–600 at random),
  *   newline-delimited JSON: ADDED/MODIFIED/DELETED update the cache and are reported, BOOKMARK only moves
  *   the resourceVersion; a watch that ends (server timeout, dropped cleanly) is resumed from the last
@@ -169,11 +170,20 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
     }
   }
 
-  /** One paginated list, trimmed. Falls back to one unpaginated list when a continue token expires (410). */
+  /**
+   * One consistent list, in pages, trimmed. kube-apiserver reads every page at the first page's
+   * resourceVersion; once etcd has compacted past it (every 5 min by default, so a list that took that long)
+   * the next page is answered 410 Expired, and the pages read so far are dropped, never taken as a list: the
+   * list starts again from the first page (memory stays bounded by a page), and if that one expires too, it
+   * is read in one request, as client-go's pager falls back to a full list (paging cannot finish in time).
+   * The 410's inconsistent-continue token is never used: it would mix two resourceVersions in the cache.
+   */
   async function listAll(): Promise<{ pods: DriverPod[]; resourceVersion: string }> {
     const pods: DriverPod[] = [];
     let cont: string | undefined;
     let limit = pageSize;
+    let pages = 0;
+    let expired = 0;
     let resourceVersion: string | undefined;
     for (;;) {
       const params = [
@@ -184,11 +194,19 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
       const query = params.length > 0 ? `?${params.join('&')}` : '';
       const res = await opts.http.request('GET', `${path}${query}`, { signal: stopping.signal });
       if (res.statusCode === 410 && cont) {
-        // client-go's pager: the continue token expired while paging; fall back to a full list.
-        log.info({ pods: pods.length }, 'list continue token expired (410); listing in one request');
+        expired += 1;
+        const s = statusOf(res.body);
+        log.info(
+          { pages, pods: pods.length, reason: s.reason, restart: expired === 1 ? 'paged' : 'one request' },
+          expired === 1
+            ? 'list continue token expired (410); listing again from the first page'
+            : 'list continue token expired again (410); listing in one request',
+        );
         pods.length = 0;
+        pages = 0;
         cont = undefined;
-        limit = 0;
+        resourceVersion = undefined;
+        if (expired > 1) limit = 0;
         continue;
       }
       if (res.statusCode < 200 || res.statusCode > 299)
@@ -199,7 +217,9 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
       };
       if (typeof list !== 'object' || list === null || !Array.isArray(list.items))
         throw new InformerError('list answer is not a PodList', res.statusCode, 'BadList');
+      pages += 1;
       for (const item of list.items) pods.push(trimPod(item));
+      // Every page carries the first page's resourceVersion: the list's.
       if (typeof list.metadata?.resourceVersion === 'string') resourceVersion = list.metadata.resourceVersion;
       cont =
         typeof list.metadata?.continue === 'string' && list.metadata.continue ? list.metadata.continue : '';

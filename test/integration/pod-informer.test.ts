@@ -29,6 +29,10 @@ let server: SandboxApiServer;
 let http: KubeHttp;
 /** Every path the transport was asked for (with the query string). */
 const paths: string[] = [];
+/** Every non-watch request with its answer's status code. */
+const answered: { path: string; status: number }[] = [];
+/** Runs right before a non-watch request is sent: a test's hook between list pages. */
+let beforeRequest: ((path: string) => void) | undefined;
 
 beforeAll(async () => {
   server = await startSandboxApiServer({ tls: true, token: TOKEN, contextName: 'test' });
@@ -41,9 +45,12 @@ beforeAll(async () => {
   const inner = createKubeHttp(access);
   http = {
     server: inner.server,
-    request: (method, path, opts) => {
+    request: async (method, path, opts) => {
       paths.push(path);
-      return inner.request(method, path, opts);
+      beforeRequest?.(path);
+      const res = await inner.request(method, path, opts);
+      answered.push({ path, status: res.statusCode });
+      return res;
     },
     stream: (path, signal) => {
       paths.push(path);
@@ -55,6 +62,7 @@ beforeAll(async () => {
 /** Informers of the current test, stopped after it whatever happened. */
 const running: PodInformer[] = [];
 afterEach(async () => {
+  beforeRequest = undefined;
   await Promise.all(running.splice(0).map((i) => i.stop()));
 });
 afterAll(async () => {
@@ -92,7 +100,10 @@ interface Started {
   seen(from?: number): string[];
 }
 
-function startInformer(ns: string, extra: { backoffMs?: number; onEvent?: () => void } = {}): Started {
+function startInformer(
+  ns: string,
+  extra: { backoffMs?: number; pageSize?: number; onEvent?: () => void } = {},
+): Started {
   const { log, lines } = memoryLogger('debug');
   const events: Started['events'] = [];
   const informer = createPodInformer({
@@ -102,6 +113,7 @@ function startInformer(ns: string, extra: { backoffMs?: number; onEvent?: () => 
     log,
     now: Date.now,
     backoffMs: extra.backoffMs ?? 50,
+    pageSize: extra.pageSize,
     onEvent: (event, pod) => {
       events.push({
         event,
@@ -201,6 +213,111 @@ describe('initial list', () => {
     expect(Number(w.get('timeoutSeconds'))).toBeLessThanOrEqual(600);
     await s.informer.stop();
   }, 60_000);
+});
+
+describe('a continue token expiring (410) during the list', () => {
+  /** The list requests of namespace `ns` from index `from` of {@link answered}: `status limit continue?`. */
+  const listsOf = (ns: string, from: number) =>
+    answered.slice(from).flatMap(({ path, status }) => {
+      if (!path.startsWith(`/api/v1/namespaces/${ns}/pods?`)) return [];
+      const q = new URLSearchParams(path.slice(path.indexOf('?') + 1));
+      return [`${status} limit=${q.get('limit') ?? '-'}${q.get('continue') ? ' continue' : ''}`];
+    });
+  const isPageOf = (ns: string, path: string) =>
+    path.startsWith(`/api/v1/namespaces/${ns}/pods?`) && path.includes('continue=');
+
+  it('starts the list again from the first page; nothing is synced or reported before a whole list is read', async () => {
+    const ns = 'expiring';
+    const pods = Array.from({ length: 25 }, () => createDriver(ns)).sort((a, b) =>
+      nameOf(a).localeCompare(nameOf(b)),
+    );
+    createExecutor(ns);
+    const s = startInformer(ns, { pageSize: 10 });
+    const atCompaction: { synced: boolean; events: number }[] = [];
+    let created: DriverPod | undefined;
+    beforeRequest = (path) => {
+      if (!isPageOf(ns, path) || atCompaction.length > 0) return;
+      atCompaction.push({ synced: s.informer.synced, events: s.events.length });
+      // Between pages 1 and 2: a pod already listed and one not yet listed deleted, one changed, one
+      // created; then etcd compacts (a list that took longer than the compaction interval).
+      server.pods.delete(ns, nameOf(pods[0]));
+      server.pods.delete(ns, nameOf(pods[20]));
+      server.pods.patchStatus(ns, nameOf(pods[15]), { phase: 'Failed', reason: 'Evicted' });
+      created = createDriver(ns);
+      server.compact();
+    };
+    const from = answered.length;
+    await s.informer.start();
+
+    expect(listsOf(ns, from)).toEqual([
+      '200 limit=10',
+      '410 limit=10 continue',
+      '200 limit=10',
+      '200 limit=10 continue',
+      '200 limit=10 continue',
+    ]);
+    expect(atCompaction).toEqual([{ synced: false, events: 0 }]);
+    // One `added` per pod of the second, whole list: the deleted ones never appear, none is reported twice.
+    expect(s.seen().sort()).toEqual(
+      serverState(ns)
+        .map((p) => `added ${p.split('@')[0]}`)
+        .sort(),
+    );
+    expect(s.seen()).toContain(`added ${nameOf(created)}`);
+    expect(s.seen()).not.toContain(`added ${nameOf(pods[0])}`);
+    expect(cacheState(s.informer)).toEqual(serverState(ns));
+    expect(s.informer.get(nameOf(pods[15]))?.status?.phase).toBe('Failed');
+    expect(s.informer.restarts).toBe(0);
+    expect(
+      s.lines.some((l) => l.msg === 'list continue token expired (410); listing again from the first page'),
+    ).toBe(true);
+    expect(s.lines.filter((l) => l.level === 'warn' || l.level === 'error')).toEqual([]);
+
+    // The watch starts from the whole list's resourceVersion: later changes arrive.
+    const late = createDriver(ns);
+    await until('the late pod', () => s.informer.get(nameOf(late)));
+  });
+
+  it('expiring again on the new list → one request; a relist diffs the cache only against a whole list', async () => {
+    const ns = 'expiring-twice';
+    const pods = Array.from({ length: 25 }, () => createDriver(ns));
+    const s = startInformer(ns, { pageSize: 10 });
+    await s.informer.start();
+    pods.push(await watchDelivering(ns, s));
+    const mark = s.events.length;
+    const added: DriverPod[] = [];
+    beforeRequest = (path) => {
+      if (!isPageOf(ns, path) || added.length >= 2) return;
+      // A write, then a compaction past it: this page's token (the first page's resourceVersion) is gone.
+      added.push(createDriver(ns));
+      server.compact();
+    };
+    const from = answered.length;
+    // The watch ends and a pod goes while its events are compacted: the re-watch gets 410, the informer relists.
+    server.dropWatches();
+    const vanished = pods[3] as DriverPod;
+    server.pods.delete(ns, nameOf(vanished));
+    server.compact();
+
+    await until('the relist diffed', () => s.events.length - mark >= 3);
+    await until('watching again', () => server.openWatches() > 0);
+    expect(listsOf(ns, from)).toEqual([
+      '200 limit=10',
+      '410 limit=10 continue',
+      '200 limit=10',
+      '410 limit=10 continue',
+      '200 limit=-',
+    ]);
+    // Only the real differences: the pods on the pages never read were not reported deleted.
+    expect(s.seen(mark).sort()).toEqual(
+      [`deleted ${nameOf(vanished)}`, ...added.map((p) => `added ${nameOf(p)}`)].sort(),
+    );
+    expect(cacheState(s.informer)).toEqual(serverState(ns));
+    expect(s.informer.restarts).toBe(0);
+    expect(
+      s.lines.some((l) => l.msg === 'list continue token expired again (410); listing in one request'),
+    ).toBe(true);
+  });
 });
 
 describe('watch', () => {

@@ -106,6 +106,34 @@ describe('CoreV1Api', () => {
     expect(statusOf(err)).toMatchObject({ code: 409, status: { reason: 'AlreadyExists' } });
   });
 
+  it('pages with limit/_continue; a compacted token is a 410 Expired ApiException whose Status carries the inconsistent token', async () => {
+    for (const n of ['a', 'b', 'c', 'd'])
+      await api.createNamespacedPod({ namespace: 'pages', body: pod('pages', n) });
+    const first = await api.listNamespacedPod({ namespace: 'pages', limit: 2 });
+    expect(first.items.map((p) => p.metadata?.name)).toEqual(['a', 'b']);
+    expect(first.metadata?.remainingItemCount).toBe(2);
+    const cont = first.metadata?._continue ?? '';
+    // Read at the first page's resourceVersion: a pod created meanwhile is not on the next page.
+    await api.createNamespacedPod({ namespace: 'pages', body: pod('pages', 'bb') });
+    const second = await api.listNamespacedPod({ namespace: 'pages', limit: 2, _continue: cont });
+    expect(second.items.map((p) => p.metadata?.name)).toEqual(['c', 'd']);
+    expect(second.metadata?.resourceVersion).toBe(first.metadata?.resourceVersion);
+
+    server.compact();
+    const err = await api
+      .listNamespacedPod({ namespace: 'pages', limit: 2, _continue: cont })
+      .catch((e) => e);
+    const { code, status } = statusOf(err);
+    expect(code).toBe(410);
+    expect(status).toMatchObject({ kind: 'Status', status: 'Failure', reason: 'Expired', code: 410 });
+    expect(status.message).toMatch(
+      /^The provided continue parameter is too old to display a consistent list/,
+    );
+    const inconsistent = (status.metadata as { continue?: string }).continue ?? '';
+    const rest = await api.listNamespacedPod({ namespace: 'pages', limit: 2, _continue: inconsistent });
+    expect(rest.items.map((p) => p.metadata?.name)).toEqual(['bb', 'c']);
+  });
+
   it('rejects a request without the bearer token with 401', async () => {
     const anon = new KubeConfig();
     anon.loadFromString(server.kubeconfigYaml.replace(/token: .*/, 'token: wrong'));

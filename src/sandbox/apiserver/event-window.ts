@@ -1,7 +1,8 @@
 /**
  * The retained window of watch events, like etcd's history between compactions: a watch resuming
- * from resourceVersion R is served the retained events after R, unless events after R were already
- * dropped (window overflow or {@link EventWindow.compact}), in which case it gets 410 Expired.
+ * from resourceVersion R is served the retained events after R, and a list page is read as of R (see
+ * list-snapshot.ts), unless events after R were already dropped (window overflow or
+ * {@link EventWindow.compact}), in which case it gets 410 Expired.
  */
 import { expired } from './status.ts';
 
@@ -61,10 +62,17 @@ export class EventWindow<E extends Versioned> {
     return evs.slice(lo);
   }
 
-  /** Drops every retained event, as an etcd compaction at `currentRv`. */
-  compact(currentRv: number): void {
-    this.#compactedRv = currentRv;
-    this.#events = [];
+  /**
+   * Drops the retained events with rv ≤ `rv`, as an etcd compaction at revision `rv`: reads and watches
+   * from an older resourceVersion then get 410. Never moves the compacted resourceVersion back.
+   */
+  compact(rv: number): void {
+    if (rv <= this.#compactedRv) return;
+    this.#compactedRv = rv;
+    const evs = this.#events;
+    let i = this.#start;
+    while (i < evs.length && (evs[i] as E).rv <= rv) i++;
+    this.#events = evs.slice(i);
     this.#start = 0;
   }
 }

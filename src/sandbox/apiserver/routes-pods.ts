@@ -5,13 +5,15 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { V1DeleteOptions, V1Pod } from '@kubernetes/client-node';
+import { decodeContinue, encodeContinue } from './continue-token.ts';
 import type { ApiVerb } from './faults.ts';
 import { parseJsonBody, readBody, sendJson } from './http-io.ts';
+import { entriesAt } from './list-snapshot.ts';
 import { jsonPatch, mergePatch, strategicMergePatch } from './patch.ts';
 import { encodeItem, itemJson, withTypeMeta } from './pod-object.ts';
 import { parseFieldSelector, parseLabelSelector } from './selectors.ts';
-import { badRequest, methodNotAllowed, notFound, unsupportedMediaType } from './status.ts';
-import type { PodStore } from './store.ts';
+import { badRequest, continueExpired, methodNotAllowed, notFound, unsupportedMediaType } from './status.ts';
+import type { PodStore, StoreEntry } from './store.ts';
 import { podTable, wantsTable } from './table.ts';
 import type { WatchHub } from './watch.ts';
 
@@ -94,25 +96,6 @@ function intParam(query: URLSearchParams, name: string): number | undefined {
   const n = Number(raw);
   if (!Number.isInteger(n) || n < 0) throw badRequest(`invalid value for ${name}: "${raw}"`);
   return n;
-}
-
-function encodeContinue(rv: number, lastKey: string): string {
-  return Buffer.from(JSON.stringify({ v: 'meta.k8s.io/v1', rv, start: `${lastKey}\u0000` })).toString(
-    'base64',
-  );
-}
-
-function decodeContinue(token: string): { rv: number; afterKey: string } {
-  try {
-    const parsed = JSON.parse(Buffer.from(token, 'base64').toString('utf8')) as { rv: number; start: string };
-    if (typeof parsed.start !== 'string' || typeof parsed.rv !== 'number') throw new Error('bad token');
-    return {
-      rv: parsed.rv,
-      afterKey: parsed.start.endsWith('\u0000') ? parsed.start.slice(0, -1) : parsed.start,
-    };
-  } catch {
-    throw badRequest(`continue key is not valid: ${token}`);
-  }
 }
 
 function podJson(pod: V1Pod): string {
@@ -228,49 +211,74 @@ export async function handlePodRequest(ctx: PodRequestContext): Promise<void> {
   }
 }
 
+/**
+ * A list, or one page of it, as etcd3/store.go GetList serves it: the first page at the latest
+ * resourceVersion, later pages at the first page's (from the continue token; see list-snapshot.ts), a
+ * token older than the compacted resourceVersion answered 410 Expired (with the inconsistent-continue
+ * token), and a continue token whenever any key — matching the selectors or not — follows the page, so the
+ * last page of a filtered list may be empty.
+ */
 function listPods(ctx: PodRequestContext): void {
   const { req, res, route, query, store } = ctx;
   const matchLabels = parseLabelSelector(query.get('labelSelector') ?? undefined);
   const matchFields = parseFieldSelector(query.get('fieldSelector') ?? undefined);
-  const limit = intParam(query, 'limit');
+  const filtered = Boolean(query.get('labelSelector') || query.get('fieldSelector'));
+  const limit = intParam(query, 'limit') ?? 0;
+  // Keys in tokens are relative to the list's etcd prefix (/registry/pods/<ns>/ or /registry/pods/).
+  const prefix = route.namespace === undefined ? '' : `${route.namespace}/`;
   const cont = query.get('continue');
   let rv = store.resourceVersion;
-  let afterKey: string | undefined;
+  let entries: Iterable<StoreEntry>;
   if (cont) {
+    const rvParam = query.get('resourceVersion');
+    if (rvParam && rvParam !== '0') {
+      throw badRequest('specifying resource version is not allowed when using continue');
+    }
     const token = decodeContinue(cont);
-    rv = token.rv;
-    afterKey = token.afterKey;
+    const fromKey = prefix + token.start;
+    if (token.rv < 0) {
+      // The inconsistent continuation a 410 hands out: the rest of the list at the latest resourceVersion.
+      entries = store.entries(route.namespace, fromKey);
+    } else {
+      if (token.rv < store.compactedResourceVersion) throw continueExpired(encodeContinue(-1, token.start));
+      if (token.rv > store.resourceVersion) {
+        throw new Error('etcdserver: mvcc: required revision is a future revision');
+      }
+      rv = token.rv;
+      entries = entriesAt(store, rv, route.namespace, fromKey);
+    }
+  } else {
+    entries = store.entries(route.namespace);
   }
-  const items: { pod: V1Pod; json: string }[] = [];
-  let lastKey: string | undefined;
+  const items: StoreEntry[] = [];
   let more = false;
   let remaining = 0;
-  for (const e of store.entries(route.namespace, afterKey)) {
-    if (!matchLabels(e.pod) || !matchFields(e.pod)) continue;
-    if (limit !== undefined && limit > 0 && items.length >= limit) {
+  for (const e of entries) {
+    if (limit > 0 && items.length >= limit) {
       more = true;
+      if (filtered) break;
       remaining++;
       continue;
     }
-    items.push(e);
-    lastKey = e.key;
+    if (matchLabels(e.pod) && matchFields(e.pod)) items.push(e);
   }
+  const lastKey = items.at(-1)?.key;
+  const next = more && lastKey ? encodeContinue(rv, `${lastKey.slice(prefix.length)}\u0000`) : undefined;
   if (wantsTable(req)) {
     const table = podTable(
       items.map((i) => i.pod),
       ctx.now(),
       rv,
-      more && lastKey ? encodeContinue(rv, lastKey) : undefined,
+      next,
     );
     sendJson(res, 200, JSON.stringify(table));
     return;
   }
   let meta = `"resourceVersion":"${rv}"`;
-  if (more && lastKey) {
-    meta += `,"continue":"${encodeContinue(rv, lastKey)}"`;
+  if (next) {
+    meta += `,"continue":"${next}"`;
     // kube reports remainingItemCount only for unfiltered lists.
-    if (!query.get('labelSelector') && !query.get('fieldSelector'))
-      meta += `,"remainingItemCount":${remaining}`;
+    if (!filtered) meta += `,"remainingItemCount":${remaining}`;
   }
   const body = `{"kind":"PodList","apiVersion":"v1","metadata":{${meta}},"items":[${items.map((i) => i.json).join(',')}]}`;
   sendJson(res, 200, body);

@@ -20,6 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1DeleteOptions, V1Pod } from '@kubernetes/client-node';
 import { createSandboxClock } from './clock.ts';
+import { compactionInterval, startCompactor } from './compactor.ts';
 import { CONTROL_PREFIX, handleControl } from './control.ts';
 import { discoveryDocument, isHealthPath } from './discovery.ts';
 import { type ApiVerb, FaultRegistry, type FaultSpec } from './faults.ts';
@@ -55,6 +56,12 @@ export interface SandboxApiServerOptions {
   bookmarkIntervalMs?: number;
   /** How often in ms the kubelet emulation checks for ended grace periods (default 200). */
   sweepIntervalMs?: number;
+  /**
+   * Interval in ms of the etcd compaction kube-apiserver runs (`--etcd-compaction-interval`, default
+   * 300,000 = 5 min; 0 = never): each compacts to the resourceVersion of the previous one, so watches
+   * and list continue tokens from a resourceVersion older than one to two intervals get 410 Expired.
+   */
+  compactionIntervalMs?: number;
 }
 
 /** In-process pod access: no faults, not logged as API requests, same rules and events as the API. */
@@ -111,10 +118,11 @@ function delay(ms: number): Promise<void> {
 
 /**
  * Starts a sandbox API server and writes its kubeconfig.
- * @throws Error when the port cannot be bound (EADDRINUSE etc.).
+ * @throws Error when the port cannot be bound (EADDRINUSE etc.); TypeError for a bad compactionIntervalMs.
  */
 export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}): Promise<SandboxApiServer> {
   const host = opts.host ?? '127.0.0.1';
+  const compactionIntervalMs = compactionInterval(opts.compactionIntervalMs);
   const contextName = opts.contextName ?? 'sandbox';
   const clock = createSandboxClock();
   const store = new PodStore({ now: clock.now, watchWindow: opts.watchWindow });
@@ -247,6 +255,7 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
   const sweepTimer = setInterval(() => store.sweep(), opts.sweepIntervalMs ?? 200);
   sweepTimer.unref();
   const unsubscribeClock = clock.onAdvance(() => store.sweep());
+  const stopCompactor = startCompactor(store, compactionIntervalMs);
 
   let closing: Promise<void> | undefined;
   return {
@@ -284,6 +293,7 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
       closing ??= (async () => {
         clearInterval(sweepTimer);
         unsubscribeClock();
+        stopCompactor();
         hub.dropAll();
         await new Promise<void>((resolve) => {
           server.close(() => resolve());

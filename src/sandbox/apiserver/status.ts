@@ -17,7 +17,8 @@ export interface StatusDetails {
 export interface KubeStatus {
   kind: 'Status';
   apiVersion: 'v1';
-  metadata: Record<string, never>;
+  /** ListMeta: empty, except the `continue` token of a 410 on a paged list. */
+  metadata: { continue?: string };
   status: 'Failure';
   message: string;
   reason: string;
@@ -121,6 +122,29 @@ export function methodNotAllowed(): KubeStatusError {
 /** 401 Unauthorized (no or wrong bearer token). */
 export function unauthorized(): KubeStatusError {
   return new KubeStatusError(status(401, 'Unauthorized', 'Unauthorized'));
+}
+
+/**
+ * 410 Expired for a list page whose continue token's resourceVersion has been compacted
+ * (etcd3/errors.go `handleCompactedErrorForPaging`, errors.NewResourceExpired): the message says to
+ * start a new list, and `metadata.continue` carries a token (`rv: -1`) that reads the rest of the list at
+ * the latest resourceVersion — an inconsistent list, which a client that needs a consistent one ignores.
+ */
+export function continueExpired(inconsistentToken: string): KubeStatusError {
+  return new KubeStatusError({
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: { continue: inconsistentToken },
+    status: 'Failure',
+    message:
+      'The provided continue parameter is too old to display a consistent list result. You can start a new ' +
+      'list without the continue parameter, or use the continue token in this response to retrieve the ' +
+      'remainder of the results. Continuing with the provided token results in an inconsistent list - ' +
+      'objects that were created, modified, or deleted between the time the first chunk was returned and ' +
+      'now may show up in the list.',
+    reason: 'Expired',
+    code: 410,
+  });
 }
 
 /** 410 Expired: the watch's resourceVersion is older than the retained event window. */

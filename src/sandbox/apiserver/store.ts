@@ -27,6 +27,13 @@ import {
 } from './pod-object.ts';
 import { alreadyExists, badRequest, conflict, notFound } from './status.ts';
 
+/** One stored pod: its key (`namespace/name`), the object (shared: do not mutate) and its item JSON. */
+export interface StoreEntry {
+  readonly key: string;
+  readonly pod: V1Pod;
+  readonly json: string;
+}
+
 /** The type of a stored change, as it appears in a watch event. */
 export type StoreEventType = 'ADDED' | 'MODIFIED' | 'DELETED';
 
@@ -79,6 +86,11 @@ function keyOf(ns: string, name: string): string {
   return `${ns}/${name}`;
 }
 
+/** The store key of a pod (`namespace/name`), ordered as etcd orders `/registry/pods/<namespace>/<name>`. */
+export function podKey(pod: V1Pod): string {
+  return keyOf(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '');
+}
+
 function clonePod(pod: V1Pod): V1Pod {
   return { apiVersion: 'v1', kind: 'Pod', ...structuredClone(pod) };
 }
@@ -112,7 +124,15 @@ export class PodStore {
     return this.#rv;
   }
 
-  /** Watches from a resourceVersion below this get 410 Expired. */
+  /**
+   * Takes one resourceVersion for a write outside the pods (etcd's revision is global: leases, events, the
+   * compactor's own key): the resourceVersion moves on with no pod event. Returns it.
+   */
+  takeRevision(): number {
+    return ++this.#rv;
+  }
+
+  /** Watches and continue tokens from a resourceVersion below this get 410 Expired. */
   get compactedResourceVersion(): number {
     return this.#window.compactedRv;
   }
@@ -141,9 +161,12 @@ export class PodStore {
     return this.#window.since(rv);
   }
 
-  /** Drops every retained event: a watch from any older resourceVersion now gets 410 (etcd compaction). */
-  compact(): void {
-    this.#window.compact(this.#rv);
+  /**
+   * An etcd compaction at `rv` (default: the latest resourceVersion, dropping every retained event): a
+   * watch, or a list page's continue token, from an older resourceVersion now gets 410 Expired.
+   */
+  compact(rv: number = this.#rv): void {
+    this.#window.compact(Math.min(rv, this.#rv));
   }
 
   /** The stored object (not a clone: callers must not mutate it) and its cached item JSON. */
@@ -161,20 +184,21 @@ export class PodStore {
   }
 
   /**
-   * Stored entries in etcd key order (namespace, then name), optionally of one namespace, starting
-   * after the key `afterKey` (exclusive; for `continue`). Objects are shared: do not mutate.
+   * Stored entries in etcd key order (namespace, then name), optionally of one namespace, from the key
+   * `fromKey` on (inclusive, as an etcd range read; a `continue` token's key ends in `\0` to start after
+   * the last key read). Objects are shared: do not mutate.
    */
-  *entries(ns?: string, afterKey?: string): Generator<{ key: string; pod: V1Pod; json: string }> {
+  *entries(ns?: string, fromKey?: string): Generator<StoreEntry> {
     this.#sortedKeys ??= [...this.#pods.keys()].sort();
     const keys = this.#sortedKeys;
     let i = 0;
-    const from = afterKey ?? (ns !== undefined ? `${ns}/` : undefined);
+    const from = fromKey ?? (ns !== undefined ? `${ns}/` : undefined);
     if (from !== undefined) {
       let lo = 0;
       let hi = keys.length;
       while (lo < hi) {
         const mid = (lo + hi) >>> 1;
-        if ((keys[mid] as string) < from || (afterKey !== undefined && keys[mid] === afterKey)) lo = mid + 1;
+        if ((keys[mid] as string) < from) lo = mid + 1;
         else hi = mid;
       }
       i = lo;
@@ -496,7 +520,7 @@ export class PodStore {
     const ev: StoreEvent = { type, rv: this.#rv, pod, prev, itemJson: encodeItem(pod) };
     rememberItemJson(pod, ev.itemJson);
     if (type !== 'DELETED') {
-      const e = this.#pods.get(keyOf(pod.metadata?.namespace ?? '', pod.metadata?.name ?? ''));
+      const e = this.#pods.get(podKey(pod));
       if (e && e.pod === pod) e.json = ev.itemJson;
     }
     this.#window.push(ev);
