@@ -27,6 +27,7 @@ import {
 import type { TargetRef } from '../queue/job-identity.ts';
 import type { Logger } from '../telemetry/log.ts';
 import type { EnqueueTrigger, TargetTelemetry } from '../telemetry/target-telemetry.ts';
+import { createCacheTrust } from './cache-trust.ts';
 import { createLeaderTerms, sleepInTerm, type Term, waitInTerm } from './leader-terms.ts';
 
 /** Dependencies and settings of {@link createTargetCleaner}. */
@@ -52,13 +53,19 @@ export interface TargetCleanerOptions {
   log: Logger;
   /** Wall clock, epoch ms: deadlines from Kubernetes timestamps. */
   now: () => number;
-  /** Monotonic clock, ms (default `performance.now()`): the informer-sync wait. */
+  /** Monotonic clock, ms (default `performance.now()`): the informer-sync wait and the informer-down threshold. */
   monotonicNow?: () => number;
   /**
    * How long a new term waits for the informer's first list before it logs a warning and waits again, ms
    * (default 60 000). The term never consumes from an unsynced cache; losing the leadership ends the wait.
    */
   informerSyncTimeoutMs?: number;
+  /**
+   * How long the informer may be down (its list or watch failing) before the re-check stops trusting its
+   * cache and GETs each pod, ms (default 10 000): a dropped watch restarted within a second does not count;
+   * an outage does (src/cleaner/cache-trust.ts).
+   */
+  staleCacheAfterMs?: number;
   /** Builds the worker (default {@link createCleanupWorker}); tests pass a double of the same interface. */
   createWorker?: (opts: CleanupWorkerOptions) => CleanupWorker;
   /** Single-server mode: warn when another worker consumes the same queue (replicas are uncoordinated). */
@@ -110,6 +117,12 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
 
   const informer = opts.informer();
   const leadership = opts.leadership();
+  const cacheTrust = createCacheTrust({
+    informer,
+    monotonicNow,
+    staleAfterMs: opts.staleCacheAfterMs ?? 10_000,
+    log,
+  });
   const worker: CleanupWorker = (opts.createWorker ?? createCleanupWorker)({
     target: opts.target,
     connection: opts.connection,
@@ -144,6 +157,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       },
       cached: (name) => informer.get(name),
       recheck: opts.recheck,
+      cacheUntrusted: () => cacheTrust.untrusted(),
       fence: (signal) => leadership.fence(signal),
       stillLeader: () => leadership.stillLeader(),
       selector: opts.selector,

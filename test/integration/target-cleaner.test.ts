@@ -14,12 +14,13 @@ import {
   type TargetCleanerOptions,
 } from '../../src/cleaner/target-cleaner.ts';
 import type { RecheckMode } from '../../src/config/schema.ts';
+import { trimPod } from '../../src/kube/driver-pod.ts';
 import { createKubeHttp, type KubeHttp } from '../../src/kube/kube-http.ts';
 import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import { createPodApi, type PodApi } from '../../src/kube/pod-api.ts';
 import { createPodInformer } from '../../src/kube/pod-informer.ts';
 import { createRateLimiter } from '../../src/kube/rate-limiter.ts';
-import { type CleanupQueue, createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
+import { type CleanupQueue, createCleanupQueue, jobDataFor } from '../../src/queue/cleanup-queue.ts';
 import { createCleanupWorker } from '../../src/queue/cleanup-worker.ts';
 import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
 import { type LocalService, startRedis } from '../../src/sandbox/local-services.ts';
@@ -200,7 +201,7 @@ describe('term transitions (real worker, Redis, sandbox)', () => {
   });
 });
 
-describe('an informer that cannot list (sandbox faults)', () => {
+describe('a dead informer (sandbox list/watch faults)', () => {
   it('the first list keeps failing → a warning per sync timeout, no worker; once it lists → cleaned once', async () => {
     const ns = 'tc-nosync';
     server.faults.inject({ verb: 'list', path: podPath(ns), status: 500 });
@@ -218,4 +219,49 @@ describe('an informer that cannot list (sandbox faults)', () => {
     await waitFor('pod deleted after the first list', () => gone(pod), 30_000);
     expect(deletesOf(pod)).toEqual([200]);
   }, 60_000);
+
+  it.each<RecheckMode>(['cache', 'resource-version'])(
+    'recheck %s: informer down past staleCacheAfterMs → live GET re-check: a relabelled pod gets no DELETE, a pod it never saw is cleaned',
+    async (recheck) => {
+      const ns = `tc-dead-${recheck}`;
+      const { cleaner, lead, queue, lines } = await startCleaner(ns, recheck, { staleCacheAfterMs: 300 });
+      const relabelled = createDriver(ns, 'relabelled');
+      await waitFor('job enqueued', async () => (await queue.queue.getJob(uidOf(relabelled))) !== undefined);
+      // The informer's list and watch now fail (RBAC or the watch path broken); end the open watch.
+      server.faults.inject({ verb: 'list', path: podPath(ns), status: 500 });
+      server.faults.inject({ verb: 'watch', path: podPath(ns), status: 500 });
+      server.dropWatches();
+      await waitFor('informer down for over 300 ms', () => {
+        const since = cleaner.informerState.downSinceMs;
+        return since !== undefined && Date.now() - since > 600;
+      });
+      // Unseen by the informer: the pod leaves the selector, and another driver finishes, enqueued by
+      // another replica whose informer works.
+      const current = server.pods.get(ns, nameOf(relabelled)) as V1Pod;
+      delete current.metadata?.labels?.['kyuubi-unique-tag'];
+      server.pods.update(current);
+      const unseen = createDriver(ns, 'unseen');
+      const times = { deadlineMs: Date.now() - 1000, finishedAtMs: Date.now() - 2000 };
+      expect(await queue.enqueue(jobDataFor(trimPod(unseen), cleaner.target, times, 'other-replica'))).toBe(
+        'added',
+      );
+      lead.elect();
+      await waitFor('both jobs finished', async () => {
+        const states = await Promise.all([relabelled, unseen].map((p) => queue.queue.getJobState(uidOf(p))));
+        return states.every((s) => s === 'completed');
+      });
+      expect(deletesOf(relabelled)).toEqual([]);
+      expect(gone(relabelled)).toBe(false);
+      expect((await queue.queue.getJob(uidOf(relabelled)))?.returnvalue).toEqual({
+        outcome: 'skipped',
+        reason: 'not-selected',
+      });
+      expect(deletesOf(unseen)).toEqual([200]);
+      expect(gone(unseen)).toBe(true);
+      expect(
+        lines.filter((l) => String(l.msg).startsWith('informer down: its cache is not trusted')),
+      ).toHaveLength(1);
+    },
+    60_000,
+  );
 });

@@ -2,7 +2,7 @@
  * The term transitions of a target cleaner (src/cleaner/target-cleaner.ts, src/cleaner/leader-terms.ts) with
  * fakes of the informer, the leadership, the queue and the worker, typed against the same interfaces: the
  * order of sync → reconcile → run, a term lost at each step, a re-election while the old worker closes,
- * shutdown during a term, and the informer-sync timeout.
+ * shutdown during a term, the informer-sync timeout, and the informer-down cache trust.
  */
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -40,6 +40,7 @@ function fakeInformer(pods: DriverPod[]) {
   const state = {
     synced: false,
     stopped: false,
+    downSinceMonotonicMs: undefined as number | undefined,
     sync() {
       state.synced = true;
       first.resolve();
@@ -56,6 +57,9 @@ function fakeInformer(pods: DriverPod[]) {
     },
     get downSinceMs() {
       return undefined;
+    },
+    get downSinceMonotonicMs() {
+      return state.downSinceMonotonicMs;
     },
     restarts: 0,
     get: (name) => pods.find((p) => p.metadata?.name === name),
@@ -189,6 +193,7 @@ function setup(
     now: Date.now,
     monotonicNow: opts.monotonicNow,
     informerSyncTimeoutMs: opts.informerSyncTimeoutMs,
+    staleCacheAfterMs: 1000,
     createWorker: w.create,
   });
   if (!leadership) throw new Error('leadership not built');
@@ -313,5 +318,27 @@ describe('target cleaner: term transitions', () => {
     inf.state.sync();
     await waitFor('worker runs', () => w.state.running, 2000);
     expect(w.events).toEqual(['run']);
+  });
+});
+
+describe('target cleaner: cache trust with a dead informer', () => {
+  it('down longer than staleCacheAfterMs (monotonic clock) → cacheUntrusted; one warn, one info when back', async () => {
+    let clock = 5000;
+    const { inf, w, lines } = setup({ monotonicNow: () => clock });
+    const untrusted = () => w.state.deps?.cacheUntrusted?.();
+    expect(untrusted()).toBe(false);
+    inf.state.downSinceMonotonicMs = 5000;
+    clock = 6000; // down exactly the threshold: still trusted
+    expect(untrusted()).toBe(false);
+    clock = 6001;
+    expect(untrusted()).toBe(true);
+    clock = 9000;
+    expect(untrusted()).toBe(true);
+    inf.state.downSinceMonotonicMs = undefined;
+    expect(untrusted()).toBe(false);
+    const warns = lines.filter((l) => String(l.msg).startsWith('informer down: its cache is not trusted'));
+    expect(warns).toHaveLength(1);
+    expect(warns[0]).toMatchObject({ level: 'warn', downForMs: 1001, staleAfterMs: 1000 });
+    expect(lines.filter((l) => String(l.msg).startsWith('informer back'))).toHaveLength(1);
   });
 });
