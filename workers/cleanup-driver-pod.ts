@@ -13,6 +13,8 @@
  *   pod and re-checks it live. Not in the cache (not synced, or already gone) → a live GET.
  * - `live`: GET the pod, then DELETE with `preconditions.uid` (two requests per pod).
  * - `cache`: the informer's copy, DELETE with `preconditions.uid` only.
+ * While the informer's cache is not trusted (`cacheUntrusted`: its list or watch has been failing for a
+ * while, src/cleaner/cache-trust.ts), both cache modes re-check as `live` does.
  * The UID precondition always closes the window between the check and the DELETE against re-created pods.
  * No no-op is ever a warning.
  * The handler never touches BullMQ: `src/queue/cleanup-worker.ts` maps outcomes onto it.
@@ -64,6 +66,11 @@ export interface CleanupDeps {
   /** The informer's cached pod of that name (`cache` and `resource-version` modes). */
   cached: (name: string) => DriverPod | undefined;
   recheck: RecheckMode;
+  /**
+   * True when the informer's cache may be behind the API server (its list or watch failing for longer than a
+   * threshold): the re-check then GETs the pod whatever `recheck` says. Absent: the cache is trusted.
+   */
+  cacheUntrusted?: () => boolean;
   /** Resolves when this replica may still DELETE for the target; rejects with {@link FencedError} otherwise. */
   fence: (signal: AbortSignal) => Promise<void>;
   /** Synchronous, I/O-free part of the fence (lease freshness), checked again right before the DELETE. */
@@ -104,17 +111,18 @@ export async function cleanupDriverPod(
   if (signal.aborted) return { outcome: 'aborted' };
   const fenced = await fence(deps, signal);
   if (fenced) return fenced;
+  const mode = deps.recheck !== 'live' && deps.cacheUntrusted?.() ? 'live' : deps.recheck;
 
   // resource-version: check the cached copy, let the API server confirm it is still that version.
-  if (deps.recheck === 'resource-version') {
+  if (mode === 'resource-version') {
     const cached = deps.cached(job.pod);
     const version = cached?.metadata?.resourceVersion;
     if (cached && version) {
-      const checked = recheck(cached, job, deps);
+      const noOp = recheck(cached, job, deps);
       // Only what a stale cache cannot get wrong is final here: a deletionTimestamp is never unset. A copy
       // that looks re-created, not terminal or relabelled may be behind the API server: ask it (GET below).
-      if (checked?.outcome === 'already-deleting') return checked;
-      if (!checked) {
+      if (noOp?.outcome === 'already-deleting') return noOp;
+      if (!noOp) {
         const sent = await sendDelete(job, deps, signal, { uid: job.uid, resourceVersion: version });
         if (sent !== 'conflict') return sent;
         // 409: the pod changed since the informer saw it (or was re-created): re-check the live object,
@@ -126,7 +134,7 @@ export async function cleanupDriverPod(
   }
 
   let pod: DriverPod | undefined;
-  if (deps.recheck === 'cache') {
+  if (mode === 'cache') {
     pod = deps.cached(job.pod);
   } else {
     try {
@@ -136,8 +144,8 @@ export async function cleanupDriverPod(
       return failure('get', err);
     }
   }
-  const checked = recheck(pod, job, deps);
-  if (checked) return checked;
+  const noOp = recheck(pod, job, deps);
+  if (noOp) return noOp;
   const sent = await sendDelete(job, deps, signal, { uid: job.uid });
   return sent === 'conflict' ? { outcome: 'replaced' } : sent;
 }

@@ -6,7 +6,8 @@
  *   calls;
  * - its **leadership** campaign: when elected, wait for the informer's initial list, **reconcile** (enqueue
  *   what is missing, retry failed jobs), then run the worker and reconcile periodically; when the
- *   leadership is lost, abort in-flight jobs before their DELETE and close the worker.
+ *   leadership is lost, abort in-flight jobs before their DELETE and close the worker. Terms run strictly one
+ *   after another (src/cleaner/leader-terms.ts): a new term starts once the previous worker has closed.
  */
 import type { Redis } from 'ioredis';
 import pLimit from 'p-limit';
@@ -18,10 +19,16 @@ import type { PodApi } from '../kube/pod-api.ts';
 import type { PodEvent, PodInformer } from '../kube/pod-informer.ts';
 import type { Leadership } from '../leadership/leadership.ts';
 import { type CleanupJobData, type CleanupQueue, jobDataFor } from '../queue/cleanup-queue.ts';
-import { type CleanupWorker, createCleanupWorker } from '../queue/cleanup-worker.ts';
+import {
+  type CleanupWorker,
+  type CleanupWorkerOptions,
+  createCleanupWorker,
+} from '../queue/cleanup-worker.ts';
 import type { TargetRef } from '../queue/job-identity.ts';
 import type { Logger } from '../telemetry/log.ts';
 import type { EnqueueTrigger, TargetTelemetry } from '../telemetry/target-telemetry.ts';
+import { createCacheTrust } from './cache-trust.ts';
+import { createLeaderTerms, sleepInTerm, type Term, waitInTerm } from './leader-terms.ts';
 
 /** Dependencies and settings of {@link createTargetCleaner}. */
 export interface TargetCleanerOptions {
@@ -44,7 +51,23 @@ export interface TargetCleanerOptions {
   /** Built by the caller with onElected/onLost = this cleaner's `elected`/`lost`. */
   leadership: () => Leadership;
   log: Logger;
+  /** Wall clock, epoch ms: deadlines from Kubernetes timestamps. */
   now: () => number;
+  /** Monotonic clock, ms (default `performance.now()`): the informer-sync wait and the informer-down threshold. */
+  monotonicNow?: () => number;
+  /**
+   * How long a new term waits for the informer's first list before it logs a warning and waits again, ms
+   * (default 60 000). The term never consumes from an unsynced cache; losing the leadership ends the wait.
+   */
+  informerSyncTimeoutMs?: number;
+  /**
+   * How long the informer may be down (its list or watch failing) before the re-check stops trusting its
+   * cache and GETs each pod, ms (default 10 000): a dropped watch restarted within a second does not count;
+   * an outage does (src/cleaner/cache-trust.ts).
+   */
+  staleCacheAfterMs?: number;
+  /** Builds the worker (default {@link createCleanupWorker}); tests pass a double of the same interface. */
+  createWorker?: (opts: CleanupWorkerOptions) => CleanupWorker;
   /** Single-server mode: warn when another worker consumes the same queue (replicas are uncoordinated). */
   warnIfNotAlone?: boolean;
   /** Retry backoff of failed DELETEs, ms (defaults in the worker). */
@@ -89,13 +112,18 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   const redisOps = pLimit(32);
   /** When this replica first saw a pod terminal without a finish time (an evicted driver). */
   const firstSeenTerminal = new Map<string, number>();
-  let reconcileTimer: NodeJS.Timeout | undefined;
-  let term = 0;
   let stopped = false;
+  const monotonicNow = opts.monotonicNow ?? (() => performance.now());
 
   const informer = opts.informer();
   const leadership = opts.leadership();
-  const worker: CleanupWorker = createCleanupWorker({
+  const cacheTrust = createCacheTrust({
+    informer,
+    monotonicNow,
+    staleAfterMs: opts.staleCacheAfterMs ?? 10_000,
+    log,
+  });
+  const worker: CleanupWorker = (opts.createWorker ?? createCleanupWorker)({
     target: opts.target,
     connection: opts.connection,
     prefix: opts.prefix,
@@ -129,6 +157,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       },
       cached: (name) => informer.get(name),
       recheck: opts.recheck,
+      cacheUntrusted: () => cacheTrust.untrusted(),
       fence: (signal) => leadership.fence(signal),
       stillLeader: () => leadership.stillLeader(),
       selector: opts.selector,
@@ -227,63 +256,90 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
 
   /**
    * Local leadership only: warns when workers of other replicas consume the same queue (Redis CLIENT LIST
-   * names), every 30 s. The first look waits (at most 10 s) until this replica's own worker is listed, so that a
-   * replica started beside another one warns at once.
+   * names), every 30 s while the term lasts. The first look waits (at most 10 s) until this replica's own
+   * worker is listed, so that a replica started beside another one warns at once.
    */
-  async function checkAlone(myTerm: number): Promise<void> {
-    const firstLookBy = opts.now() + 10_000;
-    while (myTerm === term && !stopped) {
+  async function checkAlone(term: Term): Promise<void> {
+    const firstLookBy = monotonicNow() + 10_000;
+    while (!term.signal.aborted) {
       const names = new Set(await opts.queue.workerNames().catch(() => []));
-      if (!names.has(opts.replicaId) && opts.now() < firstLookBy) {
-        await new Promise((r) => setTimeout(r, 200).unref());
+      if (!names.has(opts.replicaId) && monotonicNow() < firstLookBy) {
+        await sleepInTerm(200, term.signal);
         continue;
       }
-      if (names.size > 1) {
+      if (names.size > 1 && !term.signal.aborted) {
         log.warn(
           { workers: [...names] },
           'another worker consumes this queue: replicas are uncoordinated (configure etcdEndpoints)',
         );
       }
-      await new Promise((r) => setTimeout(r, 30_000).unref());
+      await sleepInTerm(30_000, term.signal);
     }
   }
 
-  function elected(): void {
-    const myTerm = ++term;
-    void (async () => {
-      // Nothing consumes before the informer has synced: reconcile needs the full list.
-      await informer.start();
-      if (myTerm !== term || !leadership.isLeader) return;
-      await reconcile().catch((err) =>
-        log.warn({ err: { message: (err as Error).message } }, 'reconcile failed'),
+  /**
+   * Waits for the informer's first list: reconcile needs the full list, and nothing may consume from an
+   * unsynced cache. Each `informerSyncTimeoutMs` without it logs a warning, and the wait goes on (the
+   * informer retries its list with backoff by itself) until it syncs or the term ends.
+   * @returns true once synced; false when the term ended first (or the informer was stopped).
+   */
+  async function waitForSync(term: Term): Promise<boolean> {
+    const timeoutMs = opts.informerSyncTimeoutMs ?? 60_000;
+    const since = monotonicNow();
+    const synced = informer.start();
+    for (;;) {
+      const how = await waitInTerm(synced, term.signal, timeoutMs);
+      if (how === 'ended') return false;
+      if (how === 'done') return informer.synced;
+      log.warn(
+        { term: term.id, waitedMs: Math.round(monotonicNow() - since), restarts: informer.restarts },
+        'elected, but the informer has not listed the pods yet: not consuming; still waiting',
       );
-      if (myTerm !== term || !leadership.isLeader) return;
-      worker.run();
-      clearInterval(reconcileTimer);
-      reconcileTimer = setInterval(() => {
-        if (leadership.isLeader)
-          void reconcile().catch((err) =>
-            log.warn({ err: { message: (err as Error).message } }, 'reconcile failed'),
-          );
-      }, opts.reconcileIntervalMs);
-      reconcileTimer.unref();
-      if (opts.warnIfNotAlone) void checkAlone(myTerm);
-    })();
+    }
   }
 
-  function lost(reason: string): void {
-    term += 1;
-    clearInterval(reconcileTimer);
-    reconcileTimer = undefined;
-    void worker.stop(`leadership lost: ${reason}`).catch((err) => log.warn({ err }, 'worker stop failed'));
-    if (!stopped) log.info({ reason }, 'stopped consuming');
+  const reconcileFailed = (err: unknown) =>
+    log.warn({ err: { message: (err as Error).message } }, 'reconcile failed');
+
+  /** A term's start: sync, reconcile, run the worker, then the term's periodic reconcile (and check). */
+  async function beginTerm(term: Term): Promise<void> {
+    const current = () => !term.signal.aborted && !stopped && leadership.isLeader;
+    if (!(await waitForSync(term)) || !current()) return;
+    // A reconcile stuck on a hung Redis must not hold the term queue once the term is over: it is left to
+    // finish on its own (it only enqueues, which is idempotent).
+    await waitInTerm(reconcile().catch(reconcileFailed), term.signal);
+    if (!current()) return;
+    await worker.run();
+    // Lost meanwhile: the term's end, queued next, closes the worker again.
+    if (term.signal.aborted) return;
+    const reconcileTimer = setInterval(() => {
+      if (current()) void reconcile().catch(reconcileFailed);
+    }, opts.reconcileIntervalMs);
+    reconcileTimer.unref();
+    term.signal.addEventListener('abort', () => clearInterval(reconcileTimer), { once: true });
+    if (opts.warnIfNotAlone) void checkAlone(term);
   }
+
+  /** A term's end (or a shutdown's): abort in-flight jobs before their DELETE and close the worker. */
+  async function endTerm(term: Term | undefined, reason: string): Promise<void> {
+    await worker.stop(stopped ? 'shutdown' : `leadership lost: ${reason}`);
+    if (term && !stopped) log.info({ term: term.id, reason }, 'stopped consuming');
+  }
+
+  const terms = createLeaderTerms({
+    begin: beginTerm,
+    end: endTerm,
+    onError: (err, step) =>
+      log.error({ err: { message: (err as Error).message }, step }, 'leadership term transition failed'),
+  });
 
   return {
     target: opts.target,
     observe,
-    elected,
-    lost,
+    elected() {
+      if (!stopped) terms.elected();
+    },
+    lost: (reason) => terms.lost(reason),
     reconcile,
     get isLeader() {
       return leadership.isLeader;
@@ -297,8 +353,11 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     },
     async stop() {
       stopped = true;
+      // Resigning ends the term through `lost`; ending it here too covers a leadership that was not leading
+      // (a term still waiting for the informer) and is a no-op otherwise.
       await leadership.resign();
-      await worker.stop('shutdown');
+      terms.lost('shutdown');
+      await terms.settled();
       await informer.stop();
       await opts.queue.close();
     },

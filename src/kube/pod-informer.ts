@@ -61,6 +61,11 @@ export interface PodInformer {
   readonly synced: boolean;
   /** Epoch ms since when it has been down (undefined while it runs). */
   readonly downSinceMs: number | undefined;
+  /**
+   * The same moment by the monotonic clock (`performance.now()`, ms): how long it has been down, measured
+   * without the wall clock (the target cleaner stops trusting the cache past a threshold).
+   */
+  readonly downSinceMonotonicMs: number | undefined;
   /** How many times it was restarted after an error (410 relists are not counted). */
   readonly restarts: number;
   /** The cached pod of that name (compare its UID!), or undefined. */
@@ -150,6 +155,7 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
   let started = false;
   let synced = false;
   let downSinceMs: number | undefined = opts.now();
+  let downSinceMonotonicMs: number | undefined = performance.now();
   let restarts = 0;
   let failures = 0;
   let lastFailureAt = Number.NEGATIVE_INFINITY;
@@ -267,6 +273,7 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
     log.debug({ pods: cache.size, resourceVersion }, 'informer listed');
     synced = true;
     downSinceMs = undefined;
+    downSinceMonotonicMs = undefined;
     opts.onSynced?.();
     firstSync?.();
     return resourceVersion;
@@ -402,6 +409,7 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
         if (stopped) return;
         downSinceMs ??= opts.now();
         const at = performance.now();
+        downSinceMonotonicMs ??= at;
         if (at - lastFailureAt > backoffResetMs) failures = 0;
         lastFailureAt = at;
         failures += 1;
@@ -444,6 +452,9 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
     },
     get downSinceMs() {
       return downSinceMs;
+    },
+    get downSinceMonotonicMs() {
+      return downSinceMonotonicMs;
     },
     get restarts() {
       return restarts;

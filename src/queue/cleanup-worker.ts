@@ -12,7 +12,9 @@
  *
  * BullMQ facts this relies on: delayed jobs are promoted only by a running Worker of the queue;
  * `close()` does not abort a running processor, so `stop()` calls `cancelAllJobs()` first, which aborts
- * each processor's AbortSignal.
+ * each processor's AbortSignal. `run()` and `stop()` take effect one after another, in call order: a `run()`
+ * made while a close is in progress starts a new Worker once the close has finished (it used to return at
+ * once, leaving a re-elected leader with no consumer).
  */
 import { DelayedError, type Job, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -52,12 +54,16 @@ export interface CleanupWorkerOptions {
   telemetry?: Pick<TargetTelemetry, 'process'>;
 }
 
-/** A worker that can be started and stopped any number of times (a new BullMQ Worker per term). */
+/**
+ * A worker that can be started and stopped any number of times (a new BullMQ Worker per term). Calls take
+ * effect in order: each waits for the previous `run()` or `stop()` to finish.
+ */
 export interface CleanupWorker {
-  /** Starts consuming. Idempotent. */
-  run(): void;
-  /** Aborts in-flight jobs before their DELETE, then closes. Idempotent. */
+  /** Starts consuming, after a close in progress has finished; resolves once started. Idempotent. */
+  run(): Promise<void>;
+  /** Aborts in-flight jobs before their DELETE, then closes; resolves once closed. Idempotent. */
   stop(reason: string): Promise<void>;
+  /** True while a Worker consumes (false while it closes). */
   readonly running: boolean;
 }
 
@@ -122,7 +128,14 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
   const max = opts.maxBackoffMs ?? 300_000;
   const keep = { age: Math.ceil(opts.keepFinishedMs / 1000) };
   let worker: Worker<StoredCleanupJobData, Outcome> | undefined;
-  let closing: Promise<void> | undefined;
+  let closing = false;
+  /** The last `run()`/`stop()`: the next one starts after it (a failed step does not block the next). */
+  let lastStep: Promise<void> = Promise.resolve();
+  const serially = (step: () => Promise<void> | void): Promise<void> => {
+    const next = lastStep.then(step);
+    lastStep = next.catch(() => undefined);
+    return next;
+  };
 
   const processor = async (
     job: Job<StoredCleanupJobData, Outcome>,
@@ -156,55 +169,58 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
     }
   };
 
+  /** Creates and runs a new BullMQ Worker, unless one runs. */
+  function start(): void {
+    if (worker) return;
+    const w = new Worker<StoredCleanupJobData, Outcome>(queueName(opts.target), processor, {
+      connection: opts.connection,
+      prefix: opts.prefix,
+      autorun: false,
+      concurrency: opts.concurrency,
+      name: opts.replicaId,
+      // A crashed leader's active jobs come back through stall detection; give them a few chances.
+      maxStalledCount: 5,
+      // Locks expire after lockDuration (renewed every half) and the check runs every stalledInterval:
+      // a crashed leader's in-flight jobs resume within ~15 s instead of BullMQ's default ~60 s
+      // (30 s + 30 s). Processing a job twice is harmless: fencing, re-check, UID precondition.
+      lockDuration: 10_000,
+      stalledInterval: 5_000,
+      // Finished jobs stay as long as tombstones: re-adding a completed UID is then a no-op. Worker
+      // options, not stored on each job (jobs stored by older versions carry the same setting themselves).
+      removeOnComplete: keep,
+      removeOnFail: keep,
+      settings: {
+        backoffStrategy: (attemptsMade, _type, err) =>
+          retryDelayMs(
+            attemptsMade,
+            err instanceof RetryableCleanupError ? err.retryAfterMs : undefined,
+            base,
+            max,
+          ),
+      },
+    });
+    w.on('error', (err) => opts.log.warn({ err: { message: err.message } }, 'worker error'));
+    worker = w;
+    w.run().catch((err: unknown) => opts.log.error({ err }, 'worker stopped with an error'));
+  }
+
   return {
     get running() {
       return worker !== undefined && !closing;
     },
-    run() {
-      if (worker) return;
-      const w = new Worker<StoredCleanupJobData, Outcome>(queueName(opts.target), processor, {
-        connection: opts.connection,
-        prefix: opts.prefix,
-        autorun: false,
-        concurrency: opts.concurrency,
-        name: opts.replicaId,
-        // A crashed leader's active jobs come back through stall detection; give them a few chances.
-        maxStalledCount: 5,
-        // Locks expire after lockDuration (renewed every half) and the check runs every stalledInterval:
-        // a crashed leader's in-flight jobs resume within ~15 s instead of BullMQ's default ~60 s
-        // (30 s + 30 s). Processing a job twice is harmless: fencing, re-check, UID precondition.
-        lockDuration: 10_000,
-        stalledInterval: 5_000,
-        // Finished jobs stay as long as tombstones: re-adding a completed UID is then a no-op. Worker
-        // options, not stored on each job (jobs stored by older versions carry the same setting themselves).
-        removeOnComplete: keep,
-        removeOnFail: keep,
-        settings: {
-          backoffStrategy: (attemptsMade, _type, err) =>
-            retryDelayMs(
-              attemptsMade,
-              err instanceof RetryableCleanupError ? err.retryAfterMs : undefined,
-              base,
-              max,
-            ),
-        },
-      });
-      w.on('error', (err) => opts.log.warn({ err: { message: err.message } }, 'worker error'));
-      worker = w;
-      w.run().catch((err: unknown) => opts.log.error({ err }, 'worker stopped with an error'));
-    },
-    async stop(reason) {
-      if (!worker) return;
-      if (closing) return closing;
-      const w = worker;
-      closing = (async () => {
-        w.cancelAllJobs(reason);
-        await w.close();
-      })().finally(() => {
-        worker = undefined;
-        closing = undefined;
-      });
-      return closing;
-    },
+    run: () => serially(start),
+    stop: (reason) =>
+      serially(async () => {
+        const w = worker;
+        if (!w) return;
+        closing = true;
+        try {
+          w.cancelAllJobs(reason);
+          await w.close();
+        } finally {
+          worker = undefined;
+          closing = false;
+        }
+      }),
   };
 }

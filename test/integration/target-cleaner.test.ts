@@ -1,0 +1,267 @@
+/**
+ * One target cleaner (src/cleaner/target-cleaner.ts) on real parts: real Redis, the sandbox API server with
+ * its fault injection, our informer, pod API and BullMQ worker. The leadership is a double the test drives
+ * (test/helpers/driven-leadership.ts), so that a loss and a re-election can be made to happen at once, as
+ * etcd does when a lease is lost and re-granted. Assertions count DELETE requests per pod in the sandbox's
+ * request log.
+ */
+import type { V1Pod } from '@kubernetes/client-node';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createTargetCleaner,
+  type TargetCleaner,
+  type TargetCleanerOptions,
+} from '../../src/cleaner/target-cleaner.ts';
+import type { RecheckMode } from '../../src/config/schema.ts';
+import { trimPod } from '../../src/kube/driver-pod.ts';
+import { createKubeHttp, type KubeHttp } from '../../src/kube/kube-http.ts';
+import { parseLabelSelector } from '../../src/kube/label-selector.ts';
+import { createPodApi, type PodApi } from '../../src/kube/pod-api.ts';
+import { createPodInformer } from '../../src/kube/pod-informer.ts';
+import { createRateLimiter } from '../../src/kube/rate-limiter.ts';
+import { type CleanupQueue, createCleanupQueue, jobDataFor } from '../../src/queue/cleanup-queue.ts';
+import { createCleanupWorker } from '../../src/queue/cleanup-worker.ts';
+import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
+import { type LocalService, startRedis } from '../../src/sandbox/local-services.ts';
+import { sparkDriverPod } from '../../src/sandbox/workload.ts';
+import { type DrivenLeadership, drivenLeadership } from '../helpers/driven-leadership.ts';
+import { memoryLogger } from '../helpers/log.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+const SELECTOR = 'spark-role=driver,kyuubi-unique-tag';
+const CONTEXT = 'tc';
+
+let redis: LocalService;
+let server: SandboxApiServer;
+let http: KubeHttp;
+let pods: PodApi;
+const connections: Redis[] = [];
+/** Cleaners of the current test, stopped after it whatever happened. */
+const running: TargetCleaner[] = [];
+
+beforeAll(async () => {
+  [redis, server] = await Promise.all([startRedis(), startSandboxApiServer({ contextName: CONTEXT })]);
+  http = createKubeHttp({ context: CONTEXT, server: server.url, tls: {}, headers: async () => ({}) });
+  pods = createPodApi({ http, limiter: createRateLimiter({ qps: 1000, burst: 1000, now: Date.now }) });
+});
+afterEach(async () => {
+  server.faults.clear();
+  await Promise.all(running.splice(0).map((c) => c.stop()));
+});
+afterAll(async () => {
+  for (const c of connections) c.disconnect();
+  await http?.close();
+  await server?.close();
+  await redis?.stop();
+});
+
+function connect(): Redis {
+  const c = new Redis(redis.url, { maxRetriesPerRequest: null });
+  connections.push(c);
+  return c;
+}
+
+/** A terminated, selected driver pod that finished a minute ago (its deadline has passed). */
+function createDriver(namespace: string, appName: string): V1Pod {
+  const nowMs = server.clock.now() - 60_000;
+  return server.pods.create(sparkDriverPod({ namespace, appName, phase: 'Succeeded', nowMs }));
+}
+
+const uidOf = (p: V1Pod) => p.metadata?.uid ?? '';
+const nameOf = (p: V1Pod) => p.metadata?.name ?? '';
+const deletesOf = (p: V1Pod) => server.requests.deletesByUid().get(uidOf(p)) ?? [];
+const gone = (p: V1Pod) =>
+  server.pods.get(p.metadata?.namespace ?? '', nameOf(p))?.metadata?.uid !== uidOf(p);
+const podPath = (ns: string, name = '') => `^/api/v1/namespaces/${ns}/pods${name ? `/${name}` : ''}$`;
+
+/** Starts a cleaner of one namespace over the sandbox and Redis, led by a double the test drives. */
+async function startCleaner(
+  namespace: string,
+  recheck: RecheckMode,
+  extra: Partial<TargetCleanerOptions> = {},
+): Promise<{
+  cleaner: TargetCleaner;
+  lead: DrivenLeadership;
+  queue: CleanupQueue;
+  lines: Record<string, unknown>[];
+}> {
+  const mem = memoryLogger();
+  const target = { context: CONTEXT, namespace };
+  const log = mem.log.child(target);
+  const connection = connect();
+  const queue = createCleanupQueue({
+    target,
+    connection,
+    prefix: namespace,
+    tombstoneTtlMs: 60_000,
+    log,
+    now: Date.now,
+  });
+  let lead: DrivenLeadership | undefined;
+  let cleaner: TargetCleaner | undefined;
+  cleaner = createTargetCleaner({
+    target,
+    replicaId: `${namespace}-r1`,
+    selector: parseLabelSelector(SELECTOR),
+    policy: 'ALL',
+    retentionMs: 1000,
+    recheck,
+    dryRun: false,
+    concurrency: 4,
+    reconcileIntervalMs: 3_600_000,
+    queue,
+    connection,
+    prefix: namespace,
+    pods,
+    log,
+    now: Date.now,
+    backoffMs: 200,
+    maxBackoffMs: 2000,
+    informer: () =>
+      createPodInformer({
+        http,
+        namespace,
+        labelSelector: SELECTOR,
+        log,
+        onEvent: (event, pod) => cleaner?.observe(event, pod),
+        now: Date.now,
+        backoffMs: 100,
+        maxBackoffMs: 500,
+      }),
+    leadership: () => {
+      lead = drivenLeadership({
+        onElected: () => cleaner?.elected(),
+        onLost: (reason) => cleaner?.lost(reason),
+      });
+      return lead;
+    },
+    ...extra,
+  });
+  running.push(cleaner);
+  await cleaner.start();
+  if (!lead) throw new Error('leadership not built');
+  return { cleaner, lead, queue, lines: mem.lines };
+}
+
+describe('term transitions (real worker, Redis, sandbox)', () => {
+  it('lost and re-elected at once while a job is in flight → the new term consumes; the pod is deleted once', async () => {
+    const ns = 'tc-flap';
+    // recheck live: the job is held in its GET (a slow answer), which the loss aborts before any DELETE.
+    const { lead, queue } = await startCleaner(ns, 'live');
+    const pod = createDriver(ns, 'held');
+    await waitFor('job enqueued', async () => (await queue.queue.getJob(uidOf(pod))) !== undefined);
+    server.faults.inject({ verb: 'get', path: podPath(ns, nameOf(pod)), latencyMs: 30_000, count: 1 });
+    const getsBefore = server.requests.countsByVerb().get ?? 0;
+    lead.elect();
+    await waitFor('job in flight in its GET', async () => {
+      const inGet = (server.requests.countsByVerb().get ?? 0) > getsBefore;
+      return inGet && (await queue.queue.getActiveCount()) === 1;
+    });
+    // Re-elected within the same tick: far under 200 ms, while the old worker is still closing.
+    lead.lose('lease lost (test)');
+    lead.elect();
+    await waitFor('pod deleted by the new term', () => gone(pod), 30_000);
+    expect(deletesOf(pod)).toEqual([200]);
+    // The new term keeps consuming: a pod finishing afterwards is deleted too, once.
+    const later = createDriver(ns, 'later');
+    await waitFor('later pod deleted', () => gone(later), 30_000);
+    expect(deletesOf(later)).toEqual([200]);
+    expect(lead.counts).toMatchObject({ elected: 2, lost: 1 });
+  }, 60_000);
+
+  it('worker: run() while a stop() is closing → a Worker runs once the close has finished', async () => {
+    const worker = createCleanupWorker({
+      target: { context: CONTEXT, namespace: 'tc-worker' },
+      connection: connect(),
+      prefix: 'tc-worker',
+      concurrency: 1,
+      replicaId: 'w1',
+      keepFinishedMs: 60_000,
+      log: memoryLogger().log,
+      deps: {
+        pods,
+        cached: () => undefined,
+        recheck: 'live',
+        fence: async () => undefined,
+        stillLeader: () => true,
+        selector: parseLabelSelector(SELECTOR),
+        policy: 'ALL',
+        dryRun: false,
+        now: Date.now,
+      },
+    });
+    await worker.run();
+    const closing = worker.stop('leadership lost');
+    const rerun = worker.run();
+    await Promise.all([closing, rerun]);
+    expect(worker.running).toBe(true);
+    await worker.stop('test over');
+    expect(worker.running).toBe(false);
+  });
+});
+
+describe('a dead informer (sandbox list/watch faults)', () => {
+  it('the first list keeps failing → a warning per sync timeout, no worker; once it lists → cleaned once', async () => {
+    const ns = 'tc-nosync';
+    server.faults.inject({ verb: 'list', path: podPath(ns), status: 500 });
+    const pod = createDriver(ns, 'unsynced');
+    const { lead, queue, lines } = await startCleaner(ns, 'resource-version', { informerSyncTimeoutMs: 300 });
+    lead.elect();
+    const waiting = () =>
+      lines.filter((l) => l.level === 'warn' && String(l.msg).startsWith('elected, but the informer'));
+    await waitFor('two sync-timeout warnings', () => waiting().length >= 2);
+    expect(await queue.workerNames()).toEqual([]);
+    expect(deletesOf(pod)).toEqual([]);
+    expect(waiting()[0]).toMatchObject({ context: CONTEXT, namespace: ns, term: 1 });
+    expect(waiting()[1]?.restarts).toBeGreaterThanOrEqual(1);
+    server.faults.clear();
+    await waitFor('pod deleted after the first list', () => gone(pod), 30_000);
+    expect(deletesOf(pod)).toEqual([200]);
+  }, 60_000);
+
+  it.each<RecheckMode>(['cache', 'resource-version'])(
+    'recheck %s: informer down past staleCacheAfterMs → live GET re-check: a relabelled pod gets no DELETE, a pod it never saw is cleaned',
+    async (recheck) => {
+      const ns = `tc-dead-${recheck}`;
+      const { cleaner, lead, queue, lines } = await startCleaner(ns, recheck, { staleCacheAfterMs: 300 });
+      const relabelled = createDriver(ns, 'relabelled');
+      await waitFor('job enqueued', async () => (await queue.queue.getJob(uidOf(relabelled))) !== undefined);
+      // The informer's list and watch now fail (RBAC or the watch path broken); end the open watch.
+      server.faults.inject({ verb: 'list', path: podPath(ns), status: 500 });
+      server.faults.inject({ verb: 'watch', path: podPath(ns), status: 500 });
+      server.dropWatches();
+      await waitFor('informer down for over 300 ms', () => {
+        const since = cleaner.informerState.downSinceMs;
+        return since !== undefined && Date.now() - since > 600;
+      });
+      // Unseen by the informer: the pod leaves the selector, and another driver finishes, enqueued by
+      // another replica whose informer works.
+      const current = server.pods.get(ns, nameOf(relabelled)) as V1Pod;
+      delete current.metadata?.labels?.['kyuubi-unique-tag'];
+      server.pods.update(current);
+      const unseen = createDriver(ns, 'unseen');
+      const times = { deadlineMs: Date.now() - 1000, finishedAtMs: Date.now() - 2000 };
+      expect(await queue.enqueue(jobDataFor(trimPod(unseen), cleaner.target, times, 'other-replica'))).toBe(
+        'added',
+      );
+      lead.elect();
+      await waitFor('both jobs finished', async () => {
+        const states = await Promise.all([relabelled, unseen].map((p) => queue.queue.getJobState(uidOf(p))));
+        return states.every((s) => s === 'completed');
+      });
+      expect(deletesOf(relabelled)).toEqual([]);
+      expect(gone(relabelled)).toBe(false);
+      expect((await queue.queue.getJob(uidOf(relabelled)))?.returnvalue).toEqual({
+        outcome: 'skipped',
+        reason: 'not-selected',
+      });
+      expect(deletesOf(unseen)).toEqual([200]);
+      expect(gone(unseen)).toBe(true);
+      expect(
+        lines.filter((l) => String(l.msg).startsWith('informer down: its cache is not trusted')),
+      ).toHaveLength(1);
+    },
+    60_000,
+  );
+});

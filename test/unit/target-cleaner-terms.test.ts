@@ -1,0 +1,344 @@
+/**
+ * The term transitions of a target cleaner (src/cleaner/target-cleaner.ts, src/cleaner/leader-terms.ts) with
+ * fakes of the informer, the leadership, the queue and the worker, typed against the same interfaces: the
+ * order of sync → reconcile → run, a term lost at each step, a re-election while the old worker closes,
+ * shutdown during a term, the informer-sync timeout, and the informer-down cache trust.
+ */
+import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
+import { createTargetCleaner, type TargetCleaner } from '../../src/cleaner/target-cleaner.ts';
+import type { DriverPod } from '../../src/kube/driver-pod.ts';
+import { parseLabelSelector } from '../../src/kube/label-selector.ts';
+import type { PodApi } from '../../src/kube/pod-api.ts';
+import type { PodInformer } from '../../src/kube/pod-informer.ts';
+import type { CleanupQueue, StoredCleanupJobData } from '../../src/queue/cleanup-queue.ts';
+import type { CleanupWorker, CleanupWorkerOptions } from '../../src/queue/cleanup-worker.ts';
+import { type DrivenLeadership, drivenLeadership } from '../helpers/driven-leadership.ts';
+import { memoryLogger } from '../helpers/log.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+const SELECTOR = parseLabelSelector('spark-role=driver');
+
+/** A terminated driver pod as the informer caches it. */
+function pod(name: string): DriverPod {
+  return {
+    metadata: {
+      name,
+      namespace: 'spark',
+      uid: `5e0c2f4a-6a1d-4d7e-9b1a-${name.padStart(12, '0')}`,
+      resourceVersion: '7',
+      labels: { 'spark-role': 'driver' },
+    },
+    status: { phase: 'Succeeded' },
+  };
+}
+
+/** An informer whose first list completes when the test says so (`sync()`), and whose state the test sets. */
+function fakeInformer(pods: DriverPod[]) {
+  const first = Promise.withResolvers<void>();
+  const state = {
+    synced: false,
+    stopped: false,
+    downSinceMonotonicMs: undefined as number | undefined,
+    sync() {
+      state.synced = true;
+      first.resolve();
+    },
+  };
+  const informer: PodInformer = {
+    start: () => first.promise,
+    async stop() {
+      state.stopped = true;
+      first.resolve();
+    },
+    get synced() {
+      return state.synced;
+    },
+    get downSinceMs() {
+      return undefined;
+    },
+    get downSinceMonotonicMs() {
+      return state.downSinceMonotonicMs;
+    },
+    restarts: 0,
+    get: (name) => pods.find((p) => p.metadata?.name === name),
+    list: () => pods,
+  };
+  return { informer, state };
+}
+
+/** A queue that records enqueues; `holdReconcile()` makes the next reconcile wait for `release()`. */
+function fakeQueue() {
+  const enqueued: string[] = [];
+  let hold: PromiseWithResolvers<number> | undefined;
+  const state = { reconciles: 0, closed: false };
+  const queue: CleanupQueue = {
+    queue: {} as Queue<StoredCleanupJobData>,
+    name: 'fake',
+    keepFinishedMs: 60_000,
+    async enqueue(data) {
+      enqueued.push(data.pod);
+      return 'added';
+    },
+    async cancel() {
+      return 'none';
+    },
+    async isTombstoned() {
+      return false;
+    },
+    retryFailed() {
+      state.reconciles += 1;
+      return hold ? hold.promise : Promise.resolve(0);
+    },
+    async workerNames() {
+      return [];
+    },
+    async close() {
+      state.closed = true;
+    },
+  };
+  return {
+    queue,
+    state,
+    enqueued,
+    holdReconcile() {
+      hold = Promise.withResolvers<number>();
+      return () => hold?.resolve(0);
+    },
+  };
+}
+
+/**
+ * A worker that records its transitions. `holdClose()` makes the next `stop()` wait for `release()`: the
+ * BullMQ close waiting for an in-flight job. `alive` counts BullMQ Workers in existence (running or closing).
+ */
+function fakeWorker() {
+  const events: string[] = [];
+  const state = {
+    alive: 0,
+    maxAlive: 0,
+    running: false,
+    deps: undefined as CleanupWorkerOptions['deps'] | undefined,
+  };
+  let hold: PromiseWithResolvers<void> | undefined;
+  const create = (opts: CleanupWorkerOptions): CleanupWorker => {
+    state.deps = opts.deps;
+    return {
+      async run() {
+        events.push('run');
+        if (state.running) return;
+        state.running = true;
+        state.alive += 1;
+        state.maxAlive = Math.max(state.maxAlive, state.alive);
+      },
+      async stop() {
+        if (!state.running) return;
+        events.push('close');
+        state.running = false;
+        await hold?.promise;
+        hold = undefined;
+        state.alive -= 1;
+        events.push('closed');
+      },
+      get running() {
+        return state.running;
+      },
+    };
+  };
+  return {
+    create,
+    events,
+    state,
+    holdClose() {
+      hold = Promise.withResolvers<void>();
+      return () => hold?.resolve();
+    },
+  };
+}
+
+/** A cleaner over the fakes, driven through its leadership. */
+function setup(
+  opts: { pods?: DriverPod[]; informerSyncTimeoutMs?: number; monotonicNow?: () => number } = {},
+) {
+  const mem = memoryLogger();
+  const inf = fakeInformer(opts.pods ?? [pod('a')]);
+  const q = fakeQueue();
+  const w = fakeWorker();
+  let leadership: DrivenLeadership | undefined;
+  let cleaner: TargetCleaner | undefined;
+  cleaner = createTargetCleaner({
+    target: { context: 'c', namespace: 'spark' },
+    replicaId: 'r1',
+    selector: SELECTOR,
+    policy: 'ALL',
+    retentionMs: 1000,
+    recheck: 'cache',
+    dryRun: false,
+    concurrency: 1,
+    reconcileIntervalMs: 3_600_000,
+    queue: q.queue,
+    connection: {} as Redis,
+    prefix: 'unit',
+    pods: {} as PodApi,
+    informer: () => inf.informer,
+    leadership: () => {
+      leadership = drivenLeadership({
+        onElected: () => cleaner?.elected(),
+        onLost: (reason) => cleaner?.lost(reason),
+      });
+      return leadership;
+    },
+    log: mem.log,
+    now: Date.now,
+    monotonicNow: opts.monotonicNow,
+    informerSyncTimeoutMs: opts.informerSyncTimeoutMs,
+    staleCacheAfterMs: 1000,
+    createWorker: w.create,
+  });
+  if (!leadership) throw new Error('leadership not built');
+  return { cleaner, lead: leadership, inf, q, w, lines: mem.lines };
+}
+
+/** Lets every pending promise callback run (the term queue is a promise chain). */
+const settle = () => new Promise((r) => setImmediate(r));
+
+describe('target cleaner: term transitions', () => {
+  it('elected → waits for the informer’s first list → reconcile → run; nothing consumes before the list', async () => {
+    const { lead, inf, q, w } = setup();
+    lead.elect();
+    await settle();
+    expect(q.state.reconciles).toBe(0);
+    expect(w.events).toEqual([]);
+    inf.state.sync();
+    await waitFor('worker runs', () => w.state.running, 2000);
+    expect(q.enqueued).toEqual(['a']);
+    expect(q.state.reconciles).toBe(1);
+    expect(w.events).toEqual(['run']);
+  });
+
+  it('lost while reconciling → no run, and the next term reconciles and runs once', async () => {
+    const { lead, inf, q, w, lines } = setup();
+    inf.state.sync();
+    const release = q.holdReconcile();
+    lead.elect();
+    await waitFor('reconcile started', () => q.state.reconciles === 1, 2000);
+    lead.lose();
+    release();
+    await settle();
+    await settle();
+    expect(w.events).toEqual([]);
+    expect(lines.filter((l) => l.msg === 'stopped consuming')).toHaveLength(1);
+    lead.elect();
+    await waitFor('worker runs in the next term', () => w.state.running, 2000);
+    expect(w.events).toEqual(['run']);
+  });
+
+  it('lost → elected at once while the old worker is still closing → the new run waits for the close; one worker', async () => {
+    const { lead, inf, w } = setup();
+    inf.state.sync();
+    lead.elect();
+    await waitFor('first term runs', () => w.state.running, 2000);
+    const releaseClose = w.holdClose();
+    lead.lose();
+    lead.elect();
+    await settle();
+    await settle();
+    // The close is still in progress: the new term must not have started its worker yet.
+    expect(w.events).toEqual(['run', 'close']);
+    releaseClose();
+    await waitFor('second term runs', () => w.state.running, 2000);
+    expect(w.events).toEqual(['run', 'close', 'closed', 'run']);
+    expect(w.state.alive).toBe(1);
+    expect(w.state.maxAlive).toBe(1);
+    expect(lead.counts).toMatchObject({ elected: 2, lost: 1 });
+  });
+
+  it('many flaps in a row end in the last state: leading → exactly one running worker', async () => {
+    const { lead, inf, w } = setup();
+    inf.state.sync();
+    for (let i = 0; i < 5; i++) {
+      lead.elect();
+      lead.lose();
+    }
+    lead.elect();
+    await waitFor('worker runs', () => w.state.running, 2000);
+    await settle();
+    expect(w.state.alive).toBe(1);
+    expect(w.state.maxAlive).toBe(1);
+    expect(w.events.filter((e) => e === 'run').length).toBe(1);
+  });
+
+  it('stop during a term → resigned, worker closed, informer and queue closed; a late elected runs nothing', async () => {
+    const { cleaner, lead, inf, q, w } = setup();
+    inf.state.sync();
+    lead.elect();
+    await waitFor('worker runs', () => w.state.running, 2000);
+    await cleaner.stop();
+    expect(lead.counts.resigned).toBe(1);
+    expect(w.state.running).toBe(false);
+    expect(w.state.alive).toBe(0);
+    expect(inf.state.stopped).toBe(true);
+    expect(q.state.closed).toBe(true);
+    lead.elect();
+    await settle();
+    expect(w.events).toEqual(['run', 'close', 'closed']);
+  });
+
+  it('stop while the term waits for the informer → resolves without running anything', async () => {
+    const { cleaner, lead, w } = setup();
+    lead.elect();
+    await settle();
+    await cleaner.stop();
+    expect(w.events).toEqual([]);
+  });
+
+  it('the informer never lists → a warning per timeout, no run; once it lists → reconcile and run', async () => {
+    const { lead, inf, q, w, lines } = setup({ informerSyncTimeoutMs: 20 });
+    const waiting = () =>
+      lines.filter((l) => l.level === 'warn' && String(l.msg).startsWith('elected, but the informer'));
+    lead.elect();
+    await waitFor('two timeouts', () => waiting().length >= 2, 5000);
+    expect(q.state.reconciles).toBe(0);
+    expect(w.events).toEqual([]);
+    expect(waiting()[0]).toMatchObject({ term: 1, restarts: 0 });
+    inf.state.sync();
+    await waitFor('worker runs', () => w.state.running, 2000);
+    expect(q.state.reconciles).toBe(1);
+  });
+
+  it('lost while waiting for the informer → the wait ends at once; the next term waits afresh', async () => {
+    const { lead, inf, w } = setup({ informerSyncTimeoutMs: 60_000 });
+    lead.elect();
+    await settle();
+    lead.lose();
+    lead.elect();
+    await settle();
+    expect(w.events).toEqual([]);
+    inf.state.sync();
+    await waitFor('worker runs', () => w.state.running, 2000);
+    expect(w.events).toEqual(['run']);
+  });
+});
+
+describe('target cleaner: cache trust with a dead informer', () => {
+  it('down longer than staleCacheAfterMs (monotonic clock) → cacheUntrusted; one warn, one info when back', async () => {
+    let clock = 5000;
+    const { inf, w, lines } = setup({ monotonicNow: () => clock });
+    const untrusted = () => w.state.deps?.cacheUntrusted?.();
+    expect(untrusted()).toBe(false);
+    inf.state.downSinceMonotonicMs = 5000;
+    clock = 6000; // down exactly the threshold: still trusted
+    expect(untrusted()).toBe(false);
+    clock = 6001;
+    expect(untrusted()).toBe(true);
+    clock = 9000;
+    expect(untrusted()).toBe(true);
+    inf.state.downSinceMonotonicMs = undefined;
+    expect(untrusted()).toBe(false);
+    const warns = lines.filter((l) => String(l.msg).startsWith('informer down: its cache is not trusted'));
+    expect(warns).toHaveLength(1);
+    expect(warns[0]).toMatchObject({ level: 'warn', downForMs: 1001, staleAfterMs: 1000 });
+    expect(lines.filter((l) => String(l.msg).startsWith('informer back'))).toHaveLength(1);
+  });
+});
