@@ -16,8 +16,8 @@
  * starts when it settles.
  */
 import type { Etcd3, Lease, Namespace } from 'etcd3';
-import { FencedError } from '../../workers/cleanup-driver-pod.ts';
 import type { Logger } from '../telemetry/log.ts';
+import { FencedError } from './fenced-error.ts';
 import type { Leadership, LeadershipEvents } from './leadership.ts';
 
 /** Options of {@link createEtcdLeadership}. */

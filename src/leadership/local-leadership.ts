@@ -3,7 +3,7 @@
  * replicas this way is uncoordinated (each would DELETE): the target cleaner warns when it sees another
  * worker on the same queue.
  */
-import { FencedError } from '../../workers/cleanup-driver-pod.ts';
+import { FencedError } from './fenced-error.ts';
 import type { Leadership, LeadershipEvents } from './leadership.ts';
 
 /** Creates local leadership for one target: elected on `start()`, lost on `resign()`. */

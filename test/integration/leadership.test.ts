@@ -1,9 +1,9 @@
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEtcdLeadership, type EtcdLeadershipOptions } from '../../src/leadership/etcd-leadership.ts';
+import { FencedError } from '../../src/leadership/fenced-error.ts';
 import type { Leadership } from '../../src/leadership/leadership.ts';
 import { type LocalEtcd, startEtcd } from '../../src/sandbox/local-services.ts';
-import { FencedError } from '../../workers/cleanup-driver-pod.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 
