@@ -152,6 +152,31 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
     return nextRead.promise;
   }
 
+  /**
+   * Puts our candidate key (`prefix/<lease id>` = replica id, on our lease) unless it exists, and returns its
+   * create revision. As etcd's Go client does (concurrency/election.go): when the compare fails, the key
+   * already exists — etcd3 retries a transaction on Unavailable/DeadlineExceeded, so a first attempt may
+   * have been applied with its answer lost — and its revision is the key's own create revision, read in the
+   * same transaction; the header's is a later one, behind which we would wait for our own key forever.
+   * @throws Error when the existing key is gone or not ours (the campaign retries with a new lease).
+   */
+  async function putCandidateKey(key: string, leaseId: string): Promise<string> {
+    const res = await ns
+      .if(key, 'Create', '==', 0)
+      .then(ns.put(key).value(opts.replicaId).lease(leaseId))
+      .else(ns.get(key))
+      .commit();
+    if (res.succeeded) return res.header.revision;
+    const kv = res.responses[0]?.response_range?.kvs[0];
+    if (!kv) throw new Error(`candidate key ${key} vanished (lease expired?)`);
+    const holder = kv.value.toString();
+    if (holder !== opts.replicaId || kv.lease !== leaseId)
+      throw new Error(
+        `candidate key ${key} exists but is not ours (value ${JSON.stringify(holder)}, lease ${kv.lease})`,
+      );
+    return kv.create_revision;
+  }
+
   async function waitForPredecessors(): Promise<void> {
     for (;;) {
       if (!running || !myRevision || interrupted)
@@ -201,12 +226,8 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
     const leaseId = await withTimeout(l.grant(), ttlMs, 'lease grant');
     lastKeepaliveMs = opts.now();
     const key = leaseId;
-    const res = await ns
-      .if(key, 'Create', '==', 0)
-      .then(ns.put(key).value(opts.replicaId).lease(leaseId))
-      .commit();
+    myRevision = await putCandidateKey(key, leaseId);
     myKey = key;
-    myRevision = res.header.revision;
     await waitForPredecessors();
     if (!running || interrupted) return;
     const ended = new Promise<string>((resolve) => {

@@ -1,4 +1,4 @@
-import { Etcd3 } from 'etcd3';
+import { Etcd3, type ITxnRequest, type ITxnResponse } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEtcdLeadership, type EtcdLeadershipOptions } from '../../src/leadership/etcd-leadership.ts';
 import { FencedError } from '../../src/leadership/fenced-error.ts';
@@ -28,7 +28,7 @@ function candidate(
   ttlSeconds = 2,
   extra: Partial<EtcdLeadershipOptions> = {},
 ): Candidate {
-  const client = new Etcd3({ hosts: etcd.endpoints });
+  const client = extra.client ?? new Etcd3({ hosts: etcd.endpoints });
   const events: string[] = [];
   const leadership = createEtcdLeadership({
     client,
@@ -94,6 +94,88 @@ describe('etcd leadership (real etcd)', () => {
     await waitFor('re-elected', () => c.leadership.isLeader, 20_000);
     await c.leadership.resign();
     c.client.close();
+  });
+});
+
+/**
+ * An etcd client whose first transaction in `prefix` goes through `firstTxn` (given the real `txn` and
+ * the request) instead of straight to etcd. The campaign's put-if-absent is that transaction.
+ */
+function clientWithFirstTxn(
+  prefix: string,
+  firstTxn: (txn: (req: ITxnRequest) => Promise<ITxnResponse>, req: ITxnRequest) => Promise<ITxnResponse>,
+): Etcd3 {
+  const client = new Etcd3({ hosts: etcd.endpoints });
+  const namespace = client.namespace.bind(client);
+  client.namespace = (p: string) => {
+    const ns = namespace(p);
+    if (p !== prefix) return ns;
+    // etcd3 keeps its KV stub on the namespace (`kv`, internal): the builders' commit() calls kv.txn.
+    const kv = (ns as unknown as { kv: { txn: (req: ITxnRequest, o?: unknown) => Promise<ITxnResponse> } })
+      .kv;
+    const txn = kv.txn.bind(kv);
+    let first = true;
+    kv.txn = (req, o) => {
+      if (!first) return txn(req, o);
+      first = false;
+      return firstTxn((r) => txn(r, o), req);
+    };
+    return ns;
+  };
+  return client;
+}
+
+describe('etcd leadership: the campaign transaction (real etcd)', () => {
+  it('a campaign whose first put was applied but its answer lost (etcd3 retried it) is still elected', async () => {
+    const prefix = 'test/campaign-retried/';
+    let sent = 0;
+    // As etcd3's retry after a lost answer: the same Txn reaches etcd twice. Other writes (here one key
+    // elsewhere) happen in between, so the second answer's header revision is past our key's.
+    const client = clientWithFirstTxn(prefix, async (txn, req) => {
+      sent += 1;
+      await txn(req);
+      await client.put('test/unrelated').value('bump');
+      sent += 1;
+      return txn(req);
+    });
+    const c = candidate('retried', prefix, 2, { client });
+    c.leadership.start();
+    await waitFor('elected despite the retried transaction', () => c.leadership.isLeader, 10_000);
+    expect(sent).toBe(2);
+    const keys = await client.getAll().prefix(prefix).keys();
+    expect(keys).toHaveLength(1); // one candidate key: the retry did not put a second one
+    await c.leadership.fence(new AbortController().signal);
+    await c.leadership.resign();
+    client.close();
+  });
+
+  it('a candidate key that exists but is not ours fails the campaign; the next one is elected on its own key', async () => {
+    const prefix = 'test/campaign-foreign/';
+    const client = clientWithFirstTxn(prefix, async (txn, req) => {
+      // Someone else's value under our lease id's key (no lease): the compare fails.
+      const key = req.compare?.[0]?.key;
+      if (!key) throw new Error('no compare key');
+      await client.put(key.toString()).value('someone-else');
+      return txn(req);
+    });
+    const mem = memoryLogger();
+    const c = candidate('mine', prefix, 2, { client, log: mem.log });
+    c.leadership.start();
+    await waitFor('the campaign failed on the foreign key', () =>
+      mem.lines.find((l) => l.msg === 'campaign failed; retrying'),
+    );
+    expect(c.leadership.isLeader).toBe(false);
+    expect(JSON.stringify(mem.lines.find((l) => l.msg === 'campaign failed; retrying'))).toMatch(
+      /exists but is not ours \(value \\"someone-else\\"/,
+    );
+    // Clear the foreign keys: the retry campaigns on a new lease and is elected on a key of its own.
+    await client.delete().prefix(prefix).exec();
+    await waitFor('elected', () => c.leadership.isLeader, 10_000);
+    await c.leadership.fence(new AbortController().signal);
+    const kvs = await client.getAll().prefix(prefix).strings();
+    expect(Object.values(kvs)).toEqual(['mine']);
+    await c.leadership.resign();
+    client.close();
   });
 });
 
