@@ -87,8 +87,12 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
   let myKey: string | undefined;
   let myRevision: string | undefined;
   let lastKeepaliveMs: number | undefined;
-  let lostTerm: ((reason: string) => void) | undefined;
-  let interrupted = false;
+  /**
+   * Aborted when the current term ends (lease lost or stale, key gone, resigned). Created at the start of
+   * each term, before anything waits, so that an end arriving at any moment — even while a watch is being
+   * created — is seen by every wait of that term.
+   */
+  let termEnd: AbortController | undefined;
 
   const getRevision = async (key: string) => (await ns.get(key).exec()).kvs[0]?.create_revision;
   const readLeaderKey = (key: string) =>
@@ -100,17 +104,17 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
 
   const fresh = () => lastKeepaliveMs !== undefined && opts.now() - lastKeepaliveMs < freshMs;
 
-  /** Ends the current term (if leader) exactly once, and wakes the campaign loop. */
+  /** Ends the current term (if leader, exactly once) and wakes whatever the term waits for. */
   function endTerm(reason: string) {
-    interrupted = true;
-    const wake = lostTerm;
-    lostTerm = undefined;
+    if (termEnd && !termEnd.signal.aborted) {
+      if (!leader) opts.log.debug({ reason }, 'campaign interrupted');
+      termEnd.abort(new Error(`campaign interrupted: ${reason}`));
+    }
     if (leader) {
       leader = false;
       opts.log.warn({ reason }, 'leadership lost');
       opts.onLost(reason);
     }
-    wake?.(reason);
   }
 
   /** One fencing GET of the current leader key; never rejects. Ends the term (once) if the key is gone. */
@@ -177,46 +181,61 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
     return kv.create_revision;
   }
 
-  async function waitForPredecessors(): Promise<void> {
+  /**
+   * Waits until no key of the prefix was created before ours (we lead). Watches the key just before ours
+   * for its deletion, and re-reads once per TTL anyway: a watch that stalls (a stream etcd3 failed to
+   * re-establish) must not hold the campaign forever.
+   * @throws Error when the term ends meanwhile (lease lost, resigned).
+   */
+  async function waitForPredecessors(revision: string, signal: AbortSignal): Promise<void> {
+    const before = (BigInt(revision) - 1n).toString();
     for (;;) {
-      if (!running || !myRevision || interrupted)
-        throw new Error('campaign interrupted (lease lost or resigned)');
-      const before = (BigInt(myRevision) - 1n).toString();
-      const res = await ns.getAll().maxCreateRevision(before).sort('Create', 'Descend').limit(1).exec();
+      if (!running) throw new Error('campaign interrupted: resigned');
+      signal.throwIfAborted();
+      const res = await abortable(
+        ns.getAll().maxCreateRevision(before).sort('Create', 'Descend').limit(1).exec(),
+        signal,
+      );
       const prev = res.kvs[0];
       if (!prev) return;
-      const prevKey = prev.key.toString();
-      const deleted = new Promise<void>((resolve) => {
-        void ns
-          .watch()
-          .key(prevKey)
-          .startRevision((BigInt(res.header.revision) + 1n).toString())
-          .create()
-          .then(
-            (w) => {
-              const done = () => {
-                void w.cancel();
-                resolve();
-              };
-              w.on('delete', done);
-              w.on('error', done);
-              lostTerm = (reason) => {
-                void w.cancel();
-                resolve();
-                opts.log.debug({ reason }, 'campaign interrupted');
-              };
-            },
-            () => resolve(),
-          );
-      });
-      await deleted;
+      await predecessorGone(prev.key.toString(), res.header.revision, signal);
     }
   }
 
+  /**
+   * Resolves when `key` is deleted after `revision`, when the term ends, or after one TTL, whichever comes
+   * first; the caller re-reads. Never rejects (a failed watch also makes the caller re-read).
+   */
+  async function predecessorGone(key: string, revision: string, signal: AbortSignal): Promise<void> {
+    const { promise, resolve } = Promise.withResolvers<void>();
+    const timer = setTimeout(resolve, ttlMs);
+    const onEnd = () => resolve();
+    signal.addEventListener('abort', onEnd, { once: true });
+    if (signal.aborted) resolve();
+    const created = ns
+      .watch()
+      .key(key)
+      .startRevision((BigInt(revision) + 1n).toString())
+      .create();
+    created.then(
+      (w) => {
+        w.on('delete', () => resolve());
+        w.on('error', () => resolve());
+      },
+      () => resolve(),
+    );
+    // The abort listener covers an end at any moment, also one while the watch was being created.
+    await promise;
+    clearTimeout(timer);
+    signal.removeEventListener('abort', onEnd);
+    created.then((w) => void w.cancel().catch(() => undefined)).catch(() => undefined);
+  }
+
   async function term(): Promise<void> {
+    const end = new AbortController();
+    termEnd = end;
     const l = opts.client.lease(opts.ttlSeconds, { autoKeepAlive: true });
     lease = l;
-    interrupted = false;
     l.on('keepaliveSucceeded', () => {
       if (lease === l) lastKeepaliveMs = opts.now();
     });
@@ -226,13 +245,12 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
     const leaseId = await withTimeout(l.grant(), ttlMs, 'lease grant');
     lastKeepaliveMs = opts.now();
     const key = leaseId;
-    myRevision = await putCandidateKey(key, leaseId);
+    const revision = await putCandidateKey(key, leaseId);
+    myRevision = revision;
     myKey = key;
-    await waitForPredecessors();
-    if (!running || interrupted) return;
-    const ended = new Promise<string>((resolve) => {
-      lostTerm = resolve;
-    });
+    await waitForPredecessors(revision, end.signal);
+    if (!running || end.signal.aborted) return;
+    const ended = new Promise<void>((resolve) => end.signal.addEventListener('abort', () => resolve()));
     leader = true;
     opts.log.info({ leaseId, createRevision: myRevision }, 'elected leader');
     opts.onElected();

@@ -1,4 +1,4 @@
-import { Etcd3, type ITxnRequest, type ITxnResponse } from 'etcd3';
+import { Etcd3, type ITxnRequest, type ITxnResponse, type Lease, type Namespace } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEtcdLeadership, type EtcdLeadershipOptions } from '../../src/leadership/etcd-leadership.ts';
 import { FencedError } from '../../src/leadership/fenced-error.ts';
@@ -105,14 +105,9 @@ function clientWithFirstTxn(
   prefix: string,
   firstTxn: (txn: (req: ITxnRequest) => Promise<ITxnResponse>, req: ITxnRequest) => Promise<ITxnResponse>,
 ): Etcd3 {
-  const client = new Etcd3({ hosts: etcd.endpoints });
-  const namespace = client.namespace.bind(client);
-  client.namespace = (p: string) => {
-    const ns = namespace(p);
-    if (p !== prefix) return ns;
-    // etcd3 keeps its KV stub on the namespace (`kv`, internal): the builders' commit() calls kv.txn.
-    const kv = (ns as unknown as { kv: { txn: (req: ITxnRequest, o?: unknown) => Promise<ITxnResponse> } })
-      .kv;
+  return clientPatching(prefix, (ns) => {
+    // The builders' commit() calls the namespace's KV stub: the very RPC etcd3 would retry.
+    const kv = ns.kv;
     const txn = kv.txn.bind(kv);
     let first = true;
     kv.txn = (req, o) => {
@@ -120,10 +115,118 @@ function clientWithFirstTxn(
       first = false;
       return firstTxn((r) => txn(r, o), req);
     };
+  });
+}
+
+/** A real etcd client whose namespace `prefix` (the one a leadership uses) is first handed to `patch`. */
+function clientPatching(prefix: string, patch: (ns: Namespace) => void): Etcd3 {
+  const client = new Etcd3({ hosts: etcd.endpoints });
+  const namespace = client.namespace.bind(client);
+  client.namespace = (p: string) => {
+    const ns = namespace(p);
+    if (p === prefix) patch(ns);
     return ns;
   };
   return client;
 }
+
+/**
+ * Watch creations in `ns` wait for `gate` (when given), and the first `stalled` watches watch a key that
+ * never changes instead of theirs (a watch stream that silently stopped delivering).
+ */
+function patchWatches(ns: Namespace, opts: { gate?: Promise<void>; stalled?: number }) {
+  const watch = ns.watch.bind(ns);
+  const seen = { created: 0, requested: 0 };
+  ns.watch = () => {
+    const builder = watch();
+    const create = builder.create.bind(builder);
+    builder.create = async () => {
+      seen.requested += 1;
+      if (seen.requested <= (opts.stalled ?? 0)) builder.key('stalled-watch-of-nothing');
+      await opts.gate;
+      const w = await create();
+      seen.created += 1;
+      return w;
+    };
+    return builder;
+  };
+  return seen;
+}
+
+/** The leadership's keys under `prefix`: replica id → lease ids (the key names). */
+async function candidateKeys(client: Etcd3, prefix: string): Promise<Map<string, string[]>> {
+  const kvs = await client.getAll().prefix(prefix).strings();
+  const byId = new Map<string, string[]>();
+  for (const [k, v] of Object.entries(kvs)) byId.set(v, [...(byId.get(v) ?? []), k.slice(prefix.length)]);
+  return byId;
+}
+
+describe('etcd leadership: waiting for the predecessor (real etcd)', () => {
+  it('a lease lost while the watch of the predecessor is being created → the next term campaigns at once', async () => {
+    const prefix = 'test/wait-lost/';
+    const a = candidate('a', prefix);
+    a.leadership.start();
+    await waitFor('a elected', () => a.leadership.isLeader);
+
+    const gate = Promise.withResolvers<void>();
+    let watches = { created: 0, requested: 0 };
+    const leases: Lease[] = [];
+    const bClient = clientPatching(prefix, (ns) => {
+      watches = patchWatches(ns, { gate: gate.promise });
+    });
+    const lease = bClient.lease.bind(bClient);
+    bClient.lease = (...args) => {
+      const l = lease(...args);
+      leases.push(l);
+      return l;
+    };
+    const b = candidate('b', prefix, 2, { client: bClient });
+    b.leadership.start();
+    await waitFor("b is creating the watch of a's key", () => watches.requested === 1);
+    // b's lease ends now, in the window between b's read of its predecessor and its watch.
+    const [bLease] = (await candidateKeys(a.client, prefix)).get('b') ?? [];
+    if (!bLease) throw new Error('no key of b');
+    const lost = Promise.withResolvers<void>();
+    leases[0]?.on('lost', () => lost.resolve());
+    await a.client.leaseClient.leaseRevoke({ ID: bLease });
+    await lost.promise; // b's own lease listener has run: the term is over
+    gate.resolve();
+    // b campaigns again on a new lease while a still leads (it was stuck on a's key until a left).
+    await waitFor('b campaigns again with a new key', async () => {
+      const keys = (await candidateKeys(a.client, prefix)).get('b') ?? [];
+      return keys.length === 1 && keys[0] !== bLease;
+    });
+    expect(a.leadership.isLeader).toBe(true);
+    expect(b.leadership.isLeader).toBe(false);
+    await a.leadership.resign();
+    await waitFor('b elected', () => b.leadership.isLeader);
+    expect(b.events).toEqual(['elected']);
+    await b.leadership.resign();
+    a.client.close();
+    bClient.close();
+  });
+
+  it("a watch that stalls → the predecessor's key is re-read once per TTL: elected after the predecessor left", async () => {
+    const prefix = 'test/wait-stalled/';
+    const a = candidate('a', prefix);
+    a.leadership.start();
+    await waitFor('a elected', () => a.leadership.isLeader);
+    let watches = { created: 0, requested: 0 };
+    const bClient = clientPatching(prefix, (ns) => {
+      watches = patchWatches(ns, { stalled: Number.POSITIVE_INFINITY });
+    });
+    const b = candidate('b', prefix, 2, { client: bClient });
+    b.leadership.start();
+    await waitFor("b watches a's key (a stalled watch)", () => watches.created === 1);
+    await a.leadership.resign();
+    // No watch ever reports the deletion: only the re-read can tell.
+    await waitFor('b elected', () => b.leadership.isLeader, 10_000);
+    expect(watches.created).toBeGreaterThanOrEqual(1);
+    await b.leadership.resign();
+    a.client.close();
+    bClient.close();
+  });
+});
 
 describe('etcd leadership: the campaign transaction (real etcd)', () => {
   it('a campaign whose first put was applied but its answer lost (etcd3 retried it) is still elected', async () => {
