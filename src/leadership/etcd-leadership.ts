@@ -104,15 +104,20 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
 
   const fresh = () => lastKeepaliveMs !== undefined && opts.now() - lastKeepaliveMs < freshMs;
 
-  /** Ends the current term (if leader, exactly once) and wakes whatever the term waits for. */
-  function endTerm(reason: string) {
+  /**
+   * Ends the current term (if leader, exactly once) and wakes whatever the term waits for. `lost`: the
+   * lease is lost or stale, or the key vanished — a real failure, logged at warn; `ended`: we resigned or
+   * the term finished normally (every rolling update does it), logged at info.
+   */
+  function endTerm(reason: string, how: 'lost' | 'ended') {
     if (termEnd && !termEnd.signal.aborted) {
       if (!leader) opts.log.debug({ reason }, 'campaign interrupted');
       termEnd.abort(new Error(`campaign interrupted: ${reason}`));
     }
     if (leader) {
       leader = false;
-      opts.log.warn({ reason }, 'leadership lost');
+      if (how === 'lost') opts.log.warn({ reason }, 'leadership lost');
+      else opts.log.info({ reason }, 'leadership ended');
       opts.onLost(reason);
     }
   }
@@ -130,7 +135,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
     }
     if (found !== revision) {
       // Only the term this read was for: a later term has a key of its own.
-      if (myKey === key && myRevision === revision) endTerm('leader key gone or re-created');
+      if (myKey === key && myRevision === revision) endTerm('leader key gone or re-created', 'lost');
       return { ok: false, reason: 'leader key gone or re-created' };
     }
     return { ok: true, key, revision };
@@ -240,7 +245,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
       if (lease === l) lastKeepaliveMs = opts.now();
     });
     l.on('lost', (err) => {
-      if (lease === l) endTerm(`lease lost: ${err.message}`);
+      if (lease === l) endTerm(`lease lost: ${err.message}`, 'lost');
     });
     const leaseId = await withTimeout(l.grant(), ttlMs, 'lease grant');
     lastKeepaliveMs = opts.now();
@@ -258,7 +263,10 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
     const watchdog = setInterval(
       () => {
         if (!fresh())
-          endTerm(`no successful keepalive for ${opts.now() - (lastKeepaliveMs ?? 0)} ms (TTL ${ttlMs} ms)`);
+          endTerm(
+            `no successful keepalive for ${opts.now() - (lastKeepaliveMs ?? 0)} ms (TTL ${ttlMs} ms)`,
+            'lost',
+          );
       },
       Math.min(250, ttlMs / 8),
     );
@@ -286,7 +294,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
         failures += 1;
         opts.log.warn({ err: { message: (err as Error).message } }, 'campaign failed; retrying');
       } finally {
-        endTerm('term ended');
+        endTerm('term ended', 'ended');
         const l = lease;
         lease = undefined;
         myKey = undefined;
@@ -309,7 +317,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
       resigned = true;
       running = false;
       const l = lease;
-      endTerm('resigned');
+      endTerm('resigned', 'ended');
       if (l) await withTimeout(l.revoke(), 2000, 'lease revoke').catch(() => undefined);
     },
     get isLeader() {
