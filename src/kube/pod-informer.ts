@@ -22,6 +22,7 @@
  * logged and does not break the informer.
  */
 import { StringDecoder } from 'node:string_decoder';
+import { type Clock, type MonotonicClock, monotonicClock } from '../clock.ts';
 import type { Logger } from '../telemetry/log.ts';
 import { retryAfterMs, statusOf } from './api-status.ts';
 import { type DriverPod, trimPod } from './driver-pod.ts';
@@ -47,7 +48,13 @@ export interface PodInformerOptions {
   maxBackoffMs?: number;
   /** Items per list page (default 500, as client-go's pager). */
   pageSize?: number;
-  now: () => number;
+  /** The wall clock, epoch ms: `Retry-After` dates of failed lists and watches. */
+  now: Clock;
+  /**
+   * The monotonic clock, ms: backoff resets, short watches, {@link PodInformer.downSinceMs} (default the
+   * system's monotonic clock).
+   */
+  monotonicNow?: MonotonicClock;
 }
 
 /** A running informer. */
@@ -58,7 +65,10 @@ export interface PodInformer {
   stop(): Promise<void>;
   /** True once the first list has been loaded (stays true: the cache stays usable while it restarts). */
   readonly synced: boolean;
-  /** Epoch ms since when it has been down (undefined while it runs). */
+  /**
+   * Since when it has been down (undefined while it runs), on the informer's monotonic clock (ms, not epoch):
+   * compare it with a reading of that clock.
+   */
   readonly downSinceMs: number | undefined;
   /** How many times it was restarted after an error (410 relists are not counted). */
   readonly restarts: number;
@@ -138,6 +148,7 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
   const base = opts.backoffMs ?? 500;
   const max = opts.maxBackoffMs ?? 30_000;
   const pageSize = opts.pageSize ?? 500;
+  const monotonicNow = opts.monotonicNow ?? monotonicClock;
   /** Consecutive failures less than this apart keep growing the backoff (client-go's reset duration). */
   const backoffResetMs = 120_000;
   const path = `/api/v1/namespaces/${encodeURIComponent(opts.namespace)}/pods`;
@@ -148,7 +159,7 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
   let stopped = false;
   let started = false;
   let synced = false;
-  let downSinceMs: number | undefined = opts.now();
+  let downSinceMs: number | undefined = monotonicNow();
   let restarts = 0;
   let failures = 0;
   let lastFailureAt = Number.NEGATIVE_INFINITY;
@@ -300,7 +311,7 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
     const guardTimer = setTimeout(() => guard.abort(), (timeoutSeconds + 30) * 1000);
     guardTimer.unref();
     const signal = AbortSignal.any([stopping.signal, guard.signal]);
-    const startedAt = performance.now();
+    const startedAt = monotonicNow();
     let events = 0;
     try {
       const res = await opts.http.stream(`${path}${query}`, signal);
@@ -342,7 +353,7 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
     } finally {
       clearTimeout(guardTimer);
     }
-    if (events === 0 && performance.now() - startedAt < 1000 && !stopped) {
+    if (events === 0 && monotonicNow() - startedAt < 1000 && !stopped) {
       // client-go's reflector: a server (or proxy) closing every watch at once must not make us spin.
       throw new InformerError(
         'very short watch: ended within a second without any event',
@@ -380,8 +391,8 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
         await listAndWatch();
       } catch (err) {
         if (stopped) return;
-        downSinceMs ??= opts.now();
-        const at = performance.now();
+        const at = monotonicNow();
+        downSinceMs ??= at;
         if (at - lastFailureAt > backoffResetMs) failures = 0;
         lastFailureAt = at;
         failures += 1;

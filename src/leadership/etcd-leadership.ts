@@ -8,7 +8,10 @@
  * server expires the lease after 1×TTL, so a replica could believe it leads after another was elected.
  * Here the lease is ours: we record every successful keepalive and consider leadership lost as soon as
  * (TTL − safety margin) has passed without one (**fencing**), and before each DELETE we confirm our key
- * still exists with our create revision.
+ * still exists with our create revision. A keepalive counts from when its request was **sent** (the
+ * server's TTL runs from its receipt, not from our reading of the answer), and every interval is measured
+ * on the monotonic clock: a wall clock stepped back would make an expired lease look fresh, stepped forward
+ * it would drop a live one.
  *
  * Fencing reads are coalesced (single-flight): concurrent `fence()` calls share one etcd GET, but a call
  * is only ever satisfied by a GET that started after it was made, so a confirmation is never older than
@@ -16,6 +19,7 @@
  * starts when it settles.
  */
 import type { Etcd3, Lease, Namespace } from 'etcd3';
+import type { MonotonicClock } from '../clock.ts';
 import type { Logger } from '../telemetry/log.ts';
 import { FencedError } from './fenced-error.ts';
 import type { Leadership, LeadershipEvents } from './leadership.ts';
@@ -29,7 +33,8 @@ export interface EtcdLeadershipOptions extends LeadershipEvents {
   /** Lease TTL, seconds (≥ 2). */
   ttlSeconds: number;
   log: Logger;
-  now: () => number;
+  /** The monotonic clock, ms (src/clock.ts): lease freshness and the watchdog never read the wall clock. */
+  monotonicNow: MonotonicClock;
   /** Timeout of the fencing GET, ms (default: a third of the TTL). */
   fenceTimeoutMs?: number;
   /**
@@ -73,6 +78,9 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** At most this many keepalives awaiting their answer are remembered (etcd3 sends one every TTL/3). */
+const MAX_PENDING_KEEPALIVES = 16;
+
 /** Creates the etcd leadership of one target; call `start()` to campaign. */
 export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
   const ns: Namespace = opts.client.namespace(opts.prefix);
@@ -86,6 +94,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
   let lease: Lease | undefined;
   let myKey: string | undefined;
   let myRevision: string | undefined;
+  /** When the last answered keepalive (or the lease grant) was sent, monotonic ms. */
   let lastKeepaliveMs: number | undefined;
   /**
    * Aborted when the current term ends (lease lost or stale, key gone, resigned). Created at the start of
@@ -102,7 +111,12 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
   /** Callers that arrived while a read was in flight: they share the next read. */
   let nextRead: PromiseWithResolvers<FenceRead> | undefined;
 
-  const fresh = () => lastKeepaliveMs !== undefined && opts.now() - lastKeepaliveMs < freshMs;
+  const keepaliveAgeMs = () =>
+    lastKeepaliveMs === undefined ? undefined : opts.monotonicNow() - lastKeepaliveMs;
+  const fresh = () => {
+    const age = keepaliveAgeMs();
+    return age !== undefined && age < freshMs;
+  };
 
   /**
    * Ends the current term (if leader, exactly once) and wakes whatever the term waits for. `lost`: the
@@ -236,19 +250,42 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
     created.then((w) => void w.cancel().catch(() => undefined)).catch(() => undefined);
   }
 
+  /**
+   * Records, for each answered keepalive of `l`, when its request was sent. etcd3 emits `keepaliveFired`
+   * just before sending and `keepaliveSucceeded` on an answer; one stream answers its requests in order, so
+   * an answer belongs to the oldest unanswered request of its stream (a new stream starts afresh).
+   */
+  function stampKeepalives(l: Lease): void {
+    const sent: number[] = [];
+    l.on('keepaliveEstablished', () => {
+      sent.length = 0;
+    });
+    l.on('keepaliveFailed', () => {
+      sent.length = 0;
+    });
+    l.on('keepaliveFired', () => {
+      // Full (answers stopped coming): an answer would be matched with an older send, erring on the safe side.
+      if (sent.length < MAX_PENDING_KEEPALIVES) sent.push(opts.monotonicNow());
+    });
+    l.on('keepaliveSucceeded', () => {
+      const at = sent.shift();
+      if (lease === l && at !== undefined) lastKeepaliveMs = Math.max(lastKeepaliveMs ?? at, at);
+    });
+  }
+
   async function term(): Promise<void> {
     const end = new AbortController();
     termEnd = end;
+    // The grant request leaves as the lease is created: its TTL runs from about now.
+    const grantSentMs = opts.monotonicNow();
     const l = opts.client.lease(opts.ttlSeconds, { autoKeepAlive: true });
     lease = l;
-    l.on('keepaliveSucceeded', () => {
-      if (lease === l) lastKeepaliveMs = opts.now();
-    });
+    stampKeepalives(l);
     l.on('lost', (err) => {
       if (lease === l) endTerm(`lease lost: ${err.message}`, 'lost');
     });
     const leaseId = await withTimeout(l.grant(), ttlMs, 'lease grant');
-    lastKeepaliveMs = opts.now();
+    lastKeepaliveMs ??= grantSentMs;
     const key = leaseId;
     const revision = await putCandidateKey(key, leaseId);
     myRevision = revision;
@@ -264,7 +301,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
       () => {
         if (!fresh())
           endTerm(
-            `no successful keepalive for ${opts.now() - (lastKeepaliveMs ?? 0)} ms (TTL ${ttlMs} ms)`,
+            `no successful keepalive for ${Math.round(keepaliveAgeMs() ?? 0)} ms (TTL ${ttlMs} ms)`,
             'lost',
           );
       },
@@ -323,8 +360,8 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
     get isLeader() {
       return leader;
     },
-    get lastKeepaliveMs() {
-      return lastKeepaliveMs;
+    get keepaliveAgeMs() {
+      return keepaliveAgeMs();
     },
     stillLeader: () => leader && fresh(),
     async fence(signal) {

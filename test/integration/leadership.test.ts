@@ -1,5 +1,6 @@
 import { Etcd3, type ITxnRequest, type ITxnResponse, type Lease, type Namespace } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { monotonicClock } from '../../src/clock.ts';
 import { createEtcdLeadership, type EtcdLeadershipOptions } from '../../src/leadership/etcd-leadership.ts';
 import { FencedError } from '../../src/leadership/fenced-error.ts';
 import type { Leadership } from '../../src/leadership/leadership.ts';
@@ -36,7 +37,7 @@ function candidate(
     replicaId: id,
     ttlSeconds,
     log: memoryLogger().log,
-    now: Date.now,
+    monotonicNow: monotonicClock,
     onElected: () => events.push('elected'),
     onLost: (r) => events.push(`lost: ${r}`),
     ...extra,
@@ -94,6 +95,40 @@ describe('etcd leadership (real etcd)', () => {
     await waitFor('re-elected', () => c.leadership.isLeader, 20_000);
     await c.leadership.resign();
     c.client.close();
+  });
+});
+
+describe('etcd leadership: keepalive freshness (real etcd)', () => {
+  it('a keepalive counts from when its request was sent, not from its late answer', async () => {
+    const delayMs = 300;
+    const ages: number[] = [];
+    let c: Candidate | undefined;
+    const client = new Etcd3({ hosts: etcd.endpoints });
+    const lease = client.lease.bind(client);
+    client.lease = (...args) => {
+      const l = lease(...args);
+      const emit = l.emit.bind(l);
+      l.emit = (event, ...rest) => {
+        if (event !== 'keepaliveSucceeded') return emit(event, ...rest);
+        // The answer reaches us late (a slow way back): the server renewed the lease when it got the request.
+        setTimeout(() => {
+          emit(event, ...rest);
+          const age = c?.leadership.keepaliveAgeMs;
+          if (age !== undefined) ages.push(age);
+        }, delayMs);
+        return true;
+      };
+      return l;
+    };
+    c = candidate('late', 'test/keepalive-sent/', 2, { client });
+    c.leadership.start();
+    await waitFor('elected', () => c?.leadership.isLeader);
+    await waitFor('three late answers', () => ages.length >= 3);
+    // Right after each answer, the lease is as old as the request: at least the answer's delay.
+    for (const age of ages) expect(age).toBeGreaterThanOrEqual(delayMs);
+    expect(c.leadership.isLeader).toBe(true);
+    await c.leadership.resign();
+    client.close();
   });
 });
 
