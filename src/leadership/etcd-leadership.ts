@@ -85,7 +85,7 @@ const MAX_PENDING_KEEPALIVES = 16;
 export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
   const ns: Namespace = opts.client.namespace(opts.prefix);
   const ttlMs = opts.ttlSeconds * 1000;
-  // Stop DELETEs a little before the server can expire the lease: keepalive RTT and clock granularity.
+  // Stop DELETEs a little before the server can expire the lease: its clock's rate and ours, timer granularity.
   const freshMs = ttlMs - Math.min(1000, ttlMs / 5);
   const fenceTimeoutMs = opts.fenceTimeoutMs ?? Math.max(500, ttlMs / 3);
   let running = false;
@@ -95,7 +95,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
   let myKey: string | undefined;
   let myRevision: string | undefined;
   /** When the last answered keepalive (or the lease grant) was sent, monotonic ms. */
-  let lastKeepaliveMs: number | undefined;
+  let lastKeepaliveSentMs: number | undefined;
   /**
    * Aborted when the current term ends (lease lost or stale, key gone, resigned). Created at the start of
    * each term, before anything waits, so that an end arriving at any moment — even while a watch is being
@@ -112,7 +112,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
   let nextRead: PromiseWithResolvers<FenceRead> | undefined;
 
   const keepaliveAgeMs = () =>
-    lastKeepaliveMs === undefined ? undefined : opts.monotonicNow() - lastKeepaliveMs;
+    lastKeepaliveSentMs === undefined ? undefined : opts.monotonicNow() - lastKeepaliveSentMs;
   const fresh = () => {
     const age = keepaliveAgeMs();
     return age !== undefined && age < freshMs;
@@ -269,7 +269,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
     });
     l.on('keepaliveSucceeded', () => {
       const at = sent.shift();
-      if (lease === l && at !== undefined) lastKeepaliveMs = Math.max(lastKeepaliveMs ?? at, at);
+      if (lease === l && at !== undefined) lastKeepaliveSentMs = Math.max(lastKeepaliveSentMs ?? at, at);
     });
   }
 
@@ -285,7 +285,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
       if (lease === l) endTerm(`lease lost: ${err.message}`, 'lost');
     });
     const leaseId = await withTimeout(l.grant(), ttlMs, 'lease grant');
-    lastKeepaliveMs ??= grantSentMs;
+    lastKeepaliveSentMs ??= grantSentMs;
     const key = leaseId;
     const revision = await putCandidateKey(key, leaseId);
     myRevision = revision;
@@ -336,7 +336,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
         lease = undefined;
         myKey = undefined;
         myRevision = undefined;
-        lastKeepaliveMs = undefined;
+        lastKeepaliveSentMs = undefined;
         // Revoke so that the next candidate is elected at once instead of after the TTL.
         if (l) await withTimeout(l.revoke(), 2000, 'lease revoke').catch(() => undefined);
       }
