@@ -9,6 +9,7 @@
 import type { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
 import { createTargetCleaner, type TargetCleaner } from './cleaner/target-cleaner.ts';
+import type { Clock, MonotonicClock } from './clock.ts';
 import type { CleanerConfig } from './config/schema.ts';
 import { openContexts } from './kube/context-clients.ts';
 import type { DriverPod } from './kube/driver-pod.ts';
@@ -34,17 +35,25 @@ export interface Replica {
 
 /**
  * Starts a replica.
+ * @param deps.now the wall clock, epoch ms: only for deadlines from Kubernetes timestamps (and Retry-After
+ *   dates, token expiry times)
+ * @param deps.monotonicNow the monotonic clock, ms: every interval (lease freshness, the watchdog, the API
+ *   rate limiter, backoffs); src/clock.ts
  * @throws KubeconfigError when a target's context cannot be loaded (a configuration error).
  */
 export async function startReplica(
   config: CleanerConfig,
-  deps: { log: Logger; now: () => number; telemetry?: Telemetry },
+  deps: { log: Logger; now: Clock; monotonicNow: MonotonicClock; telemetry?: Telemetry },
 ): Promise<Replica> {
-  const { log, now } = deps;
+  const { log, now, monotonicNow } = deps;
   const selector = parseLabelSelector(config.labelSelector);
 
   // Every context resolved first: a bad context is a configuration error, before anything connects.
-  const contexts = openContexts(config, { now, observer: (context) => deps.telemetry?.podCalls(context) });
+  const contexts = openContexts(config, {
+    now,
+    monotonicNow,
+    observer: (context) => deps.telemetry?.podCalls(context),
+  });
   const targets = contexts.targets.map(({ namespace, clients }) => ({
     ref: { context: clients.context, namespace },
     clients,
@@ -109,6 +118,7 @@ export async function startReplica(
       pods: clients.pods,
       log: tlog,
       now,
+      monotonicNow,
       backoffMs: config.retryBaseDelayMs,
       maxBackoffMs: config.retryMaxDelayMs,
       warnIfNotAlone: !etcd,
@@ -121,6 +131,7 @@ export async function startReplica(
           log: tlog,
           onEvent,
           now,
+          monotonicNow,
         }),
       leadership: () =>
         etcd
@@ -130,11 +141,11 @@ export async function startReplica(
               replicaId: config.replicaId,
               ttlSeconds: config.electionTtlSeconds,
               log: tlog,
-              now,
+              monotonicNow,
               initialCampaignDelayMs: campaignDelays[cleaners.length],
               ...events,
             })
-          : createLocalLeadership({ replicaId: config.replicaId, now, ...events }),
+          : createLocalLeadership({ replicaId: config.replicaId, ...events }),
     });
     cleaners.push(cleaner);
   }

@@ -24,12 +24,8 @@ import { decide } from '../src/kube/app-state.ts';
 import type { DriverPod } from '../src/kube/driver-pod.ts';
 import type { LabelSelector } from '../src/kube/label-selector.ts';
 import { type DeletePreconditions, KubeApiError, type PodApi } from '../src/kube/pod-api.ts';
+import { FencedError } from '../src/leadership/fenced-error.ts';
 import type { CleanupJobData } from '../src/queue/cleanup-queue.ts';
-
-/** This replica may not DELETE now: leadership lost, lease stale, or leader key gone. */
-export class FencedError extends Error {
-  override name = 'FencedError';
-}
 
 /** What a cleanup job ended with. The first seven are final; `not-yet`, `fenced`, `aborted` put the job back. */
 export type Outcome =

@@ -29,8 +29,8 @@ export function cacheTrusted(downSinceMs: number | undefined, nowMs: number, sta
 
 /** Options of {@link createCacheTrust}. */
 export interface CacheTrustOptions {
-  informer: Pick<PodInformer, 'downSinceMonotonicMs'>;
-  /** Monotonic clock, ms (`performance.now()`): the informer's `downSinceMonotonicMs` time base. */
+  informer: Pick<PodInformer, 'downSinceMs'>;
+  /** Monotonic clock, ms (`performance.now()`): the informer's `downSinceMs` time base. */
   monotonicNow: () => number;
   /** How long the informer may be down before its cache is no longer trusted, ms. */
   staleAfterMs: number;
@@ -48,7 +48,7 @@ export function createCacheTrust(opts: CacheTrustOptions): CacheTrust {
   let wasUntrusted = false;
   return {
     untrusted() {
-      const since = opts.informer.downSinceMonotonicMs;
+      const since = opts.informer.downSinceMs;
       const now = opts.monotonicNow();
       const untrusted = !cacheTrusted(since, now, opts.staleAfterMs);
       if (untrusted && !wasUntrusted) {

@@ -4,7 +4,7 @@
  * Exit codes: 2 for bad configuration (one line per bad field on stderr), 0 after a clean shutdown.
  */
 import type { Command } from 'commander';
-import { systemClock } from '../clock.ts';
+import { monotonicClock, systemClock } from '../clock.ts';
 import { envName, FIELDS, flagName } from '../config/fields.ts';
 import { ConfigError, loadConfig, redactConfig } from '../config/load.ts';
 import { startHttpServer } from '../http/server.ts';
@@ -44,12 +44,12 @@ export async function runReplica(flags: Record<string, unknown>): Promise<void> 
   const log = createLogger({ level: config.logLevel, base: { replica: config.replicaId } });
   log.info({ config: redactConfig(config) }, 'effective configuration');
   // OTEL_* configure the traces (none when unset); the metrics are served on /metrics.
-  const telemetry = await createTelemetry({ now: systemClock, replicaId: config.replicaId });
+  const telemetry = await createTelemetry({ replicaId: config.replicaId });
   for (const w of telemetry.tracing.warnings) log.warn(w);
   if (telemetry.tracing.enabled) log.info('exporting traces over OTLP/HTTP');
   let replica: Awaited<ReturnType<typeof startReplica>>;
   try {
-    replica = await startReplica(config, { log, now: systemClock, telemetry });
+    replica = await startReplica(config, { log, now: systemClock, monotonicNow: monotonicClock, telemetry });
   } catch (err) {
     if (err instanceof KubeconfigError) {
       process.stderr.write(`spark-driver-cleaner: invalid configuration:\n  - ${err.message}\n`);
@@ -60,7 +60,13 @@ export async function runReplica(flags: Record<string, unknown>): Promise<void> 
   }
   let http: Awaited<ReturnType<typeof startHttpServer>>;
   try {
-    http = await startHttpServer({ config, replica, log, now: systemClock, metrics: telemetry.metrics });
+    http = await startHttpServer({
+      config,
+      replica,
+      log,
+      monotonicNow: monotonicClock,
+      metrics: telemetry.metrics,
+    });
   } catch (err) {
     const why = listenFailure(err);
     if (!why) throw err;

@@ -4,8 +4,8 @@
  * and losses of leadership per target, and each replica's HTTP URL.
  *
  * The same lines come from coordinated replicas (`run`) and baseline replicas (`baseline-replica`):
- * `outcome` accepted / a no-op name / failed, `latenessMs`, 'elected leader' and 'leadership lost'
- * with `context` and `namespace`, and 'http server listening' with `url`.
+ * `outcome` accepted / a no-op name / failed, `latenessMs`, 'elected leader', 'leadership lost' (warn)
+ * and 'leadership ended' (info: resigned) with `context` and `namespace`, and 'http server listening' with `url`.
  */
 import { NOOP_OUTCOMES } from '../../workers/cleanup-driver-pod.ts';
 import type { LogLine } from '../sandbox/replica-process.ts';
@@ -61,7 +61,10 @@ export class ReplicaTally {
     if (line.msg === 'elected leader') {
       this.elections.push({ target, replica, atMs: this.#now() });
       this.#leaders.set(target, replica);
-    } else if (line.msg === 'leadership lost' && this.#leaders.get(target) === replica) {
+    } else if (
+      (line.msg === 'leadership lost' || line.msg === 'leadership ended') &&
+      this.#leaders.get(target) === replica
+    ) {
       this.#leaders.delete(target);
     } else if (line.msg === 'http server listening' && typeof line.url === 'string') {
       this.urls.set(replica, line.url);

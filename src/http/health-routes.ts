@@ -8,14 +8,15 @@
  * recovers by itself, it just should not be counted on.
  */
 import type { FastifyInstance } from 'fastify';
+import type { MonotonicClock } from '../clock.ts';
 import { targetLabel } from '../queue/job-identity.ts';
 import type { Replica } from '../replica.ts';
 
 /** Options of {@link registerHealthRoutes}. */
 export interface HealthOptions {
   replica: Replica;
-  /** Epoch ms. */
-  now: () => number;
+  /** The monotonic clock, ms (src/clock.ts): how long an informer is down, event-loop stalls. */
+  monotonicNow: MonotonicClock;
   /** An informer down longer than this fails /readyz (and is listed by /healthz), ms (default 120 000). */
   informerDownThresholdMs?: number;
   /** An event-loop stall longer than this (seen in the last minute) fails /healthz, ms (default 10 000). */
@@ -28,12 +29,12 @@ export interface HealthOptions {
  * Measures how late a 1 s timer fires: a blocked event loop delays it by the length of the block. Keeps
  * the worst stall of the last minute (a probe arrives after the block, when the loop is free again).
  */
-function watchEventLoop(): { worstRecentStallMs(): number; stop(): void } {
+function watchEventLoop(now: MonotonicClock): { worstRecentStallMs(): number; stop(): void } {
   const periodMs = 1000;
   const stalls: { at: number; ms: number }[] = [];
-  let expected = performance.now() + periodMs;
+  let expected = now() + periodMs;
   const timer = setInterval(() => {
-    const t = performance.now();
+    const t = now();
     const late = t - expected;
     expected = t + periodMs;
     if (late > 50) stalls.push({ at: t, ms: late });
@@ -48,17 +49,17 @@ function watchEventLoop(): { worstRecentStallMs(): number; stop(): void } {
 
 /** Adds `/healthz` and `/readyz` (open: no authentication, probes must reach them). */
 export function registerHealthRoutes(app: FastifyInstance, opts: HealthOptions): void {
-  const { replica, now } = opts;
+  const { replica, monotonicNow } = opts;
   const downThreshold = opts.informerDownThresholdMs ?? 120_000;
   const stallThreshold = opts.eventLoopStallThresholdMs ?? 10_000;
-  const loop = watchEventLoop();
+  const loop = watchEventLoop(monotonicNow);
   app.addHook('onClose', async () => loop.stop());
 
   const informersDown = () =>
     replica.cleaners
       .filter((c) => {
         const since = c.informerState.downSinceMs;
-        return since !== undefined && now() - since > downThreshold;
+        return since !== undefined && monotonicNow() - since > downThreshold;
       })
       .map((c) => targetLabel(c.target));
 

@@ -10,6 +10,7 @@
  * require HTTP Basic credentials.
  */
 import Fastify from 'fastify';
+import type { MonotonicClock } from '../clock.ts';
 import type { CleanerConfig } from '../config/schema.ts';
 import type { Replica } from '../replica.ts';
 import type { Logger } from '../telemetry/log.ts';
@@ -24,8 +25,8 @@ export interface HttpServerOptions {
   config: Pick<CleanerConfig, 'httpHost' | 'httpPort' | 'dashboard'>;
   replica: Replica;
   log: Logger;
-  /** Epoch ms. */
-  now: () => number;
+  /** The monotonic clock, ms (src/clock.ts), for the probes' intervals. */
+  monotonicNow: MonotonicClock;
   /**
    * The replica's metrics (from its `Telemetry`, so that what the core records is served). Default: a
    * fresh registry with only the series read from the replica at scrape time.
@@ -53,7 +54,7 @@ export interface HttpServer {
 export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServer> {
   const { replica, config } = opts;
   const app = Fastify({ logger: false });
-  const metrics = opts.metrics ?? createMetrics({ now: opts.now, processMetrics: false });
+  const metrics = opts.metrics ?? createMetrics({ processMetrics: false });
   metrics.watch(replica);
 
   const { user, password } = config.dashboard;
@@ -62,7 +63,7 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
   }
   registerHealthRoutes(app, {
     replica,
-    now: opts.now,
+    monotonicNow: opts.monotonicNow,
     informerDownThresholdMs: opts.informerDownThresholdMs,
     eventLoopStallThresholdMs: opts.eventLoopStallThresholdMs,
   });

@@ -3,6 +3,7 @@
  * limiter and one pod API, shared by every target namespace of that context. Each context named by the
  * targets is loaded once, so a kubeconfig's exec credential plugin runs once per context, not per target.
  */
+import { type Clock, type MonotonicClock, monotonicClock } from '../clock.ts';
 import type { CleanerConfig } from '../config/schema.ts';
 import type { ClusterAccess } from './cluster-access.ts';
 import { createKubeHttp, type KubeHttp } from './kube-http.ts';
@@ -31,8 +32,13 @@ export type ContextsConfig = Pick<
 
 /** Dependencies of {@link openContexts}. */
 export interface OpenContextsDeps {
-  /** Epoch ms. */
-  now: () => number;
+  /** The wall clock, epoch ms: `Retry-After` dates and exec token expiry times. */
+  now: Clock;
+  /**
+   * The monotonic clock, ms: the rate limiter, token-file re-reads, the exec plugin's backoff (default the
+   * system's monotonic clock).
+   */
+  monotonicNow?: MonotonicClock;
   /** Telemetry of a context's pod calls; optional. */
   observer?: (context: string) => PodCallObserver | undefined;
 }
@@ -52,18 +58,23 @@ export function openContexts(
   close(): Promise<void>;
 } {
   const path = kubeconfigPath(config.kubeconfig);
+  const clocks = { now: deps.now, monotonicNow: deps.monotonicNow ?? monotonicClock };
   const loaded = new Map<string | undefined, ClusterAccess>();
   const byContext = new Map<string, ContextClients>();
   const opened = config.targets.map((t) => {
     let access = loaded.get(t.context);
     if (!access) {
-      access = loadClusterAccess(path, t.context);
+      access = loadClusterAccess(path, t.context, clocks);
       loaded.set(t.context, access);
     }
     let c = byContext.get(access.context);
     if (!c) {
       const http = createKubeHttp(access);
-      const limiter = createRateLimiter({ qps: config.apiQps, burst: config.apiBurst, now: deps.now });
+      const limiter = createRateLimiter({
+        qps: config.apiQps,
+        burst: config.apiBurst,
+        monotonicNow: clocks.monotonicNow,
+      });
       const pods = createPodApi({
         http,
         limiter,

@@ -18,6 +18,7 @@
  * it has not expired, as before.
  */
 import { execFile, execFileSync } from 'node:child_process';
+import type { Clock, MonotonicClock } from '../clock.ts';
 
 /** The ExecCredential API versions we speak (v1alpha1 was removed from client-go in 1.24). */
 export const EXEC_API_VERSIONS = ['client.authentication.k8s.io/v1', 'client.authentication.k8s.io/v1beta1'];
@@ -201,11 +202,18 @@ export function parseExecCredential(cfg: ExecPluginConfig, stdout: string): Exec
 
 /**
  * A token source running `cfg`'s plugin.
- * @param env the environment the plugin inherits (then `exec.env`, then KUBERNETES_EXEC_INFO)
+ * @param opts.env the environment the plugin inherits (then `exec.env`, then KUBERNETES_EXEC_INFO)
+ * @param opts.now the wall clock, epoch ms: token expiry times are wall-clock deadlines
+ * @param opts.monotonicNow the monotonic clock, ms: the failure backoff is an interval of this process
  */
 export function createExecCredentialSource(
   cfg: ExecPluginConfig,
-  opts: { env: Readonly<Record<string, string | undefined>>; now: () => number; timeoutMs?: number },
+  opts: {
+    env: Readonly<Record<string, string | undefined>>;
+    now: Clock;
+    monotonicNow: MonotonicClock;
+    timeoutMs?: number;
+  },
 ): ExecCredentialSource {
   const timeoutMs = opts.timeoutMs ?? EXEC_TIMEOUT_MS;
   const env: Record<string, string> = {};
@@ -227,7 +235,8 @@ export function createExecCredentialSource(
   const fresh = (s: ExecCredentialStatus) =>
     s.expiresAt === undefined || opts.now() < s.expiresAt - EXEC_REFRESH_BEFORE_MS;
 
-  // The backoff: consecutive failed runs, the last one's error, and until when (opts.now() ms) it is rethrown.
+  // The backoff: consecutive failed runs, the last one's error, and until when (opts.monotonicNow() ms) it is
+  // rethrown. Monotonic: a wall clock stepped back must not hold the plugin back for as long.
   let failures = 0;
   let lastFailure: ExecPluginError | undefined;
   let retryAt = Number.NEGATIVE_INFINITY;
@@ -246,12 +255,12 @@ export function createExecCredentialSource(
         : new ExecPluginError(
             `user "${cfg.user}": exec plugin ${JSON.stringify(cfg.command)} could not run: ${firstLine(String((err as Error)?.message ?? err))}`,
           );
-    retryAt = opts.now() + execFailureBackoffMs(failures);
+    retryAt = opts.monotonicNow() + execFailureBackoffMs(failures);
     throw lastFailure;
   };
   /** The last failure, saying when the plugin runs again. */
   const backoffError = (failure: ExecPluginError) => {
-    const ms = Math.max(0, retryAt - opts.now());
+    const ms = Math.max(0, retryAt - opts.monotonicNow());
     const inS = ms < 10_000 ? Math.ceil(ms / 100) / 10 : Math.ceil(ms / 1000);
     const times = failures === 1 ? 'failed once' : `failed ${failures} times in a row`;
     return new ExecPluginError(`${failure.message} (${times}; retried in ${inS} s)`, failure.notFound);
@@ -307,7 +316,7 @@ export function createExecCredentialSource(
       // A refresh failed (or is backed off) early: the cached token still works until it actually expires.
       const stillValid = () =>
         previous?.token !== undefined && previous.expiresAt !== undefined && opts.now() < previous.expiresAt;
-      if (!inflight && lastFailure && opts.now() < retryAt) {
+      if (!inflight && lastFailure && opts.monotonicNow() < retryAt) {
         if (stillValid()) return previous?.token;
         throw backoffError(lastFailure);
       }

@@ -26,6 +26,7 @@ import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import { createSecureContext } from 'node:tls';
 import { parse as parseYaml } from 'yaml';
+import { type Clock, type MonotonicClock, monotonicClock, systemClock } from '../clock.ts';
 import type { ClusterAccess, ClusterTls } from './cluster-access.ts';
 import {
   createExecCredentialSource,
@@ -54,8 +55,13 @@ export interface LoadClusterAccessOptions {
   serviceAccountDir?: string;
   /** KUBERNETES_SERVICE_HOST/PORT come from here, and exec plugins inherit it (default `process.env`). */
   env?: Readonly<Record<string, string | undefined>>;
-  /** Clock (ms) for token-file re-reads and exec token expiry (default `Date.now`). */
-  now?: () => number;
+  /** Wall clock, epoch ms, for exec token expiry times (default the system clock). */
+  now?: Clock;
+  /**
+   * Monotonic clock, ms, for intervals: token-file re-reads and the exec plugin's failure backoff (default the
+   * system's monotonic clock).
+   */
+  monotonicNow?: MonotonicClock;
   /** Exec plugin timeout (default 30 s). */
   execTimeoutMs?: number;
 }
@@ -337,7 +343,8 @@ function readTokenFile(path: string): string {
 }
 
 /**
- * A token read from `path` at most every {@link TOKEN_FILE_REREAD_MS}, starting from `first` (read at `now()`,
+ * A token read from `path` at most every {@link TOKEN_FILE_REREAD_MS} (of the monotonic clock `now`), starting
+ * from `first` (read at `now()`,
  * or, when `firstIsFallback`, the kubeconfig's `token`: the file is then tried again on the next call). While
  * the file is unreadable the previous token is used, as client-go's cached file token source.
  */
@@ -390,7 +397,7 @@ function resolveUser(
   name: string | undefined,
   u: Named | undefined,
   cluster: ResolvedCluster,
-  opts: Required<Pick<LoadClusterAccessOptions, 'now' | 'env'>> & { execTimeoutMs?: number },
+  opts: Required<Pick<LoadClusterAccessOptions, 'now' | 'monotonicNow' | 'env'>> & { execTimeoutMs?: number },
 ): ResolvedUser {
   if (!name || !u) return { headers: async () => ({}) }; // a context without a user: anonymous
   const where = `--kubeconfig ${u.file}: user "${name}"`;
@@ -477,7 +484,7 @@ function resolveUser(
       first = token;
       fallback = true;
     }
-    const file = fileToken(path, first, opts.now, fallback);
+    const file = fileToken(path, first, opts.monotonicNow, fallback);
     return { cert, key, headers: async () => withAuth(`Bearer ${file.current()}`), unauthorized: file.stale };
   }
   if (token) return { cert, key, headers: async () => withAuth(`Bearer ${token}`) };
@@ -530,7 +537,7 @@ function execSource(
   exec: unknown,
   where: string,
   cluster: ResolvedCluster,
-  opts: Required<Pick<LoadClusterAccessOptions, 'now' | 'env'>> & { execTimeoutMs?: number },
+  opts: Required<Pick<LoadClusterAccessOptions, 'now' | 'monotonicNow' | 'env'>> & { execTimeoutMs?: number },
 ): ExecCredentialSource {
   if (!isObj(exec))
     throw new KubeconfigError(`${where}: exec must be a mapping (command, args, apiVersion, …)`);
@@ -589,13 +596,13 @@ function execSource(
   const execInfo = JSON.stringify({ kind: 'ExecCredential', apiVersion, spec });
   return createExecCredentialSource(
     { user, command: resolvedCommand, args, env, apiVersion, installHint, execInfo },
-    { env: opts.env, now: opts.now, timeoutMs: opts.execTimeoutMs },
+    { env: opts.env, now: opts.now, monotonicNow: opts.monotonicNow, timeoutMs: opts.execTimeoutMs },
   );
 }
 
 function inClusterAccess(opts: LoadClusterAccessOptions): ClusterAccess {
   const env = opts.env ?? process.env;
-  const now = opts.now ?? Date.now;
+  const monotonicNow = opts.monotonicNow ?? monotonicClock;
   const host = env.KUBERNETES_SERVICE_HOST;
   const port = env.KUBERNETES_SERVICE_PORT;
   if (!host || !port) {
@@ -622,7 +629,7 @@ function inClusterAccess(opts: LoadClusterAccessOptions): ClusterAccess {
   } catch {
     // As client-go: without a readable ca.crt, the system's CAs.
   }
-  const file = fileToken(tokenPath, first, now);
+  const file = fileToken(tokenPath, first, monotonicNow);
   return {
     context: IN_CLUSTER_CONTEXT,
     server: `https://${host.includes(':') ? `[${host}]` : host}:${port}`,
@@ -688,7 +695,8 @@ export function loadClusterAccess(
   }
   const cluster = resolveCluster(clusterName, clusterEntry);
   const user = resolveUser(userName, userEntry, cluster, {
-    now: options.now ?? Date.now,
+    now: options.now ?? systemClock,
+    monotonicNow: options.monotonicNow ?? monotonicClock,
     env: options.env ?? process.env,
     execTimeoutMs: options.execTimeoutMs,
   });

@@ -23,6 +23,7 @@
  * logged and does not break the informer.
  */
 import { StringDecoder } from 'node:string_decoder';
+import { type Clock, type MonotonicClock, monotonicClock } from '../clock.ts';
 import type { Logger } from '../telemetry/log.ts';
 import { retryAfterMs, statusOf } from './api-status.ts';
 import { type DriverPod, trimPod } from './driver-pod.ts';
@@ -48,7 +49,13 @@ export interface PodInformerOptions {
   maxBackoffMs?: number;
   /** Items per list page (default 500, as client-go's pager). */
   pageSize?: number;
-  now: () => number;
+  /** The wall clock, epoch ms: `Retry-After` dates of failed lists and watches. */
+  now: Clock;
+  /**
+   * The monotonic clock, ms: backoff resets, short watches, {@link PodInformer.downSinceMs} (default the
+   * system's monotonic clock).
+   */
+  monotonicNow?: MonotonicClock;
 }
 
 /** A running informer. */
@@ -59,13 +66,11 @@ export interface PodInformer {
   stop(): Promise<void>;
   /** True once the first list has been loaded (stays true: the cache stays usable while it restarts). */
   readonly synced: boolean;
-  /** Epoch ms since when it has been down (undefined while it runs). */
-  readonly downSinceMs: number | undefined;
   /**
-   * The same moment by the monotonic clock (`performance.now()`, ms): how long it has been down, measured
-   * without the wall clock (the target cleaner stops trusting the cache past a threshold).
+   * Since when it has been down (undefined while it runs), on the informer's monotonic clock (ms, not epoch):
+   * compare it with a reading of that clock.
    */
-  readonly downSinceMonotonicMs: number | undefined;
+  readonly downSinceMs: number | undefined;
   /** How many times it was restarted after an error (410 relists are not counted). */
   readonly restarts: number;
   /** The cached pod of that name (compare its UID!), or undefined. */
@@ -144,6 +149,7 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
   const base = opts.backoffMs ?? 500;
   const max = opts.maxBackoffMs ?? 30_000;
   const pageSize = opts.pageSize ?? 500;
+  const monotonicNow = opts.monotonicNow ?? monotonicClock;
   /** Consecutive failures less than this apart keep growing the backoff (client-go's reset duration). */
   const backoffResetMs = 120_000;
   const path = `/api/v1/namespaces/${encodeURIComponent(opts.namespace)}/pods`;
@@ -154,8 +160,7 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
   let stopped = false;
   let started = false;
   let synced = false;
-  let downSinceMs: number | undefined = opts.now();
-  let downSinceMonotonicMs: number | undefined = performance.now();
+  let downSinceMs: number | undefined = monotonicNow();
   let restarts = 0;
   let failures = 0;
   let lastFailureAt = Number.NEGATIVE_INFINITY;
@@ -273,7 +278,6 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
     log.debug({ pods: cache.size, resourceVersion }, 'informer listed');
     synced = true;
     downSinceMs = undefined;
-    downSinceMonotonicMs = undefined;
     opts.onSynced?.();
     firstSync?.();
     return resourceVersion;
@@ -327,7 +331,7 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
     const guardTimer = setTimeout(() => guard.abort(), (timeoutSeconds + 30) * 1000);
     guardTimer.unref();
     const signal = AbortSignal.any([stopping.signal, guard.signal]);
-    const startedAt = performance.now();
+    const startedAt = monotonicNow();
     let events = 0;
     try {
       const res = await opts.http.stream(`${path}${query}`, signal);
@@ -369,7 +373,7 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
     } finally {
       clearTimeout(guardTimer);
     }
-    if (events === 0 && performance.now() - startedAt < 1000 && !stopped) {
+    if (events === 0 && monotonicNow() - startedAt < 1000 && !stopped) {
       // client-go's reflector: a server (or proxy) closing every watch at once must not make us spin.
       throw new InformerError(
         'very short watch: ended within a second without any event',
@@ -407,9 +411,8 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
         await listAndWatch();
       } catch (err) {
         if (stopped) return;
-        downSinceMs ??= opts.now();
-        const at = performance.now();
-        downSinceMonotonicMs ??= at;
+        const at = monotonicNow();
+        downSinceMs ??= at;
         if (at - lastFailureAt > backoffResetMs) failures = 0;
         lastFailureAt = at;
         failures += 1;
@@ -452,9 +455,6 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
     },
     get downSinceMs() {
       return downSinceMs;
-    },
-    get downSinceMonotonicMs() {
-      return downSinceMonotonicMs;
     },
     get restarts() {
       return restarts;

@@ -1,8 +1,10 @@
 /**
  * A token bucket for API requests, as client-go's `flowcontrol.NewTokenBucketRateLimiter(qps, burst)`
  * that kube-controller-manager uses (default 20 QPS, burst 30). One bucket per context, shared by all of
- * that cluster's targets.
+ * that cluster's targets. Refills on the monotonic clock: on the wall clock a step back of 10 minutes
+ * owed 10 minutes of tokens and held every API call that long.
  */
+import type { MonotonicClock } from '../clock.ts';
 
 /** Rate limiter options. */
 export interface RateLimiterOptions {
@@ -10,8 +12,8 @@ export interface RateLimiterOptions {
   qps: number;
   /** Bucket size: requests allowed at once after a quiet period (≥ 1). */
   burst: number;
-  /** Clock, epoch ms. */
-  now: () => number;
+  /** The monotonic clock, ms (src/clock.ts). */
+  monotonicNow: MonotonicClock;
 }
 
 /** Waits for a token. Rejects with the signal's reason when aborted while waiting. */
@@ -23,12 +25,13 @@ export interface RateLimiter {
 export function createRateLimiter(opts: RateLimiterOptions): RateLimiter {
   const intervalMs = 1000 / opts.qps;
   let tokens = opts.burst;
-  let last = opts.now();
+  let last = opts.monotonicNow();
   return {
     async take(signal) {
       signal?.throwIfAborted();
-      const now = opts.now();
-      tokens = Math.min(opts.burst, tokens + (now - last) / intervalMs);
+      const now = opts.monotonicNow();
+      // Never negative (a monotonic clock does not go back; a clock given by a test might).
+      tokens = Math.min(opts.burst, tokens + Math.max(0, now - last) / intervalMs);
       last = now;
       tokens -= 1; // reserve, possibly going negative: the debt is the queue ahead of us
       if (tokens >= 0) return;

@@ -8,7 +8,10 @@
  * server expires the lease after 1×TTL, so a replica could believe it leads after another was elected.
  * Here the lease is ours: we record every successful keepalive and consider leadership lost as soon as
  * (TTL − safety margin) has passed without one (**fencing**), and before each DELETE we confirm our key
- * still exists with our create revision.
+ * still exists with our create revision. A keepalive counts from when its request was **sent** (the
+ * server's TTL runs from its receipt, not from our reading of the answer), and every interval is measured
+ * on the monotonic clock: a wall clock stepped back would make an expired lease look fresh, stepped forward
+ * it would drop a live one.
  *
  * Fencing reads are coalesced (single-flight): concurrent `fence()` calls share one etcd GET, but a call
  * is only ever satisfied by a GET that started after it was made, so a confirmation is never older than
@@ -16,8 +19,9 @@
  * starts when it settles.
  */
 import type { Etcd3, Lease, Namespace } from 'etcd3';
-import { FencedError } from '../../workers/cleanup-driver-pod.ts';
+import type { MonotonicClock } from '../clock.ts';
 import type { Logger } from '../telemetry/log.ts';
+import { FencedError } from './fenced-error.ts';
 import type { Leadership, LeadershipEvents } from './leadership.ts';
 
 /** Options of {@link createEtcdLeadership}. */
@@ -29,7 +33,8 @@ export interface EtcdLeadershipOptions extends LeadershipEvents {
   /** Lease TTL, seconds (≥ 2). */
   ttlSeconds: number;
   log: Logger;
-  now: () => number;
+  /** The monotonic clock, ms (src/clock.ts): lease freshness and the watchdog never read the wall clock. */
+  monotonicNow: MonotonicClock;
   /** Timeout of the fencing GET, ms (default: a third of the TTL). */
   fenceTimeoutMs?: number;
   /**
@@ -73,11 +78,14 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** At most this many keepalives awaiting their answer are remembered (etcd3 sends one every TTL/3). */
+const MAX_PENDING_KEEPALIVES = 16;
+
 /** Creates the etcd leadership of one target; call `start()` to campaign. */
 export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
   const ns: Namespace = opts.client.namespace(opts.prefix);
   const ttlMs = opts.ttlSeconds * 1000;
-  // Stop DELETEs a little before the server can expire the lease: keepalive RTT and clock granularity.
+  // Stop DELETEs a little before the server can expire the lease: its clock's rate and ours, timer granularity.
   const freshMs = ttlMs - Math.min(1000, ttlMs / 5);
   const fenceTimeoutMs = opts.fenceTimeoutMs ?? Math.max(500, ttlMs / 3);
   let running = false;
@@ -86,9 +94,14 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
   let lease: Lease | undefined;
   let myKey: string | undefined;
   let myRevision: string | undefined;
-  let lastKeepaliveMs: number | undefined;
-  let lostTerm: ((reason: string) => void) | undefined;
-  let interrupted = false;
+  /** When the last answered keepalive (or the lease grant) was sent, monotonic ms. */
+  let lastKeepaliveSentMs: number | undefined;
+  /**
+   * Aborted when the current term ends (lease lost or stale, key gone, resigned). Created at the start of
+   * each term, before anything waits, so that an end arriving at any moment — even while a watch is being
+   * created — is seen by every wait of that term.
+   */
+  let termEnd: AbortController | undefined;
 
   const getRevision = async (key: string) => (await ns.get(key).exec()).kvs[0]?.create_revision;
   const readLeaderKey = (key: string) =>
@@ -98,19 +111,29 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
   /** Callers that arrived while a read was in flight: they share the next read. */
   let nextRead: PromiseWithResolvers<FenceRead> | undefined;
 
-  const fresh = () => lastKeepaliveMs !== undefined && opts.now() - lastKeepaliveMs < freshMs;
+  const keepaliveAgeMs = () =>
+    lastKeepaliveSentMs === undefined ? undefined : opts.monotonicNow() - lastKeepaliveSentMs;
+  const fresh = () => {
+    const age = keepaliveAgeMs();
+    return age !== undefined && age < freshMs;
+  };
 
-  /** Ends the current term (if leader) exactly once, and wakes the campaign loop. */
-  function endTerm(reason: string) {
-    interrupted = true;
-    const wake = lostTerm;
-    lostTerm = undefined;
+  /**
+   * Ends the current term (if leader, exactly once) and wakes whatever the term waits for. `lost`: the
+   * lease is lost or stale, or the key vanished — a real failure, logged at warn; `ended`: we resigned or
+   * the term finished normally (every rolling update does it), logged at info.
+   */
+  function endTerm(reason: string, how: 'lost' | 'ended') {
+    if (termEnd && !termEnd.signal.aborted) {
+      if (!leader) opts.log.debug({ reason }, 'campaign interrupted');
+      termEnd.abort(new Error(`campaign interrupted: ${reason}`));
+    }
     if (leader) {
       leader = false;
-      opts.log.warn({ reason }, 'leadership lost');
+      if (how === 'lost') opts.log.warn({ reason }, 'leadership lost');
+      else opts.log.info({ reason }, 'leadership ended');
       opts.onLost(reason);
     }
-    wake?.(reason);
   }
 
   /** One fencing GET of the current leader key; never rejects. Ends the term (once) if the key is gone. */
@@ -126,7 +149,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
     }
     if (found !== revision) {
       // Only the term this read was for: a later term has a key of its own.
-      if (myKey === key && myRevision === revision) endTerm('leader key gone or re-created');
+      if (myKey === key && myRevision === revision) endTerm('leader key gone or re-created', 'lost');
       return { ok: false, reason: 'leader key gone or re-created' };
     }
     return { ok: true, key, revision };
@@ -152,66 +175,124 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
     return nextRead.promise;
   }
 
-  async function waitForPredecessors(): Promise<void> {
-    for (;;) {
-      if (!running || !myRevision || interrupted)
-        throw new Error('campaign interrupted (lease lost or resigned)');
-      const before = (BigInt(myRevision) - 1n).toString();
-      const res = await ns.getAll().maxCreateRevision(before).sort('Create', 'Descend').limit(1).exec();
-      const prev = res.kvs[0];
-      if (!prev) return;
-      const prevKey = prev.key.toString();
-      const deleted = new Promise<void>((resolve) => {
-        void ns
-          .watch()
-          .key(prevKey)
-          .startRevision((BigInt(res.header.revision) + 1n).toString())
-          .create()
-          .then(
-            (w) => {
-              const done = () => {
-                void w.cancel();
-                resolve();
-              };
-              w.on('delete', done);
-              w.on('error', done);
-              lostTerm = (reason) => {
-                void w.cancel();
-                resolve();
-                opts.log.debug({ reason }, 'campaign interrupted');
-              };
-            },
-            () => resolve(),
-          );
-      });
-      await deleted;
-    }
-  }
-
-  async function term(): Promise<void> {
-    const l = opts.client.lease(opts.ttlSeconds, { autoKeepAlive: true });
-    lease = l;
-    interrupted = false;
-    l.on('keepaliveSucceeded', () => {
-      if (lease === l) lastKeepaliveMs = opts.now();
-    });
-    l.on('lost', (err) => {
-      if (lease === l) endTerm(`lease lost: ${err.message}`);
-    });
-    const leaseId = await withTimeout(l.grant(), ttlMs, 'lease grant');
-    lastKeepaliveMs = opts.now();
-    const key = leaseId;
+  /**
+   * Puts our candidate key (`prefix/<lease id>` = replica id, on our lease) unless it exists, and returns its
+   * create revision. As etcd's Go client does (concurrency/election.go): when the compare fails, the key
+   * already exists — etcd3 retries a transaction on Unavailable/DeadlineExceeded, so a first attempt may
+   * have been applied with its answer lost — and its revision is the key's own create revision, read in the
+   * same transaction; the header's is a later one, behind which we would wait for our own key forever.
+   * @throws Error when the existing key is gone or not ours (the campaign retries with a new lease).
+   */
+  async function putCandidateKey(key: string, leaseId: string): Promise<string> {
     const res = await ns
       .if(key, 'Create', '==', 0)
       .then(ns.put(key).value(opts.replicaId).lease(leaseId))
+      .else(ns.get(key))
       .commit();
-    myKey = key;
-    myRevision = res.header.revision;
-    await waitForPredecessors();
-    if (!running || interrupted) return;
-    const ended = new Promise<string>((resolve) => {
-      lostTerm = resolve;
+    if (res.succeeded) return res.header.revision;
+    const kv = res.responses[0]?.response_range?.kvs[0];
+    if (!kv) throw new Error(`candidate key ${key} vanished (lease expired?)`);
+    const holder = kv.value.toString();
+    if (holder !== opts.replicaId || kv.lease !== leaseId)
+      throw new Error(
+        `candidate key ${key} exists but is not ours (value ${JSON.stringify(holder)}, lease ${kv.lease})`,
+      );
+    return kv.create_revision;
+  }
+
+  /**
+   * Waits until no key of the prefix was created before ours (we lead). Watches the key just before ours
+   * for its deletion, and re-reads once per TTL anyway: a watch that stalls (a stream etcd3 failed to
+   * re-establish) must not hold the campaign forever.
+   * @throws Error when the term ends meanwhile (lease lost, resigned).
+   */
+  async function waitForPredecessors(revision: string, signal: AbortSignal): Promise<void> {
+    const before = (BigInt(revision) - 1n).toString();
+    for (;;) {
+      if (!running) throw new Error('campaign interrupted: resigned');
+      signal.throwIfAborted();
+      const res = await abortable(
+        ns.getAll().maxCreateRevision(before).sort('Create', 'Descend').limit(1).exec(),
+        signal,
+      );
+      const prev = res.kvs[0];
+      if (!prev) return;
+      await predecessorGone(prev.key.toString(), res.header.revision, signal);
+    }
+  }
+
+  /**
+   * Resolves when `key` is deleted after `revision`, when the term ends, or after one TTL, whichever comes
+   * first; the caller re-reads. Never rejects (a failed watch also makes the caller re-read).
+   */
+  async function predecessorGone(key: string, revision: string, signal: AbortSignal): Promise<void> {
+    const { promise, resolve } = Promise.withResolvers<void>();
+    const timer = setTimeout(resolve, ttlMs);
+    const onEnd = () => resolve();
+    signal.addEventListener('abort', onEnd, { once: true });
+    if (signal.aborted) resolve();
+    const created = ns
+      .watch()
+      .key(key)
+      .startRevision((BigInt(revision) + 1n).toString())
+      .create();
+    created.then(
+      (w) => {
+        w.on('delete', () => resolve());
+        w.on('error', () => resolve());
+      },
+      () => resolve(),
+    );
+    // The abort listener covers an end at any moment, also one while the watch was being created.
+    await promise;
+    clearTimeout(timer);
+    signal.removeEventListener('abort', onEnd);
+    created.then((w) => void w.cancel().catch(() => undefined)).catch(() => undefined);
+  }
+
+  /**
+   * Records, for each answered keepalive of `l`, when its request was sent. etcd3 emits `keepaliveFired`
+   * just before sending and `keepaliveSucceeded` on an answer; one stream answers its requests in order, so
+   * an answer belongs to the oldest unanswered request of its stream (a new stream starts afresh).
+   */
+  function stampKeepalives(l: Lease): void {
+    const sent: number[] = [];
+    l.on('keepaliveEstablished', () => {
+      sent.length = 0;
     });
+    l.on('keepaliveFailed', () => {
+      sent.length = 0;
+    });
+    l.on('keepaliveFired', () => {
+      // Full (answers stopped coming): an answer would be matched with an older send, erring on the safe side.
+      if (sent.length < MAX_PENDING_KEEPALIVES) sent.push(opts.monotonicNow());
+    });
+    l.on('keepaliveSucceeded', () => {
+      const at = sent.shift();
+      if (lease === l && at !== undefined) lastKeepaliveSentMs = Math.max(lastKeepaliveSentMs ?? at, at);
+    });
+  }
+
+  async function term(): Promise<void> {
+    const end = new AbortController();
+    termEnd = end;
+    // The grant request leaves as the lease is created: its TTL runs from about now.
+    const grantSentMs = opts.monotonicNow();
+    const l = opts.client.lease(opts.ttlSeconds, { autoKeepAlive: true });
+    lease = l;
+    stampKeepalives(l);
+    l.on('lost', (err) => {
+      if (lease === l) endTerm(`lease lost: ${err.message}`, 'lost');
+    });
+    const leaseId = await withTimeout(l.grant(), ttlMs, 'lease grant');
+    lastKeepaliveSentMs ??= grantSentMs;
+    const key = leaseId;
+    const revision = await putCandidateKey(key, leaseId);
+    myRevision = revision;
+    myKey = key;
+    await waitForPredecessors(revision, end.signal);
+    if (!running || end.signal.aborted) return;
+    const ended = new Promise<void>((resolve) => end.signal.addEventListener('abort', () => resolve()));
     leader = true;
     opts.log.info({ leaseId, createRevision: myRevision }, 'elected leader');
     opts.onElected();
@@ -219,7 +300,10 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
     const watchdog = setInterval(
       () => {
         if (!fresh())
-          endTerm(`no successful keepalive for ${opts.now() - (lastKeepaliveMs ?? 0)} ms (TTL ${ttlMs} ms)`);
+          endTerm(
+            `no successful keepalive for ${Math.round(keepaliveAgeMs() ?? 0)} ms (TTL ${ttlMs} ms)`,
+            'lost',
+          );
       },
       Math.min(250, ttlMs / 8),
     );
@@ -247,12 +331,12 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
         failures += 1;
         opts.log.warn({ err: { message: (err as Error).message } }, 'campaign failed; retrying');
       } finally {
-        endTerm('term ended');
+        endTerm('term ended', 'ended');
         const l = lease;
         lease = undefined;
         myKey = undefined;
         myRevision = undefined;
-        lastKeepaliveMs = undefined;
+        lastKeepaliveSentMs = undefined;
         // Revoke so that the next candidate is elected at once instead of after the TTL.
         if (l) await withTimeout(l.revoke(), 2000, 'lease revoke').catch(() => undefined);
       }
@@ -270,14 +354,14 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
       resigned = true;
       running = false;
       const l = lease;
-      endTerm('resigned');
+      endTerm('resigned', 'ended');
       if (l) await withTimeout(l.revoke(), 2000, 'lease revoke').catch(() => undefined);
     },
     get isLeader() {
       return leader;
     },
-    get lastKeepaliveMs() {
-      return lastKeepaliveMs;
+    get keepaliveAgeMs() {
+      return keepaliveAgeMs();
     },
     stillLeader: () => leader && fresh(),
     async fence(signal) {

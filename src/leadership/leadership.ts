@@ -27,8 +27,11 @@ export interface Leadership {
   fence(signal: AbortSignal): Promise<void>;
   /** The I/O-free part of {@link Leadership.fence}: leader and lease fresh. */
   stillLeader(): boolean;
-  /** Epoch ms of the last successful lease keepalive (undefined when not campaigning). */
-  readonly lastKeepaliveMs: number | undefined;
+  /**
+   * How long ago the last successful lease keepalive was sent, ms, on the monotonic clock (undefined when
+   * not campaigning; 0 for local leadership, which has no lease).
+   */
+  readonly keepaliveAgeMs: number | undefined;
   /** The replica id of the current leader of this target, if known. */
   currentLeader(): Promise<string | undefined>;
 }

@@ -3,13 +3,11 @@
  * replicas this way is uncoordinated (each would DELETE): the target cleaner warns when it sees another
  * worker on the same queue.
  */
-import { FencedError } from '../../workers/cleanup-driver-pod.ts';
+import { FencedError } from './fenced-error.ts';
 import type { Leadership, LeadershipEvents } from './leadership.ts';
 
 /** Creates local leadership for one target: elected on `start()`, lost on `resign()`. */
-export function createLocalLeadership(
-  events: LeadershipEvents & { replicaId: string; now: () => number },
-): Leadership {
+export function createLocalLeadership(events: LeadershipEvents & { replicaId: string }): Leadership {
   let leader = false;
   let resigned = false;
   return {
@@ -31,8 +29,8 @@ export function createLocalLeadership(
       if (!leader) throw new FencedError('not the leader');
     },
     stillLeader: () => leader,
-    get lastKeepaliveMs() {
-      return leader ? events.now() : undefined;
+    get keepaliveAgeMs() {
+      return leader ? 0 : undefined;
     },
     async currentLeader() {
       return leader ? events.replicaId : undefined;

@@ -28,7 +28,8 @@ export interface MetricsSource {
   readonly target: TargetRef;
   readonly isLeader: boolean;
   readonly informerState: { readonly restarts: number; readonly synced: boolean };
-  readonly leadershipState: { readonly lastKeepaliveMs: number | undefined };
+  /** ms since the last successful keepalive was sent (monotonic; src/leadership/leadership.ts). */
+  readonly leadershipState: { readonly keepaliveAgeMs: number | undefined };
   readonly queue: {
     readonly queue: { getJobCounts(...types: string[]): Promise<Record<string, number>> };
   };
@@ -64,8 +65,6 @@ export interface CleanerMetrics {
 
 /** Options of {@link createMetrics}. */
 export interface MetricsOptions {
-  /** Epoch ms; for the keepalive age. */
-  now: () => number;
   /** Also export Node's process metrics (`sdc_process_*`, `sdc_nodejs_*`); default true. */
   processMetrics?: boolean;
   /** Longest wait for the job counts of one queue at scrape time, ms (default 1000). */
@@ -165,14 +164,14 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
   });
   new Gauge({
     name: 'sdc_lease_keepalive_age_seconds',
-    help: 'Seconds since the last successful keepalive of the leadership lease (absent while not campaigning).',
+    help: 'Seconds since the last successful keepalive of the leadership lease was sent (absent while not campaigning).',
     labelNames: TARGET,
     registers,
     collect() {
       this.reset();
       for (const c of cleaners()) {
-        const last = c.leadershipState.lastKeepaliveMs;
-        if (last !== undefined) this.set(labelsOf(c.target), Math.max(0, opts.now() - last) / 1000);
+        const age = c.leadershipState.keepaliveAgeMs;
+        if (age !== undefined) this.set(labelsOf(c.target), Math.max(0, age) / 1000);
       }
     },
   });

@@ -20,6 +20,7 @@ import {
   trace,
 } from '@opentelemetry/api';
 import type { Outcome } from '../../workers/cleanup-driver-pod.ts';
+import { type MonotonicClock, monotonicClock } from '../clock.ts';
 import type { PodCall, PodCallObserver } from '../kube/pod-api.ts';
 import type { CleanupJobData, EnqueueResult } from '../queue/cleanup-queue.ts';
 import { queueName, type TargetRef } from '../queue/job-identity.ts';
@@ -159,13 +160,13 @@ export function createTargetTelemetry(
 /**
  * The observer of one context's pod calls: a client span per GET/DELETE (child of the active consumer
  * span) and `sdc_kube_request_duration_seconds`. Targets share a context's pod API, so the target is
- * rebuilt from the call's namespace.
+ * rebuilt from the call's namespace. `nowMs` times the calls (the monotonic clock, ms).
  */
 export function createPodCallObserver(
   contextName: string,
   tracer: Tracer,
   metrics: CleanerMetrics,
-  nowMs: () => number = performance.now.bind(performance),
+  nowMs: MonotonicClock = monotonicClock,
 ): PodCallObserver {
   return {
     start(call: PodCall) {

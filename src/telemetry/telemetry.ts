@@ -11,8 +11,6 @@ import { createTracing, type Tracing, type TracingOptions } from './tracing.ts';
 
 /** Options of {@link createTelemetry}. */
 export interface TelemetryOptions extends TracingOptions {
-  /** Epoch ms. */
-  now: () => number;
   /** Export Node's process metrics too (default true). */
   processMetrics?: boolean;
 }
@@ -32,7 +30,7 @@ export interface Telemetry {
 /** Creates a replica's telemetry; tracing follows `OTEL_*` (see tracing.ts). Never rejects. */
 export async function createTelemetry(opts: TelemetryOptions): Promise<Telemetry> {
   const tracing = await createTracing(opts);
-  const metrics = createMetrics({ now: opts.now, processMetrics: opts.processMetrics });
+  const metrics = createMetrics({ processMetrics: opts.processMetrics });
   return {
     tracing,
     metrics,

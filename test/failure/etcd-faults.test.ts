@@ -1,5 +1,6 @@
 /**
- * Failure modes: a 3-member etcd cluster losing a member, the member the leader talks to, and quorum.
+ * Failure modes: a 3-member etcd cluster losing a member, the member the leader talks to, and quorum; and
+ * what a leader logs when it leaves on SIGTERM (a rolling update is not a failure).
  * Real etcd processes (per-member kill/restart), replica processes, the sandbox API server.
  */
 import { describe, expect, it } from 'vitest';
@@ -188,4 +189,26 @@ describe('etcd cluster faults', () => {
       await allUp();
     }
   }, 150_000);
+
+  it('a leader SIGTERMed logs its resignation at info, once per target, and no warning', async () => {
+    const namespaces = ['term-a', 'term-b'];
+    const env = replicaEnv(cluster(), namespaces[0] ?? '', 'ef4', {
+      SDC_TARGETS: namespaces.map((ns) => `${cluster().context}:${ns}`).join(','),
+    });
+    const r = cluster().startReplica('t1', env);
+    try {
+      for (const ns of namespaces) await firstLeader([r], ns);
+      const from = r.lines.length;
+      r.kill('SIGTERM');
+      expect(await r.exited).toBe(0);
+      const after = r.lines.slice(from);
+      expect(after.filter((l) => l.level === 'warn' || l.level === 'error')).toEqual([]);
+      const ended = after.filter((l) => l.msg === 'leadership ended');
+      expect(ended.map((l) => [l.namespace, l.level, l.reason]).sort()).toEqual(
+        namespaces.map((ns) => [ns, 'info', 'resigned']),
+      );
+    } finally {
+      await stopAll([r]);
+    }
+  }, 60_000);
 });

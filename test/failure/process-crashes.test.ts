@@ -5,6 +5,7 @@
  */
 
 import { describe, expect, it } from 'vitest';
+import { monotonicClock } from '../../src/clock.ts';
 import { podState } from '../../src/kube/app-state.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
 import { createKubeHttp } from '../../src/kube/kube-http.ts';
@@ -182,7 +183,7 @@ describe('process crashes and fencing', () => {
     const ns = 'limiter-fence';
     const [pod] = createDrivers(cluster().server, ns, 1, 'held', 10_000);
     const http = createKubeHttp(loadClusterAccess(cluster().server.kubeconfigPath, cluster().context));
-    const limiter = createRateLimiter({ qps: 1, burst: 1, now: Date.now });
+    const limiter = createRateLimiter({ qps: 1, burst: 1, monotonicNow: monotonicClock });
     let leader = true;
     const pods = createPodApi({ http, limiter, timeoutMs: 5000 });
     const outcome = cleanupDriverPod(

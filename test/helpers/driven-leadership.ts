@@ -2,8 +2,9 @@
  * A {@link Leadership} the test drives: `elect()` and `lose()` flip it and call the events at once, as the
  * etcd leadership does when a lease is lost and re-granted. Fencing follows the flag.
  */
+
+import { FencedError } from '../../src/leadership/fenced-error.ts';
 import type { Leadership, LeadershipEvents } from '../../src/leadership/leadership.ts';
-import { FencedError } from '../../workers/cleanup-driver-pod.ts';
 
 export interface DrivenLeadership extends Leadership {
   /** Becomes the leader and calls `onElected` (a no-op when leading already). */
@@ -45,8 +46,8 @@ export function drivenLeadership(events: LeadershipEvents, replicaId = 'test-rep
       if (!leader) throw new FencedError('not the leader');
     },
     stillLeader: () => leader,
-    get lastKeepaliveMs() {
-      return leader ? Date.now() : undefined;
+    get keepaliveAgeMs() {
+      return leader ? 0 : undefined;
     },
     async currentLeader() {
       return leader ? replicaId : undefined;

@@ -1,9 +1,10 @@
-import { Etcd3 } from 'etcd3';
+import { Etcd3, type ITxnRequest, type ITxnResponse, type Lease, type Namespace } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { monotonicClock } from '../../src/clock.ts';
 import { createEtcdLeadership, type EtcdLeadershipOptions } from '../../src/leadership/etcd-leadership.ts';
+import { FencedError } from '../../src/leadership/fenced-error.ts';
 import type { Leadership } from '../../src/leadership/leadership.ts';
 import { type LocalEtcd, startEtcd } from '../../src/sandbox/local-services.ts';
-import { FencedError } from '../../workers/cleanup-driver-pod.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -28,7 +29,7 @@ function candidate(
   ttlSeconds = 2,
   extra: Partial<EtcdLeadershipOptions> = {},
 ): Candidate {
-  const client = new Etcd3({ hosts: etcd.endpoints });
+  const client = extra.client ?? new Etcd3({ hosts: etcd.endpoints });
   const events: string[] = [];
   const leadership = createEtcdLeadership({
     client,
@@ -36,7 +37,7 @@ function candidate(
     replicaId: id,
     ttlSeconds,
     log: memoryLogger().log,
-    now: Date.now,
+    monotonicNow: monotonicClock,
     onElected: () => events.push('elected'),
     onLost: (r) => events.push(`lost: ${r}`),
     ...extra,
@@ -94,6 +95,225 @@ describe('etcd leadership (real etcd)', () => {
     await waitFor('re-elected', () => c.leadership.isLeader, 20_000);
     await c.leadership.resign();
     c.client.close();
+  });
+});
+
+describe('etcd leadership: keepalive freshness (real etcd)', () => {
+  it('a keepalive counts from when its request was sent, not from its late answer', async () => {
+    const delayMs = 300;
+    const ages: number[] = [];
+    let c: Candidate | undefined;
+    const client = new Etcd3({ hosts: etcd.endpoints });
+    const lease = client.lease.bind(client);
+    client.lease = (...args) => {
+      const l = lease(...args);
+      const emit = l.emit.bind(l);
+      l.emit = (event, ...rest) => {
+        if (event !== 'keepaliveSucceeded') return emit(event, ...rest);
+        // The answer reaches us late (a slow way back): the server renewed the lease when it got the request.
+        setTimeout(() => {
+          emit(event, ...rest);
+          const age = c?.leadership.keepaliveAgeMs;
+          if (age !== undefined) ages.push(age);
+        }, delayMs);
+        return true;
+      };
+      return l;
+    };
+    c = candidate('late', 'test/keepalive-sent/', 2, { client });
+    c.leadership.start();
+    await waitFor('elected', () => c?.leadership.isLeader);
+    await waitFor('three late answers', () => ages.length >= 3);
+    // Right after each answer, the lease is as old as the request: at least the answer's delay.
+    for (const age of ages) expect(age).toBeGreaterThanOrEqual(delayMs);
+    expect(c.leadership.isLeader).toBe(true);
+    await c.leadership.resign();
+    client.close();
+  });
+});
+
+/**
+ * An etcd client whose first transaction in `prefix` goes through `firstTxn` (given the real `txn` and
+ * the request) instead of straight to etcd. The campaign's put-if-absent is that transaction.
+ */
+function clientWithFirstTxn(
+  prefix: string,
+  firstTxn: (txn: (req: ITxnRequest) => Promise<ITxnResponse>, req: ITxnRequest) => Promise<ITxnResponse>,
+): Etcd3 {
+  return clientPatching(prefix, (ns) => {
+    // The builders' commit() calls the namespace's KV stub: the very RPC etcd3 would retry.
+    const kv = ns.kv;
+    const txn = kv.txn.bind(kv);
+    let first = true;
+    kv.txn = (req, o) => {
+      if (!first) return txn(req, o);
+      first = false;
+      return firstTxn((r) => txn(r, o), req);
+    };
+  });
+}
+
+/** A real etcd client whose namespace `prefix` (the one a leadership uses) is first handed to `patch`. */
+function clientPatching(prefix: string, patch: (ns: Namespace) => void): Etcd3 {
+  const client = new Etcd3({ hosts: etcd.endpoints });
+  const namespace = client.namespace.bind(client);
+  client.namespace = (p: string) => {
+    const ns = namespace(p);
+    if (p === prefix) patch(ns);
+    return ns;
+  };
+  return client;
+}
+
+/**
+ * Watch creations in `ns` wait for `gate` (when given), and the first `stalled` watches watch a key that
+ * never changes instead of theirs (a watch stream that silently stopped delivering).
+ */
+function patchWatches(ns: Namespace, opts: { gate?: Promise<void>; stalled?: number }) {
+  const watch = ns.watch.bind(ns);
+  const seen = { created: 0, requested: 0 };
+  ns.watch = () => {
+    const builder = watch();
+    const create = builder.create.bind(builder);
+    builder.create = async () => {
+      seen.requested += 1;
+      if (seen.requested <= (opts.stalled ?? 0)) builder.key('stalled-watch-of-nothing');
+      await opts.gate;
+      const w = await create();
+      seen.created += 1;
+      return w;
+    };
+    return builder;
+  };
+  return seen;
+}
+
+/** The leadership's keys under `prefix`: replica id → lease ids (the key names). */
+async function candidateKeys(client: Etcd3, prefix: string): Promise<Map<string, string[]>> {
+  const kvs = await client.getAll().prefix(prefix).strings();
+  const byId = new Map<string, string[]>();
+  for (const [k, v] of Object.entries(kvs)) byId.set(v, [...(byId.get(v) ?? []), k.slice(prefix.length)]);
+  return byId;
+}
+
+describe('etcd leadership: waiting for the predecessor (real etcd)', () => {
+  it('a lease lost while the watch of the predecessor is being created → the next term campaigns at once', async () => {
+    const prefix = 'test/wait-lost/';
+    const a = candidate('a', prefix);
+    a.leadership.start();
+    await waitFor('a elected', () => a.leadership.isLeader);
+
+    const gate = Promise.withResolvers<void>();
+    let watches = { created: 0, requested: 0 };
+    const leases: Lease[] = [];
+    const bClient = clientPatching(prefix, (ns) => {
+      watches = patchWatches(ns, { gate: gate.promise });
+    });
+    const lease = bClient.lease.bind(bClient);
+    bClient.lease = (...args) => {
+      const l = lease(...args);
+      leases.push(l);
+      return l;
+    };
+    const b = candidate('b', prefix, 2, { client: bClient });
+    b.leadership.start();
+    await waitFor("b is creating the watch of a's key", () => watches.requested === 1);
+    // b's lease ends now, in the window between b's read of its predecessor and its watch.
+    const [bLease] = (await candidateKeys(a.client, prefix)).get('b') ?? [];
+    if (!bLease) throw new Error('no key of b');
+    const lost = Promise.withResolvers<void>();
+    leases[0]?.on('lost', () => lost.resolve());
+    await a.client.leaseClient.leaseRevoke({ ID: bLease });
+    await lost.promise; // b's own lease listener has run: the term is over
+    gate.resolve();
+    // b campaigns again on a new lease while a still leads (it was stuck on a's key until a left).
+    await waitFor('b campaigns again with a new key', async () => {
+      const keys = (await candidateKeys(a.client, prefix)).get('b') ?? [];
+      return keys.length === 1 && keys[0] !== bLease;
+    });
+    expect(a.leadership.isLeader).toBe(true);
+    expect(b.leadership.isLeader).toBe(false);
+    await a.leadership.resign();
+    await waitFor('b elected', () => b.leadership.isLeader);
+    expect(b.events).toEqual(['elected']);
+    await b.leadership.resign();
+    a.client.close();
+    bClient.close();
+  });
+
+  it("a watch that stalls → the predecessor's key is re-read once per TTL: elected after the predecessor left", async () => {
+    const prefix = 'test/wait-stalled/';
+    const a = candidate('a', prefix);
+    a.leadership.start();
+    await waitFor('a elected', () => a.leadership.isLeader);
+    let watches = { created: 0, requested: 0 };
+    const bClient = clientPatching(prefix, (ns) => {
+      watches = patchWatches(ns, { stalled: Number.POSITIVE_INFINITY });
+    });
+    const b = candidate('b', prefix, 2, { client: bClient });
+    b.leadership.start();
+    await waitFor("b watches a's key (a stalled watch)", () => watches.created === 1);
+    await a.leadership.resign();
+    // No watch ever reports the deletion: only the re-read can tell.
+    await waitFor('b elected', () => b.leadership.isLeader, 10_000);
+    expect(watches.created).toBeGreaterThanOrEqual(1);
+    await b.leadership.resign();
+    a.client.close();
+    bClient.close();
+  });
+});
+
+describe('etcd leadership: the campaign transaction (real etcd)', () => {
+  it('a campaign whose first put was applied but its answer lost (etcd3 retried it) is still elected', async () => {
+    const prefix = 'test/campaign-retried/';
+    let sent = 0;
+    // As etcd3's retry after a lost answer: the same Txn reaches etcd twice. Other writes (here one key
+    // elsewhere) happen in between, so the second answer's header revision is past our key's.
+    const client = clientWithFirstTxn(prefix, async (txn, req) => {
+      sent += 1;
+      await txn(req);
+      await client.put('test/unrelated').value('bump');
+      sent += 1;
+      return txn(req);
+    });
+    const c = candidate('retried', prefix, 2, { client });
+    c.leadership.start();
+    await waitFor('elected despite the retried transaction', () => c.leadership.isLeader, 10_000);
+    expect(sent).toBe(2);
+    const keys = await client.getAll().prefix(prefix).keys();
+    expect(keys).toHaveLength(1); // one candidate key: the retry did not put a second one
+    await c.leadership.fence(new AbortController().signal);
+    await c.leadership.resign();
+    client.close();
+  });
+
+  it('a candidate key that exists but is not ours fails the campaign; the next one is elected on its own key', async () => {
+    const prefix = 'test/campaign-foreign/';
+    const client = clientWithFirstTxn(prefix, async (txn, req) => {
+      // Someone else's value under our lease id's key (no lease): the compare fails.
+      const key = req.compare?.[0]?.key;
+      if (!key) throw new Error('no compare key');
+      await client.put(key.toString()).value('someone-else');
+      return txn(req);
+    });
+    const mem = memoryLogger();
+    const c = candidate('mine', prefix, 2, { client, log: mem.log });
+    c.leadership.start();
+    await waitFor('the campaign failed on the foreign key', () =>
+      mem.lines.find((l) => l.msg === 'campaign failed; retrying'),
+    );
+    expect(c.leadership.isLeader).toBe(false);
+    expect(JSON.stringify(mem.lines.find((l) => l.msg === 'campaign failed; retrying'))).toMatch(
+      /exists but is not ours \(value \\"someone-else\\"/,
+    );
+    // Clear the foreign keys: the retry campaigns on a new lease and is elected on a key of its own.
+    await client.delete().prefix(prefix).exec();
+    await waitFor('elected', () => c.leadership.isLeader, 10_000);
+    await c.leadership.fence(new AbortController().signal);
+    const kvs = await client.getAll().prefix(prefix).strings();
+    expect(Object.values(kvs)).toEqual(['mine']);
+    await c.leadership.resign();
+    client.close();
   });
 });
 

@@ -2,6 +2,7 @@ import diagnostics from 'node:diagnostics_channel';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { monotonicClock } from '../../src/clock.ts';
 import { createKubeHttp } from '../../src/kube/kube-http.ts';
 import { loadClusterAccess } from '../../src/kube/kubeconfig.ts';
 import { createPodApi, KubeApiError } from '../../src/kube/pod-api.ts';
@@ -22,7 +23,10 @@ function api(token?: string) {
   const http = createKubeHttp(
     token === undefined ? access : { ...access, headers: async () => ({ authorization: `Bearer ${token}` }) },
   );
-  return createPodApi({ http, limiter: createRateLimiter({ qps: 1e6, burst: 1e6, now: Date.now }) });
+  return createPodApi({
+    http,
+    limiter: createRateLimiter({ qps: 1e6, burst: 1e6, monotonicNow: monotonicClock }),
+  });
 }
 
 describe('pod API over HTTPS with a bearer token (sandbox)', () => {
@@ -121,7 +125,10 @@ describe('pod API over HTTPS with a bearer token (sandbox)', () => {
         refreshed += 1;
       },
     });
-    const pods1 = createPodApi({ http, limiter: createRateLimiter({ qps: 1e6, burst: 1e6, now: Date.now }) });
+    const pods1 = createPodApi({
+      http,
+      limiter: createRateLimiter({ qps: 1e6, burst: 1e6, monotonicNow: monotonicClock }),
+    });
     await expect(pods1.get('tls', 'x')).rejects.toMatchObject({ code: 401 });
     expect(refreshed).toBe(1);
   });
@@ -143,7 +150,7 @@ describe('pod API against a server that answers GET with something else than a p
     try {
       const pods1 = createPodApi({
         http,
-        limiter: createRateLimiter({ qps: 1e6, burst: 1e6, now: Date.now }),
+        limiter: createRateLimiter({ qps: 1e6, burst: 1e6, monotonicNow: monotonicClock }),
       });
       await expect(pods1.get('ns', 'd1')).rejects.toMatchObject({ code: 200, reason: 'InvalidResponse' });
     } finally {

@@ -43,7 +43,10 @@ const running: TargetCleaner[] = [];
 beforeAll(async () => {
   [redis, server] = await Promise.all([startRedis(), startSandboxApiServer({ contextName: CONTEXT })]);
   http = createKubeHttp({ context: CONTEXT, server: server.url, tls: {}, headers: async () => ({}) });
-  pods = createPodApi({ http, limiter: createRateLimiter({ qps: 1000, burst: 1000, now: Date.now }) });
+  pods = createPodApi({
+    http,
+    limiter: createRateLimiter({ qps: 1000, burst: 1000, monotonicNow: () => performance.now() }),
+  });
 });
 afterEach(async () => {
   server.faults.clear();

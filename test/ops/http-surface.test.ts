@@ -3,9 +3,11 @@
  * (checked by `promtool check metrics`), the application-state API, basic auth, the dashboard's
  * read-only mode, and `/readyz` following Redis.
  */
+
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { monotonicClock } from '../../src/clock.ts';
 import { type HttpServer, startHttpServer } from '../../src/http/server.ts';
 import { cleanupJobId, queueName } from '../../src/queue/job-identity.ts';
 import { sparkDriverPod } from '../../src/sandbox/workload.ts';
@@ -43,7 +45,7 @@ beforeAll(async () => {
     config: { ...r.config, dashboard: { readOnly: false, user: undefined, password: undefined } },
     replica: r.replica,
     log: r.logs.log,
-    now: Date.now,
+    monotonicNow: monotonicClock,
     dashboardTimeoutMs: 1000,
   });
   await waitFor('elected for both targets', () => r.replica.cleaners.every((c) => c.isLeader), 30_000);

@@ -6,7 +6,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
 import { afterAll, beforeAll } from 'vitest';
-import { systemClock } from '../../src/clock.ts';
+import { monotonicClock, systemClock } from '../../src/clock.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import type { CleanerConfig } from '../../src/config/schema.ts';
 import { type HttpServer, startHttpServer } from '../../src/http/server.ts';
@@ -78,17 +78,21 @@ export async function startOpsEnv(contexts: string[], opts: { etcd?: boolean } =
       const log = logs.log.child({ replica: id });
       const spans = new InMemorySpanExporter();
       const telemetry = await createTelemetry({
-        now: systemClock,
         replicaId: id,
         env: {},
         ...(o.traces ? { exporter: spans } : {}),
       });
-      const replica = await startReplica(config, { log, now: systemClock, telemetry });
+      const replica = await startReplica(config, {
+        log,
+        now: systemClock,
+        monotonicNow: monotonicClock,
+        telemetry,
+      });
       const http = await startHttpServer({
         config,
         replica,
         log,
-        now: systemClock,
+        monotonicNow: monotonicClock,
         metrics: telemetry.metrics,
       });
       let stopping: Promise<void> | undefined;

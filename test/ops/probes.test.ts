@@ -4,7 +4,7 @@
  * and both recover when the API answers again.
  */
 import { expect, it } from 'vitest';
-import { systemClock } from '../../src/clock.ts';
+import { monotonicClock } from '../../src/clock.ts';
 import { type HttpServer, startHttpServer } from '../../src/http/server.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { http, useOpsEnv } from './ops-env.ts';
@@ -24,7 +24,7 @@ it('an informer down past the threshold fails /readyz, not /healthz; both recove
     config: { ...r.config, httpPort: 0 },
     replica: r.replica,
     log: r.logs.log,
-    now: systemClock,
+    monotonicNow: monotonicClock,
     informerDownThresholdMs: 300,
   });
   try {

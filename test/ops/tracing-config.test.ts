@@ -77,7 +77,7 @@ describe('samplerFromEnv', () => {
 
 describe('with no OTEL_* configured', () => {
   it('records nothing: no traceparent on the job, no trace fields on log lines', async () => {
-    const telemetry = await createTelemetry({ now: Date.now, env: {}, processMetrics: false });
+    const telemetry = await createTelemetry({ env: {}, processMetrics: false });
     expect(telemetry.tracing.enabled).toBe(false);
     let sent: CleanupJobData | undefined;
     let fields: ReturnType<typeof traceFields> | undefined;
@@ -121,7 +121,7 @@ describe('OTLP/HTTP export', () => {
       const tracing = await createTracing({ replicaId: 'r1' });
       expect(tracing.enabled).toBe(true);
       expect(tracing.warnings).toEqual([]);
-      const telemetry = await createTelemetry({ now: Date.now, replicaId: 'r1', processMetrics: false });
+      const telemetry = await createTelemetry({ replicaId: 'r1', processMetrics: false });
       const target = telemetry.forTarget({ context: 'alpha', namespace: 'ns' });
       let stamped: CleanupJobData | undefined;
       await target.enqueue('added', job, async (d) => {

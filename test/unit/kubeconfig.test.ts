@@ -323,7 +323,9 @@ describe('loadClusterAccess: users', () => {
     const tokenPath = join(dir, 'token');
     writeFileSync(tokenPath, 'one\n');
     let now = 1_000_000;
-    const access = loadClusterAccess(single({ tokenFile: tokenPath }), undefined, { now: () => now });
+    const access = loadClusterAccess(single({ tokenFile: tokenPath }), undefined, {
+      monotonicNow: () => now,
+    });
     expect(await access.headers()).toEqual({ authorization: 'Bearer one' });
     writeFileSync(tokenPath, 'two');
     now += TOKEN_FILE_REREAD_MS - 1;
@@ -518,7 +520,10 @@ describe('loadClusterAccess: exec credential plugins', () => {
   it('a failing plugin rejects headers() naming the command, its exit code and the first line of stderr', async () => {
     const p = pluginDir('ok');
     let now = T0;
-    const access = loadClusterAccess(single(execUser(p.dir, p.script)), undefined, { now: () => now });
+    const access = loadClusterAccess(single(execUser(p.dir, p.script)), undefined, {
+      now: () => now,
+      monotonicNow: () => now,
+    });
     p.setMode('fail');
     now = Date.parse(EXPIRES) - 5_000;
     // Refreshing early failed, but the token has not expired yet: it is still used.
@@ -536,7 +541,10 @@ describe('loadClusterAccess: exec credential plugins', () => {
     // A failure at load is not a configuration error: headers() reports it, and runs the plugin after the backoff.
     const q = pluginDir('fail');
     let qNow = T0;
-    const failing = loadClusterAccess(single(execUser(q.dir, q.script)), undefined, { now: () => qNow });
+    const failing = loadClusterAccess(single(execUser(q.dir, q.script)), undefined, {
+      now: () => qNow,
+      monotonicNow: () => qNow,
+    });
     await expect(failing.headers()).rejects.toThrow(
       /failed with exit code 3: boom: credentials expired \(failed once; retried in 1 s\)$/,
     );
@@ -553,7 +561,10 @@ describe('loadClusterAccess: exec credential plugins', () => {
     expect(EXEC_FAILURE_BACKOFF_MAX_MS).toBe(300_000);
     const p = pluginDir('fail');
     let now = T0;
-    const access = loadClusterAccess(single(execUser(p.dir, p.script)), undefined, { now: () => now });
+    const access = loadClusterAccess(single(execUser(p.dir, p.script)), undefined, {
+      now: () => now,
+      monotonicNow: () => now,
+    });
     expect(p.runs()).toBe(1); // failed at load: backoff until T0 + 1 s
     const what = `user "u": exec plugin ${JSON.stringify(process.execPath)} failed with exit code 3: boom: credentials expired`;
     const reject = async (): Promise<string> => {
@@ -598,10 +609,35 @@ describe('loadClusterAccess: exec credential plugins', () => {
     expect(p.runs()).toBe(5);
   });
 
+  it('the backoff and tokenFile re-reads run on the monotonic clock: a wall clock stepped back 10 min holds neither', async () => {
+    let wall = T0;
+    let mono = 0;
+    const clocks = { now: () => wall, monotonicNow: () => mono };
+    const p = pluginDir('fail');
+    const access = loadClusterAccess(single(execUser(p.dir, p.script)), undefined, clocks);
+    expect(p.runs()).toBe(1); // failed at load: backoff 1 s
+    p.setMode('ok');
+    wall -= 600_000;
+    mono += 1_000; // the backoff has passed, whatever the wall clock says
+    expect(await access.headers()).toEqual({ authorization: 'Bearer tok-2' });
+    expect(p.runs()).toBe(2);
+
+    const tokenPath = join(tempDir(), 'token');
+    writeFileSync(tokenPath, 'one');
+    const file = loadClusterAccess(single({ tokenFile: tokenPath }), undefined, clocks);
+    writeFileSync(tokenPath, 'two');
+    wall -= 600_000;
+    mono += TOKEN_FILE_REREAD_MS;
+    expect(await file.headers()).toEqual({ authorization: 'Bearer two' });
+  });
+
   it('during the backoff of an early refresh, the cached token is used until it expires, without running the plugin', async () => {
     const p = pluginDir('ok');
     let now = T0;
-    const access = loadClusterAccess(single(execUser(p.dir, p.script)), undefined, { now: () => now });
+    const access = loadClusterAccess(single(execUser(p.dir, p.script)), undefined, {
+      now: () => now,
+      monotonicNow: () => now,
+    });
     p.setMode('fail');
     const expires = Date.parse(EXPIRES);
     now = expires - 5_000; // within 10 s of expiry: refreshed, which fails; backoff until expires - 4 s
@@ -720,7 +756,7 @@ describe('loadClusterAccess: in-cluster', () => {
     const access = loadClusterAccess(undefined, undefined, {
       serviceAccountDir: dir,
       env: { KUBERNETES_SERVICE_HOST: 'fd00:10:96::1', KUBERNETES_SERVICE_PORT: '443' },
-      now: () => now,
+      monotonicNow: () => now,
     });
     expect(access.context).toBe('in-cluster');
     expect(access.server).toBe('https://[fd00:10:96::1]:443');

@@ -40,7 +40,7 @@ function fakeInformer(pods: DriverPod[]) {
   const state = {
     synced: false,
     stopped: false,
-    downSinceMonotonicMs: undefined as number | undefined,
+    downSinceMs: undefined as number | undefined,
     sync() {
       state.synced = true;
       first.resolve();
@@ -56,10 +56,7 @@ function fakeInformer(pods: DriverPod[]) {
       return state.synced;
     },
     get downSinceMs() {
-      return undefined;
-    },
-    get downSinceMonotonicMs() {
-      return state.downSinceMonotonicMs;
+      return state.downSinceMs;
     },
     restarts: 0,
     get: (name) => pods.find((p) => p.metadata?.name === name),
@@ -327,14 +324,14 @@ describe('target cleaner: cache trust with a dead informer', () => {
     const { inf, w, lines } = setup({ monotonicNow: () => clock });
     const untrusted = () => w.state.deps?.cacheUntrusted?.();
     expect(untrusted()).toBe(false);
-    inf.state.downSinceMonotonicMs = 5000;
+    inf.state.downSinceMs = 5000;
     clock = 6000; // down exactly the threshold: still trusted
     expect(untrusted()).toBe(false);
     clock = 6001;
     expect(untrusted()).toBe(true);
     clock = 9000;
     expect(untrusted()).toBe(true);
-    inf.state.downSinceMonotonicMs = undefined;
+    inf.state.downSinceMs = undefined;
     expect(untrusted()).toBe(false);
     const warns = lines.filter((l) => String(l.msg).startsWith('informer down: its cache is not trusted'));
     expect(warns).toHaveLength(1);
