@@ -357,6 +357,10 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
       endTerm('resigned', 'ended');
       if (l) await withTimeout(l.revoke(), 2000, 'lease revoke').catch(() => undefined);
     },
+    stepDown(reason) {
+      // The campaign loop then revokes the lease and campaigns again with a new key, behind the others.
+      if (leader) endTerm(`stepped down: ${reason}`, 'ended');
+    },
     get isLeader() {
       return leader;
     },

@@ -18,6 +18,13 @@ export interface Leadership {
   start(): void;
   /** Leaves: revokes the lease so another replica is elected at once, and stops campaigning. Idempotent. */
   resign(): Promise<void>;
+  /**
+   * Ends the current term so that another replica leads, and keeps campaigning: the etcd election revokes
+   * this term's lease (the next candidate in line is elected at once) and campaigns again at the back of the
+   * line; local leadership ends the term and begins a new one (a fresh worker). A no-op when not leading.
+   * Used by the self-check when this leader is stuck (src/cleaner/self-check.ts).
+   */
+  stepDown(reason: string): void;
   readonly isLeader: boolean;
   /**
    * Fencing: resolves only if this replica may DELETE now. Checks the lease is fresh (a TTL has not passed

@@ -22,6 +22,12 @@ export function createLocalLeadership(events: LeadershipEvents & { replicaId: st
       leader = false;
       events.onLost('resigned');
     },
+    stepDown(reason) {
+      // Alone, there is no one to hand over to: end the term and begin a new one with a fresh worker.
+      if (!leader) return;
+      events.onLost(`stepped down: ${reason}`);
+      events.onElected();
+    },
     get isLeader() {
       return leader;
     },

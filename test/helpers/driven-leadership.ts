@@ -39,6 +39,9 @@ export function drivenLeadership(events: LeadershipEvents, replicaId = 'test-rep
       counts.resigned += 1;
       lose('resigned');
     },
+    stepDown(reason) {
+      lose(`stepped down: ${reason}`);
+    },
     get isLeader() {
       return leader;
     },

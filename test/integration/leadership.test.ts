@@ -74,6 +74,31 @@ describe('etcd leadership (real etcd)', () => {
     }
   });
 
+  it('stepDown: the next candidate is elected, the one that stepped down campaigns again behind it', async () => {
+    const prefix = 'test/election-stepdown/';
+    const [a, b] = ['a', 'b'].map((id) => candidate(id, prefix)) as [Candidate, Candidate];
+    a.leadership.start();
+    await waitFor('a leads', () => a.leadership.isLeader);
+    b.leadership.start();
+    await waitFor('b campaigned', async () => (await a.client.getAll().prefix(prefix).keys()).length === 2);
+    a.leadership.stepDown('stuck (test)');
+    await waitFor('b leads', () => b.leadership.isLeader);
+    expect(a.leadership.isLeader).toBe(false);
+    expect(a.events).toEqual(['elected', 'lost: stepped down: stuck (test)']);
+    // a is still a candidate: it leads again once b leaves.
+    await waitFor(
+      'a campaigned again',
+      async () => (await a.client.getAll().prefix(prefix).keys()).length === 2,
+    );
+    await b.leadership.resign();
+    await waitFor('a leads again', () => a.leadership.isLeader);
+    expect(a.events).toEqual(['elected', 'lost: stepped down: stuck (test)', 'elected']);
+    for (const c of [a, b]) {
+      await c.leadership.resign();
+      c.client.close();
+    }
+  });
+
   it('fencing: with etcd frozen, the leader stops before its TTL runs out and fence() refuses', async () => {
     const prefix = 'test/election-b/';
     const c = candidate('solo', prefix, 2);
