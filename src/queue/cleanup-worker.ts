@@ -61,15 +61,23 @@ export interface CleanupWorker {
   readonly running: boolean;
 }
 
-/** Exponential backoff with jitter, never shorter than Retry-After: `min(max, base·2^(n-1))·U(0.5, 1)`. */
+/**
+ * The delay before retrying a failed job, ms: exponential backoff with jitter, `min(max, base·2^(n-1))·U(0.5, 1)`,
+ * never shorter than the server's `Retry-After` and never longer than `maxMs` (the `retryMaxDelay` setting):
+ * a `Retry-After` of a day from a misbehaving proxy must not park the job for a day.
+ * @param attemptsMade failed attempts so far (≥ 1 when BullMQ asks)
+ * @param retryAfterMs the failed answer's `Retry-After`, ms, if any
+ * @param random U(0, 1), injectable for tests
+ */
 export function retryDelayMs(
   attemptsMade: number,
   retryAfterMs: number | undefined,
   baseMs: number,
   maxMs: number,
+  random: () => number = Math.random,
 ): number {
-  const expo = Math.min(maxMs, baseMs * 2 ** Math.max(0, attemptsMade - 1)) * (0.5 + Math.random() / 2);
-  return Math.round(Math.max(expo, retryAfterMs ?? 0));
+  const expo = Math.min(maxMs, baseMs * 2 ** Math.max(0, attemptsMade - 1)) * (0.5 + random() / 2);
+  return Math.round(Math.min(maxMs, Math.max(expo, retryAfterMs ?? 0)));
 }
 
 function logOutcome(log: Logger, d: CleanupJobData, attemptsMade: number, o: Outcome): void {
