@@ -21,6 +21,7 @@ import type { Logger } from '../telemetry/log.ts';
 import type { TargetTelemetry } from '../telemetry/target-telemetry.ts';
 import { type CleanupJobData, cleanupJobDataOf, type StoredCleanupJobData } from './cleanup-queue.ts';
 import { queueName, type TargetRef } from './job-identity.ts';
+import { createLockLossLog } from './lock-loss-log.ts';
 
 /** A failed API call, thrown so that BullMQ retries the job. Carries `Retry-After`, ms. */
 export class RetryableCleanupError extends Error {
@@ -131,6 +132,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
   const keep = { age: Math.ceil(opts.keepFinishedMs / 1000) };
   let worker: Worker<StoredCleanupJobData, Outcome> | undefined;
   let closing: Promise<void> | undefined;
+  const lockLoss = createLockLossLog(opts.log);
 
   const processor = async (
     job: Job<StoredCleanupJobData, Outcome>,
@@ -197,7 +199,11 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
             ),
         },
       });
-      w.on('error', (err) => opts.log.warn({ err: { message: err.message } }, 'worker error'));
+      // A burst of lost locks (a freeze) is one line, not one per job held (src/queue/lock-loss-log.ts).
+      w.on('lockRenewalFailed', (jobIds) => lockLoss.renewalFailed(jobIds));
+      w.on('error', (err) => {
+        if (!lockLoss.take(err)) opts.log.warn({ err: { message: err.message } }, 'worker error');
+      });
       worker = w;
       w.run().catch((err: unknown) => opts.log.error({ err }, 'worker stopped with an error'));
     },
@@ -208,6 +214,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
       closing = (async () => {
         w.cancelAllJobs(reason);
         await w.close();
+        lockLoss.flush();
       })().finally(() => {
         worker = undefined;
         closing = undefined;

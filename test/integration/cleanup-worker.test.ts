@@ -1,0 +1,124 @@
+/**
+ * The BullMQ adapter (src/queue/cleanup-worker.ts) on real Redis: what it does with BullMQ's own events and
+ * with jobs whose stored data cannot be trusted.
+ */
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseLabelSelector } from '../../src/kube/label-selector.ts';
+import type { PodApi } from '../../src/kube/pod-api.ts';
+import { type CleanupJobData, createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
+import { type CleanupWorkerOptions, createCleanupWorker } from '../../src/queue/cleanup-worker.ts';
+import { type LocalService, startRedis } from '../../src/sandbox/local-services.ts';
+import { FencedError } from '../../workers/cleanup-driver-pod.ts';
+import { memoryLogger } from '../helpers/log.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+let redis: LocalService;
+const conns: Redis[] = [];
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(async () => {
+  for (const c of conns) c.disconnect();
+  await redis?.stop();
+});
+
+const target = { context: 'ctx', namespace: 'spark' };
+
+function connect() {
+  const connection = new Redis(redis.url, { maxRetriesPerRequest: null });
+  conns.push(connection);
+  return connection;
+}
+
+const uidOf = (i: number) => `6a0c2f4a-6a1d-4d7e-9b1a-${String(i).padStart(12, '0')}`;
+const due = (i: number): CleanupJobData => ({
+  ...target,
+  pod: `p-${i}-driver`,
+  uid: uidOf(i),
+  deadlineMs: Date.now() - 10,
+});
+
+function worker(
+  prefix: string,
+  log: CleanupWorkerOptions['log'],
+  over: Partial<CleanupWorkerOptions['deps']>,
+) {
+  return createCleanupWorker({
+    target,
+    connection: connect(),
+    prefix,
+    concurrency: 10,
+    replicaId: 'r1',
+    keepFinishedMs: 60_000,
+    log,
+    deps: {
+      pods: {} as PodApi,
+      cached: () => undefined,
+      recheck: 'cache',
+      fence: async () => {},
+      stillLeader: () => true,
+      selector: parseLabelSelector('spark-role=driver'),
+      policy: 'ALL',
+      dryRun: false,
+      now: Date.now,
+      ...over,
+    },
+  });
+}
+
+describe('lost job locks (a leader woken from a freeze)', () => {
+  it('the locks of 5 held jobs lost at once → one warning with the count, none per job', async () => {
+    const prefix = 'lk1';
+    const q = createCleanupQueue({
+      target,
+      connection: connect(),
+      prefix,
+      tombstoneTtlMs: 60_000,
+      log: memoryLogger().log,
+      now: Date.now,
+    });
+    const { log, lines } = memoryLogger();
+    let entered = 0;
+    let release: () => void = () => {};
+    const released = new Promise<void>((r) => {
+      release = r;
+    });
+    // Each job waits in the fence (as a DELETE waits for etcd) until the test releases it, then is fenced.
+    const w = worker(prefix, log, {
+      fence: async () => {
+        entered += 1;
+        await released;
+        throw new FencedError('lease went stale');
+      },
+    });
+    const n = 5;
+    try {
+      for (let i = 0; i < n; i++) await q.enqueue(due(i));
+      w.run();
+      await waitFor('5 jobs held', () => entered >= n);
+      // What a freeze past lockDuration does: the locks expire in Redis while the worker holds the jobs.
+      await conns[0]?.del(...Array.from({ length: n }, (_, i) => q.queue.toKey(`${uidOf(i)}:lock`)));
+      const summary = await waitFor('the lock-loss summary', () =>
+        lines.find((l) => String(l.msg).startsWith('lost the locks of')),
+      );
+      expect(summary).toMatchObject({ level: 'warn', jobs: n });
+      expect([...(summary.uids as string[])].sort()).toEqual(Array.from({ length: n }, (_, i) => uidOf(i)));
+      // The jobs then end, each failing to move on without its lock ("Missing lock for job …"): one more
+      // burst, one more line.
+      release();
+      await waitFor(
+        'a second summary, for the jobs that could not move on',
+        () => lines.filter((l) => String(l.msg).startsWith('lost the locks of')).length >= 2,
+      );
+      expect(lines.filter((l) => l.msg === 'worker error')).toEqual([]);
+      const summaries = lines.filter((l) => String(l.msg).startsWith('lost the locks of'));
+      expect(summaries.length).toBeLessThan(n);
+      for (const s of summaries) expect(s).toMatchObject({ level: 'warn' });
+    } finally {
+      release();
+      await w.stop('test done');
+      await q.close();
+    }
+  }, 60_000);
+});
