@@ -17,9 +17,14 @@ import type { LabelSelector } from '../kube/label-selector.ts';
 import type { PodApi } from '../kube/pod-api.ts';
 import type { PodEvent, PodInformer } from '../kube/pod-informer.ts';
 import type { Leadership } from '../leadership/leadership.ts';
-import { type CleanupJobData, type CleanupQueue, jobDataFor } from '../queue/cleanup-queue.ts';
-import { type CleanupWorker, createCleanupWorker } from '../queue/cleanup-worker.ts';
-import type { TargetRef } from '../queue/job-identity.ts';
+import {
+  type CleanupJobData,
+  type CleanupQueue,
+  type EnqueueResult,
+  jobDataFor,
+} from '../queue/cleanup-queue.ts';
+import { type CleanupWorker, createCleanupWorker, type RefusedJob } from '../queue/cleanup-worker.ts';
+import { isCleanupJobId, type TargetRef } from '../queue/job-identity.ts';
 import type { Logger } from '../telemetry/log.ts';
 import type { EnqueueTrigger, TargetTelemetry } from '../telemetry/target-telemetry.ts';
 
@@ -89,6 +94,8 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   const redisOps = pLimit(32);
   /** When this replica first saw a pod terminal without a finish time (an evicted driver). */
   const firstSeenTerminal = new Map<string, number>();
+  /** UIDs that are not Kubernetes UIDs, warned about once each (forgotten when the pod goes). */
+  const badUids = new Set<string>();
   let reconcileTimer: NodeJS.Timeout | undefined;
   let term = 0;
   let stopped = false;
@@ -106,6 +113,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     backoffMs: opts.backoffMs,
     maxBackoffMs: opts.maxBackoffMs,
     telemetry: opts.telemetry,
+    onRefused: (job) => requeueRefused(job),
     deps: {
       pods: {
         get: (namespace, name, signal) => opts.pods.get(namespace, name, signal),
@@ -140,11 +148,30 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
 
   const podFields = (pod: DriverPod) => ({ pod: pod.metadata?.name, uid: pod.metadata?.uid });
 
+  /**
+   * Whether the pod's UID can name a cleanup job (a Kubernetes UID, src/queue/job-identity.ts). One odd UID
+   * from the API must fail only its pod: it is left alone and warned about once, never thrown at the informer
+   * handler or the reconcile loop.
+   */
+  function usableUid(pod: DriverPod, event: PodEvent | 'reconcile'): boolean {
+    const uid = pod.metadata?.uid ?? '';
+    if (isCleanupJobId(uid)) return true;
+    if (!badUids.has(uid)) {
+      badUids.add(uid);
+      log.warn(
+        { event, ...podFields(pod), why: 'metadata.uid is not a Kubernetes UID (RFC 4122)' },
+        'malformed pod object: left alone',
+      );
+    }
+    return false;
+  }
+
   async function enqueue(
     pod: DriverPod,
     finishedAtMs: number | undefined,
     trigger: EnqueueTrigger,
-  ): Promise<'added' | 'exists' | 'tombstoned'> {
+  ): Promise<EnqueueResult | 'left-alone'> {
+    if (!usableUid(pod, trigger)) return 'left-alone';
     const uid = pod.metadata?.uid ?? '';
     const now = opts.now();
     if (finishedAtMs === undefined && !firstSeenTerminal.has(uid)) firstSeenTerminal.set(uid, now);
@@ -175,6 +202,21 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     log.debug({ ...podFields(pod), why, result }, 'cleanup cancelled: tombstoned');
   }
 
+  /**
+   * A job refused for its data was removed (src/queue/cleanup-worker.ts): its pod gets a new job from the
+   * informer's copy, classified as any event is. Not in the cache (gone, or not listed yet): nothing to do, the
+   * next reconcile enqueues it if it is there.
+   */
+  function requeueRefused(job: RefusedJob): void {
+    if (!isCleanupJobId(job.uid)) return; // no pod has it: enqueues refuse such UIDs too
+    const named = job.pod ? informer.get(job.pod) : undefined;
+    const pod =
+      named?.metadata?.uid === job.uid ? named : informer.list().find((p) => p.metadata?.uid === job.uid);
+    if (!pod) return;
+    handled.delete(job.uid);
+    observe('updated', pod);
+  }
+
   function observe(event: PodEvent, pod: DriverPod): void {
     const malformed = malformedReason(pod);
     if (malformed) {
@@ -185,6 +227,10 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       return;
     }
     const uid = pod.metadata?.uid ?? '';
+    if (!usableUid(pod, event)) {
+      if (event === 'deleted') badUids.delete(uid);
+      return;
+    }
     if (event === 'deleted') {
       // Gone from the API server: whoever deleted it, no job may act on it again.
       void redisOps(() => cancel(pod, 'DELETE event'))

@@ -10,7 +10,14 @@ import { Job, type JobJson, type JobProgress, type JobsOptions, Queue } from 'bu
 import type { Redis } from 'ioredis';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import type { Logger } from '../telemetry/log.ts';
-import { cleanupJobId, jobKey, queueName, type TargetRef, tombstoneKey } from './job-identity.ts';
+import {
+  cleanupJobId,
+  isCleanupJobId,
+  jobKey,
+  queueName,
+  type TargetRef,
+  tombstoneKey,
+} from './job-identity.ts';
 
 /**
  * A cleanup job as the handler sees it. Times are epoch ms. Redis stores only part of it
@@ -53,20 +60,66 @@ export function storedJobData(data: CleanupJobData): StoredJobData {
     : { deadlineMs: data.deadlineMs };
 }
 
-/** The handler's view of a stored job, in either format (compact, or whole data from an older version). */
+/** A job's stored data cannot be trusted: it is refused (removed, never acted on). `field` names the culprit. */
+export class InvalidJobDataError extends Error {
+  override name = 'InvalidJobDataError';
+  readonly field: 'uid' | 'pod' | 'context' | 'namespace' | 'deadlineMs';
+  constructor(field: InvalidJobDataError['field'], message: string) {
+    super(message);
+    this.field = field;
+  }
+}
+
+/**
+ * The handler's view of a stored job, in either format (compact, or whole data from an older version), checked
+ * field by field: nothing read from Redis is trusted. A job hash lost or edited by hand comes back from
+ * BullMQ with no name and `{}` as data; acted on, it GETs `/pods/undefined` and completes as a no-op while
+ * its pod leaks.
+ * @throws InvalidJobDataError when the uid (job id) is not a Kubernetes UID, the pod name is missing, the
+ *   context or namespace is not the queue's target, or the deadline is not a finite number.
+ */
 export function cleanupJobDataOf(
   target: TargetRef,
-  job: { readonly id?: string; readonly name: string; readonly data: StoredCleanupJobData },
+  job: { readonly id?: string; readonly name?: string; readonly data?: StoredCleanupJobData },
 ): CleanupJobData {
-  const d = job.data;
-  if ('pod' in d && 'uid' in d) return d;
+  const d: Partial<Record<keyof CleanupJobData, unknown>> =
+    typeof job.data === 'object' && job.data !== null ? job.data : {};
+  const whole = 'pod' in d || 'uid' in d;
+  const uid = whole ? d.uid : job.id;
+  if (!isCleanupJobId(uid) || (whole && job.id !== undefined && job.id !== uid)) {
+    throw new InvalidJobDataError(
+      'uid',
+      `job id ${JSON.stringify(job.id)}${whole ? ` (data uid ${JSON.stringify(d.uid)})` : ''} is not a pod's Kubernetes UID`,
+    );
+  }
+  const pod = whole ? d.pod : job.name;
+  if (typeof pod !== 'string' || pod === '') {
+    throw new InvalidJobDataError('pod', `job ${uid} has no pod name (its stored hash was lost or edited)`);
+  }
+  for (const field of ['context', 'namespace'] as const) {
+    if (whole && d[field] !== target[field]) {
+      throw new InvalidJobDataError(
+        field,
+        `job ${uid} is for ${field} ${JSON.stringify(d[field])}, not this queue's ${JSON.stringify(target[field])}`,
+      );
+    }
+  }
+  const deadline = d.deadlineMs;
+  if (typeof deadline !== 'number' || !Number.isFinite(deadline)) {
+    throw new InvalidJobDataError(
+      'deadlineMs',
+      `job ${uid} has no finite deadline (${JSON.stringify(deadline)})`,
+    );
+  }
+  const traceparent = typeof d.traceparent === 'string' && d.traceparent ? d.traceparent : undefined;
+  if (whole) return { ...(d as CleanupJobData), uid, pod, deadlineMs: deadline };
   return {
     context: target.context,
     namespace: target.namespace,
-    pod: job.name,
-    uid: cleanupJobId(job.id),
-    deadlineMs: d.deadlineMs,
-    ...(d.traceparent ? { traceparent: d.traceparent } : {}),
+    pod,
+    uid,
+    deadlineMs: deadline,
+    ...(traceparent ? { traceparent } : {}),
   };
 }
 
@@ -122,6 +175,10 @@ export interface CleanupQueue {
    * is a no-op. (BullMQ's removeOnComplete/removeOnFail are worker options, not stored on each job.)
    */
   readonly keepFinishedMs: number;
+  /**
+   * Adds the pod's delayed job, unless the UID is tombstoned or has a job already.
+   * @throws InvalidJobIdError when the uid is not a Kubernetes UID
+   */
   enqueue(data: CleanupJobData): Promise<EnqueueResult>;
   /**
    * Tombstones the UID, then removes its job if it is still pending (delayed, waiting or prioritized):

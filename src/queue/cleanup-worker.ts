@@ -5,7 +5,9 @@
  *
  * - final outcomes → the job completes with the outcome as its return value;
  * - `failed` → throw: BullMQ retries with our backoff (exponential, jitter, at least `Retry-After`);
- * - `not-yet`, `fenced`, `aborted` → back to delayed with `DelayedError`, which is not a failed attempt.
+ * - `not-yet`, `fenced`, `aborted` → back to delayed with `DelayedError`, which is not a failed attempt;
+ * - a job whose stored data cannot be trusted is *refused* before the handler sees it: warned, removed, its
+ *   pod re-enqueued from the informer (`onRefused`). It never completes: a completed job stands for its UID.
  *
  * Jobs store only part of the handler's {@link CleanupJobData} (see `StoredJobData`); the adapter rebuilds
  * it from the job's id, name and this worker's target, and accepts jobs stored whole by older versions.
@@ -14,12 +16,17 @@
  * `close()` does not abort a running processor, so `stop()` calls `cancelAllJobs()` first, which aborts
  * each processor's AbortSignal.
  */
-import { DelayedError, type Job, Worker } from 'bullmq';
+import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { type CleanupDeps, cleanupDriverPod, type Outcome } from '../../workers/cleanup-driver-pod.ts';
 import type { Logger } from '../telemetry/log.ts';
 import type { TargetTelemetry } from '../telemetry/target-telemetry.ts';
-import { type CleanupJobData, cleanupJobDataOf, type StoredCleanupJobData } from './cleanup-queue.ts';
+import {
+  type CleanupJobData,
+  cleanupJobDataOf,
+  InvalidJobDataError,
+  type StoredCleanupJobData,
+} from './cleanup-queue.ts';
 import { queueName, type TargetRef } from './job-identity.ts';
 import { createLockLossLog } from './lock-loss-log.ts';
 
@@ -31,6 +38,22 @@ export class RetryableCleanupError extends Error {
     super(message);
     this.retryAfterMs = retryAfterMs;
   }
+}
+
+/**
+ * A job refused for its data ({@link InvalidJobDataError}): unrecoverable, so BullMQ does not retry it, and
+ * removed as it fails. Never a handler outcome: the job is not acted on at all.
+ */
+export class RefusedJobError extends UnrecoverableError {
+  override name = 'RefusedJobError';
+}
+
+/** A refused job, as {@link CleanupWorkerOptions.onRefused} is told about it once it is removed. */
+export interface RefusedJob {
+  /** The job id: the pod's UID when the id is one at all. */
+  readonly uid: string | undefined;
+  /** The job name: the pod's name, when it has one. */
+  readonly pod: string | undefined;
 }
 
 /** Options of {@link createCleanupWorker}. */
@@ -51,6 +74,11 @@ export interface CleanupWorkerOptions {
   maxBackoffMs?: number;
   /** Wraps each processing attempt (consumer span, outcome metrics); the outcome log line is written inside it. */
   telemetry?: Pick<TargetTelemetry, 'process'>;
+  /**
+   * Called once a job refused for its data has been removed from Redis, so that its pod can be enqueued again
+   * from a trusted copy (the informer's). Without it the next reconcile finds the pod without a job.
+   */
+  onRefused?: (job: RefusedJob) => void;
 }
 
 /** A worker that can be started and stopped any number of times (a new BullMQ Worker per term). */
@@ -134,13 +162,44 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
   let closing: Promise<void> | undefined;
   const lockLoss = createLockLossLog(opts.log);
 
+  /**
+   * Refuses a job whose stored data cannot be trusted (a hash lost or edited in Redis, a job of another
+   * namespace, an id that is no UID): it must never complete — a completed job stands for its UID a whole
+   * day — nor be acted on. BullMQ removes it as it fails (`removeOnFail` on this job only: the removal is part
+   * of the script that releases its lock; a locked job cannot be removed otherwise); `onRefused` then re-enqueues
+   * the pod from the informer's copy.
+   * @throws RefusedJobError always
+   */
+  const refuse = (job: Job<StoredCleanupJobData, Outcome>, err: InvalidJobDataError): never => {
+    opts.log.warn(
+      {
+        context: opts.target.context,
+        namespace: opts.target.namespace,
+        pod: job.name,
+        uid: job.id,
+        outcome: 'refused',
+        field: err.field,
+        why: err.message,
+      },
+      'invalid cleanup job refused: removed, its pod is enqueued again from the informer',
+    );
+    job.opts = { ...job.opts, removeOnFail: true };
+    throw new RefusedJobError(err.message);
+  };
+
   const processor = async (
     job: Job<StoredCleanupJobData, Outcome>,
     token?: string,
     signal?: AbortSignal,
   ): Promise<Outcome> => {
     const sig = signal ?? new AbortController().signal;
-    const data = cleanupJobDataOf(opts.target, job);
+    let data: CleanupJobData;
+    try {
+      data = cleanupJobDataOf(opts.target, job);
+    } catch (err) {
+      if (err instanceof InvalidJobDataError) refuse(job, err);
+      throw err;
+    }
     const handle = async () => {
       const o = await cleanupDriverPod(data, opts.deps, sig);
       logOutcome(opts.log, data, job.attemptsMade, o);
@@ -201,6 +260,10 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
       });
       // A burst of lost locks (a freeze) is one line, not one per job held (src/queue/lock-loss-log.ts).
       w.on('lockRenewalFailed', (jobIds) => lockLoss.renewalFailed(jobIds));
+      w.on('failed', (job, err) => {
+        // Emitted once BullMQ has moved the job on (here: removed it), so a new job of that UID can be added.
+        if (err instanceof RefusedJobError) opts.onRefused?.({ uid: job?.id, pod: job?.name || undefined });
+      });
       w.on('error', (err) => {
         if (!lockLoss.take(err)) opts.log.warn({ err: { message: err.message } }, 'worker error');
       });

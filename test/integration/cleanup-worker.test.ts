@@ -2,12 +2,18 @@
  * The BullMQ adapter (src/queue/cleanup-worker.ts) on real Redis: what it does with BullMQ's own events and
  * with jobs whose stored data cannot be trusted.
  */
+import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
 import { type CleanupJobData, createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
-import { type CleanupWorkerOptions, createCleanupWorker } from '../../src/queue/cleanup-worker.ts';
+import {
+  type CleanupWorkerOptions,
+  createCleanupWorker,
+  type RefusedJob,
+} from '../../src/queue/cleanup-worker.ts';
+import { jobKey } from '../../src/queue/job-identity.ts';
 import { type LocalService, startRedis } from '../../src/sandbox/local-services.ts';
 import { FencedError } from '../../workers/cleanup-driver-pod.ts';
 import { memoryLogger } from '../helpers/log.ts';
@@ -43,8 +49,10 @@ function worker(
   prefix: string,
   log: CleanupWorkerOptions['log'],
   over: Partial<CleanupWorkerOptions['deps']>,
+  onRefused?: CleanupWorkerOptions['onRefused'],
 ) {
   return createCleanupWorker({
+    onRefused,
     target,
     connection: connect(),
     prefix,
@@ -118,6 +126,86 @@ describe('lost job locks (a leader woken from a freeze)', () => {
     } finally {
       release();
       await w.stop('test done');
+      await q.close();
+    }
+  }, 60_000);
+});
+
+describe('job data that cannot be trusted (real Redis, a real worker)', () => {
+  it('a lost hash, another namespace, a non-UID id, a deadline that is no number → refused: warned, removed, never acted on', async () => {
+    const prefix = 'rf1';
+    const q = createCleanupQueue({
+      target,
+      connection: connect(),
+      prefix,
+      tombstoneTtlMs: 60_000,
+      log: memoryLogger().log,
+      now: Date.now,
+    });
+    const raw = new Queue(q.name, { connection: connect(), prefix });
+    const [lost, good, other, badDeadline] = [1, 2, 3, 5].map(uidOf) as [string, string, string, string];
+    // A delayed job whose hash is deleted by hand (or lost) while its id waits in the delayed set.
+    await q.enqueue({ ...due(1), deadlineMs: Date.now() + 1500 });
+    await conns[0]?.del(jobKey(prefix, target, lost));
+    await q.enqueue(due(2));
+    // Jobs stored whole (the format of older versions) for another namespace of the same context.
+    await raw.add('cleanup-driver-pod', { ...due(3), namespace: 'other' }, { jobId: other });
+    // An id that is not a UID (BullMQ itself refuses all digits and ':'), and a deadline that is no number.
+    await raw.add('p-x-driver', { deadlineMs: Date.now() }, { jobId: 'not-a-uid' });
+    await raw.add('p-5-driver', { deadlineMs: 'soon' }, { jobId: badDeadline });
+
+    const calls: string[] = [];
+    const refused: RefusedJob[] = [];
+    const { log, lines } = memoryLogger();
+    const w = worker(
+      prefix,
+      log,
+      {
+        recheck: 'live',
+        pods: {
+          async get(ns, name) {
+            calls.push(`get ${ns}/${name}`);
+            return undefined;
+          },
+          async delete(ns, name) {
+            calls.push(`delete ${ns}/${name}`);
+            return 'accepted';
+          },
+        },
+      },
+      (job) => refused.push(job),
+    );
+    try {
+      w.run();
+      await waitFor('4 jobs refused and the good one done', async () => {
+        const counts = await q.queue.getJobCounts('completed', 'failed', 'delayed', 'wait', 'active');
+        return refused.length === 4 && counts.completed === 1 && !counts.delayed && !counts.wait;
+      });
+      // Only the good job reached the API (its pod is gone: a no-op); nobody asked for /pods/undefined.
+      expect(calls).toEqual([`get spark/${due(2).pod}`]);
+      expect(await q.queue.getJobState(good)).toBe('completed');
+      // The refused jobs are gone from Redis, in no state: a reconcile sees them as missing.
+      for (const id of [lost, other, 'not-a-uid', badDeadline]) {
+        expect(await q.queue.getJobState(id)).toBe('unknown');
+        expect(await conns[0]?.exists(q.queue.toKey(id))).toBe(0);
+      }
+      expect(await q.queue.getFailedCount()).toBe(0);
+      expect(refused.map((r) => r.uid).sort()).toEqual([lost, other, badDeadline, 'not-a-uid'].sort());
+      const warned = lines.filter((l) => l.outcome === 'refused');
+      expect(warned.map((l) => [l.uid, l.field]).sort()).toEqual(
+        [
+          [lost, 'pod'],
+          [other, 'namespace'],
+          ['not-a-uid', 'uid'],
+          [badDeadline, 'deadlineMs'],
+        ].sort(),
+      );
+      for (const l of warned) expect(l).toMatchObject({ level: 'warn', context: 'ctx', namespace: 'spark' });
+      // Added again (as the informer's copy would be), the lost one is a new delayed job.
+      expect(await q.enqueue({ ...due(1), deadlineMs: Date.now() + 60_000 })).toBe('added');
+    } finally {
+      await w.stop('test done');
+      await raw.close();
       await q.close();
     }
   }, 60_000);
