@@ -183,7 +183,8 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       );
     }
     const send = async (data: CleanupJobData) => {
-      const result = await opts.queue.enqueue(data);
+      // Outside dry run, a job that completed as `would-delete` (dry run was on) is replaced, not kept a day.
+      const result = await opts.queue.enqueue(data, { dryRun: opts.dryRun });
       handled.set(uid, 'enqueued');
       log.debug({ ...podFields(pod), result, deadline: new Date(times.deadlineMs).toISOString() }, 'enqueue');
       return result;
@@ -200,6 +201,18 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     const result = await opts.queue.cancel(uid);
     handled.set(uid, 'cancelled');
     log.debug({ ...podFields(pod), why, result }, 'cleanup cancelled: tombstoned');
+  }
+
+  /** A DELETED event without evidence of deletion: the pod left the watch and may come back; no tombstone. */
+  async function unschedule(pod: DriverPod): Promise<void> {
+    const uid = pod.metadata?.uid ?? '';
+    const state = handled.get(uid);
+    if (state === 'cancelled' || state === 'deleted') return;
+    const result = await opts.queue.unschedule(uid);
+    log.debug(
+      { ...podFields(pod), why: 'DELETED without deletionTimestamp (left the selector)', result },
+      'cleanup unscheduled: pending job removed, no tombstone',
+    );
   }
 
   /**
@@ -232,12 +245,17 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       return;
     }
     if (event === 'deleted') {
-      // Gone from the API server: whoever deleted it, no job may act on it again.
-      void redisOps(() => cancel(pod, 'DELETE event'))
+      // A tombstone means "this UID is being or has been deleted", so only evidence of that writes one: the
+      // deletionTimestamp the API server sets before it removes a pod (DELETED then carries it). A label-
+      // selected watch also sends DELETED when a pod stops matching (relabelled out of the selector): that pod
+      // is still there and may be relabelled back in, so only its pending job goes.
+      const deleting = Boolean(pod.metadata?.deletionTimestamp);
+      void redisOps(() => (deleting ? cancel(pod, 'DELETE event') : unschedule(pod)))
         .catch((err) =>
           log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'cancel failed'),
         )
-        // A UID never comes back once deleted: forget it (the Redis tombstone remains for other replicas).
+        // Forget it: a deleted UID never comes back (the Redis tombstone remains for other replicas); one that
+        // left the selector is enqueued again if it comes back into it.
         .finally(() => handled.delete(uid));
       firstSeenTerminal.delete(uid);
       return;

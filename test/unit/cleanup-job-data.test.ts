@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   type CleanupJobData,
   cleanupJobDataOf,
+  finishedWithoutDeleting,
   InvalidJobDataError,
   storedJobData,
 } from '../../src/queue/cleanup-queue.ts';
@@ -107,5 +108,40 @@ describe('job data that cannot be trusted is refused, naming the field', () => {
     }
     expect(err).toBeInstanceOf(InvalidJobDataError);
     expect(err).toMatchObject({ name: 'InvalidJobDataError', field });
+  });
+});
+
+describe('finishedWithoutDeleting: which finished jobs an enqueue replaces', () => {
+  const json = (outcome: string) => JSON.stringify({ outcome, latenessMs: 3 });
+  it.each([
+    {
+      name: 'would-delete, dry run now off → replaced',
+      value: json('would-delete'),
+      dryRun: false,
+      replace: true,
+    },
+    {
+      name: 'would-delete, still in dry run → kept',
+      value: json('would-delete'),
+      dryRun: true,
+      replace: false,
+    },
+    {
+      name: 'skipped (pod was not eligible then) → replaced',
+      value: json('skipped'),
+      dryRun: false,
+      replace: true,
+    },
+    { name: 'skipped, in dry run → replaced', value: json('skipped'), dryRun: true, replace: true },
+    { name: 'accepted → kept', value: json('accepted'), dryRun: false, replace: false },
+    { name: 'already-absent → kept', value: json('already-absent'), dryRun: false, replace: false },
+    { name: 'already-deleting → kept', value: json('already-deleting'), dryRun: false, replace: false },
+    { name: 'replaced (another UID) → kept', value: json('replaced'), dryRun: false, replace: false },
+    { name: 'no return value (pending or failed) → kept', value: null, dryRun: false, replace: false },
+    { name: 'empty → kept', value: '', dryRun: false, replace: false },
+    { name: 'not JSON → kept', value: '<oops', dryRun: false, replace: false },
+    { name: 'JSON null → kept', value: 'null', dryRun: false, replace: false },
+  ])('$name', ({ value, dryRun, replace }) => {
+    expect(finishedWithoutDeleting(value, dryRun)).toBe(replace);
   });
 });
