@@ -4,7 +4,8 @@
  * the outcome's log line.
  *
  * - final outcomes → the job completes with the outcome as its return value;
- * - `failed` → throw: BullMQ retries with our backoff (exponential, jitter, at least `Retry-After`);
+ * - `failed` → throw: BullMQ retries with our backoff (exponential, jitter, at least `Retry-After`, at most
+ *   `maxBackoffMs`);
  * - `not-yet`, `fenced`, `aborted` → back to delayed with `DelayedError`, which is not a failed attempt;
  * - a job whose stored data cannot be trusted is *refused* before the handler sees it: warned, removed, its
  *   pod re-enqueued from the informer (`onRefused`). It never completes: a completed job stands for its UID.
