@@ -18,13 +18,19 @@ import type { LabelSelector } from '../kube/label-selector.ts';
 import type { PodApi } from '../kube/pod-api.ts';
 import type { PodEvent, PodInformer } from '../kube/pod-informer.ts';
 import type { Leadership } from '../leadership/leadership.ts';
-import { type CleanupJobData, type CleanupQueue, jobDataFor } from '../queue/cleanup-queue.ts';
+import {
+  type CleanupJobData,
+  type CleanupQueue,
+  type EnqueueResult,
+  jobDataFor,
+} from '../queue/cleanup-queue.ts';
 import {
   type CleanupWorker,
   type CleanupWorkerOptions,
   createCleanupWorker,
+  type RefusedJob,
 } from '../queue/cleanup-worker.ts';
-import type { TargetRef } from '../queue/job-identity.ts';
+import { isCleanupJobId, type TargetRef } from '../queue/job-identity.ts';
 import type { Logger } from '../telemetry/log.ts';
 import type { EnqueueTrigger, TargetTelemetry } from '../telemetry/target-telemetry.ts';
 import { createCacheTrust } from './cache-trust.ts';
@@ -112,6 +118,8 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   const redisOps = pLimit(32);
   /** When this replica first saw a pod terminal without a finish time (an evicted driver). */
   const firstSeenTerminal = new Map<string, number>();
+  /** UIDs that are not Kubernetes UIDs, warned about once each (forgotten when the pod goes). */
+  const badUids = new Set<string>();
   let stopped = false;
   const monotonicNow = opts.monotonicNow ?? (() => performance.now());
 
@@ -134,6 +142,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     backoffMs: opts.backoffMs,
     maxBackoffMs: opts.maxBackoffMs,
     telemetry: opts.telemetry,
+    onRefused: (job) => requeueRefused(job),
     deps: {
       pods: {
         get: (namespace, name, signal) => opts.pods.get(namespace, name, signal),
@@ -169,11 +178,30 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
 
   const podFields = (pod: DriverPod) => ({ pod: pod.metadata?.name, uid: pod.metadata?.uid });
 
+  /**
+   * Whether the pod's UID can name a cleanup job (a Kubernetes UID, src/queue/job-identity.ts). One odd UID
+   * from the API must fail only its pod: it is left alone and warned about once, never thrown at the informer
+   * handler or the reconcile loop.
+   */
+  function usableUid(pod: DriverPod, event: PodEvent | 'reconcile'): boolean {
+    const uid = pod.metadata?.uid ?? '';
+    if (isCleanupJobId(uid)) return true;
+    if (!badUids.has(uid)) {
+      badUids.add(uid);
+      log.warn(
+        { event, ...podFields(pod), why: 'metadata.uid is not a Kubernetes UID (RFC 4122)' },
+        'malformed pod object: left alone',
+      );
+    }
+    return false;
+  }
+
   async function enqueue(
     pod: DriverPod,
     finishedAtMs: number | undefined,
     trigger: EnqueueTrigger,
-  ): Promise<'added' | 'exists' | 'tombstoned'> {
+  ): Promise<EnqueueResult | 'left-alone'> {
+    if (!usableUid(pod, trigger)) return 'left-alone';
     const uid = pod.metadata?.uid ?? '';
     const now = opts.now();
     if (finishedAtMs === undefined && !firstSeenTerminal.has(uid)) firstSeenTerminal.set(uid, now);
@@ -185,7 +213,8 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       );
     }
     const send = async (data: CleanupJobData) => {
-      const result = await opts.queue.enqueue(data);
+      // Outside dry run, a job that completed as `would-delete` (dry run was on) is replaced, not kept a day.
+      const result = await opts.queue.enqueue(data, { dryRun: opts.dryRun });
       handled.set(uid, 'enqueued');
       log.debug({ ...podFields(pod), result, deadline: new Date(times.deadlineMs).toISOString() }, 'enqueue');
       return result;
@@ -204,6 +233,33 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     log.debug({ ...podFields(pod), why, result }, 'cleanup cancelled: tombstoned');
   }
 
+  /** A DELETED event without evidence of deletion: the pod left the watch and may come back; no tombstone. */
+  async function unschedule(pod: DriverPod): Promise<void> {
+    const uid = pod.metadata?.uid ?? '';
+    const state = handled.get(uid);
+    if (state === 'cancelled' || state === 'deleted') return;
+    const result = await opts.queue.unschedule(uid);
+    log.debug(
+      { ...podFields(pod), why: 'DELETED without deletionTimestamp (left the selector)', result },
+      'cleanup unscheduled: pending job removed, no tombstone',
+    );
+  }
+
+  /**
+   * A job refused for its data was removed (src/queue/cleanup-worker.ts): its pod gets a new job from the
+   * informer's copy, classified as any event is. Not in the cache (gone, or not listed yet): nothing to do, the
+   * next reconcile enqueues it if it is there.
+   */
+  function requeueRefused(job: RefusedJob): void {
+    if (!isCleanupJobId(job.uid)) return; // no pod has it: enqueues refuse such UIDs too
+    const named = job.pod ? informer.get(job.pod) : undefined;
+    const pod =
+      named?.metadata?.uid === job.uid ? named : informer.list().find((p) => p.metadata?.uid === job.uid);
+    if (!pod) return;
+    handled.delete(job.uid);
+    observe('updated', pod);
+  }
+
   function observe(event: PodEvent, pod: DriverPod): void {
     const malformed = malformedReason(pod);
     if (malformed) {
@@ -214,13 +270,22 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       return;
     }
     const uid = pod.metadata?.uid ?? '';
+    if (!usableUid(pod, event)) {
+      if (event === 'deleted') badUids.delete(uid);
+      return;
+    }
     if (event === 'deleted') {
-      // Gone from the API server: whoever deleted it, no job may act on it again.
-      void redisOps(() => cancel(pod, 'DELETE event'))
+      // A tombstone means "this UID is being or has been deleted", so only evidence of that writes one: the
+      // deletionTimestamp the API server sets before it removes a pod (DELETED then carries it). A label-
+      // selected watch also sends DELETED when a pod stops matching (relabelled out of the selector): that pod
+      // is still there and may be relabelled back in, so only its pending job goes.
+      const deleting = Boolean(pod.metadata?.deletionTimestamp);
+      void redisOps(() => (deleting ? cancel(pod, 'DELETE event') : unschedule(pod)))
         .catch((err) =>
           log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'cancel failed'),
         )
-        // A UID never comes back once deleted: forget it (the Redis tombstone remains for other replicas).
+        // Forget it: a deleted UID never comes back (the Redis tombstone remains for other replicas); one that
+        // left the selector is enqueued again if it comes back into it.
         .finally(() => handled.delete(uid));
       firstSeenTerminal.delete(uid);
       return;

@@ -135,6 +135,33 @@ export function toKubeApiError(err: unknown, signal: AbortSignal | undefined): u
   return new KubeApiError(e?.cause?.message ?? e?.message ?? String(err), undefined, code);
 }
 
+/**
+ * A 2xx answer that is not what the API server sends: reason `InvalidResponse`, so the call counts as failed
+ * (warned, retried), never as done.
+ */
+function invalidResponse(
+  verb: 'GET' | 'DELETE',
+  code: number,
+  headers: Readonly<Record<string, string | string[] | undefined>>,
+): KubeApiError {
+  return new KubeApiError(
+    `${verb} answered ${code} without a ${verb === 'GET' ? 'pod object' : 'pod or Status object'} (content-type ${String(headers['content-type'] ?? 'none')})`,
+    code,
+    'InvalidResponse',
+  );
+}
+
+/**
+ * True for what kube-apiserver answers a successful pod DELETE with: the pod (being deleted, or as it was) or
+ * a Status that is not a failure (k8s.io/apiserver `DeleteResource`: the object, or `Status{status: Success}`).
+ * The body is parsed only when its content-type is JSON (src/kube/kube-http.ts): an HTML page stays a string.
+ */
+export function isDeleteAnswer(body: unknown): boolean {
+  if (typeof body !== 'object' || body === null) return false;
+  const o = body as { kind?: unknown; status?: unknown };
+  return o.kind === 'Pod' || (o.kind === 'Status' && o.status !== 'Failure');
+}
+
 const podPath = (namespace: string, name: string) =>
   `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}`;
 
@@ -194,13 +221,7 @@ export function createPodApi(opts: PodApiOptions): PodApi {
       if (res.statusCode >= 300) throw statusError(res.statusCode, res.body, res.headers, now());
       const pod = trimPod(res.body);
       // A 2xx that is not a pod (an HTML page from a proxy, say) must not read as "re-created": fail the GET.
-      if (!pod.metadata?.uid) {
-        throw new KubeApiError(
-          `GET answered ${res.statusCode} without a pod object (content-type ${String(res.headers['content-type'] ?? 'none')})`,
-          res.statusCode,
-          'InvalidResponse',
-        );
-      }
+      if (!pod.metadata?.uid) throw invalidResponse('GET', res.statusCode, res.headers);
       return pod;
     },
     async delete(namespace, name, preconditions, signal, beforeSend) {
@@ -209,16 +230,16 @@ export function createPodApi(opts: PodApiOptions): PodApi {
       const res = await send(
         { verb: 'DELETE', namespace, pod: name, ...preconditions },
         signal,
-        {
-          body: { kind: 'DeleteOptions', apiVersion: 'v1', preconditions },
-          // The answer is the pod being deleted: nothing here reads it.
-          skipSuccessBody: true,
-        },
+        { body: { kind: 'DeleteOptions', apiVersion: 'v1', preconditions } },
         beforeSend,
       );
       if (res.statusCode === 404) return 'not-found';
       if (res.statusCode === 409) return 'conflict';
       if (res.statusCode >= 300) throw statusError(res.statusCode, res.body, res.headers, now());
+      // A 2xx from something in front of the API server (an auth proxy's login page) deleted nothing: counted
+      // as accepted, the job would complete and the pod stay for a day. The API answers with the pod or a
+      // Status; anything else is a failed DELETE, retried.
+      if (!isDeleteAnswer(res.body)) throw invalidResponse('DELETE', res.statusCode, res.headers);
       return 'accepted';
     },
   };

@@ -10,7 +10,14 @@ import { Job, type JobJson, type JobProgress, type JobsOptions, Queue } from 'bu
 import type { Redis } from 'ioredis';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import type { Logger } from '../telemetry/log.ts';
-import { cleanupJobId, jobKey, queueName, type TargetRef, tombstoneKey } from './job-identity.ts';
+import {
+  cleanupJobId,
+  isCleanupJobId,
+  jobKey,
+  queueName,
+  type TargetRef,
+  tombstoneKey,
+} from './job-identity.ts';
 
 /**
  * A cleanup job as the handler sees it. Times are epoch ms. Redis stores only part of it
@@ -53,20 +60,66 @@ export function storedJobData(data: CleanupJobData): StoredJobData {
     : { deadlineMs: data.deadlineMs };
 }
 
-/** The handler's view of a stored job, in either format (compact, or whole data from an older version). */
+/** A job's stored data cannot be trusted: it is refused (removed, never acted on). `field` names the culprit. */
+export class InvalidJobDataError extends Error {
+  override name = 'InvalidJobDataError';
+  readonly field: 'uid' | 'pod' | 'context' | 'namespace' | 'deadlineMs';
+  constructor(field: InvalidJobDataError['field'], message: string) {
+    super(message);
+    this.field = field;
+  }
+}
+
+/**
+ * The handler's view of a stored job, in either format (compact, or whole data from an older version), checked
+ * field by field: nothing read from Redis is trusted. A job hash lost or edited by hand comes back from
+ * BullMQ with no name and `{}` as data; acted on, it GETs `/pods/undefined` and completes as a no-op while
+ * its pod leaks.
+ * @throws InvalidJobDataError when the uid (job id) is not a Kubernetes UID, the pod name is missing, the
+ *   context or namespace is not the queue's target, or the deadline is not a finite number.
+ */
 export function cleanupJobDataOf(
   target: TargetRef,
-  job: { readonly id?: string; readonly name: string; readonly data: StoredCleanupJobData },
+  job: { readonly id?: string; readonly name?: string; readonly data?: StoredCleanupJobData },
 ): CleanupJobData {
-  const d = job.data;
-  if ('pod' in d && 'uid' in d) return d;
+  const d: Partial<Record<keyof CleanupJobData, unknown>> =
+    typeof job.data === 'object' && job.data !== null ? job.data : {};
+  const whole = 'pod' in d || 'uid' in d;
+  const uid = whole ? d.uid : job.id;
+  if (!isCleanupJobId(uid) || (whole && job.id !== undefined && job.id !== uid)) {
+    throw new InvalidJobDataError(
+      'uid',
+      `job id ${JSON.stringify(job.id)}${whole ? ` (data uid ${JSON.stringify(d.uid)})` : ''} is not a pod's Kubernetes UID`,
+    );
+  }
+  const pod = whole ? d.pod : job.name;
+  if (typeof pod !== 'string' || pod === '') {
+    throw new InvalidJobDataError('pod', `job ${uid} has no pod name (its stored hash was lost or edited)`);
+  }
+  for (const field of ['context', 'namespace'] as const) {
+    if (whole && d[field] !== target[field]) {
+      throw new InvalidJobDataError(
+        field,
+        `job ${uid} is for ${field} ${JSON.stringify(d[field])}, not this queue's ${JSON.stringify(target[field])}`,
+      );
+    }
+  }
+  const deadline = d.deadlineMs;
+  if (typeof deadline !== 'number' || !Number.isFinite(deadline)) {
+    throw new InvalidJobDataError(
+      'deadlineMs',
+      `job ${uid} has no finite deadline (${JSON.stringify(deadline)})`,
+    );
+  }
+  const traceparent = typeof d.traceparent === 'string' && d.traceparent ? d.traceparent : undefined;
+  if (whole) return { ...(d as CleanupJobData), uid, pod, deadlineMs: deadline };
   return {
     context: target.context,
     namespace: target.namespace,
-    pod: job.name,
-    uid: cleanupJobId(job.id),
-    deadlineMs: d.deadlineMs,
-    ...(d.traceparent ? { traceparent: d.traceparent } : {}),
+    pod,
+    uid,
+    deadlineMs: deadline,
+    ...(traceparent ? { traceparent } : {}),
   };
 }
 
@@ -95,8 +148,36 @@ class CompactQueue extends Queue<StoredCleanupJobData> {
   }
 }
 
-/** What `enqueue` did: added the job, found one (any state), or refused because the pod is tombstoned. */
-export type EnqueueResult = 'added' | 'exists' | 'tombstoned';
+/**
+ * What `enqueue` did: added the job, found one (any state), or refused because the pod is tombstoned.
+ * `replaced`: it found a job that had finished without deleting the pod nor seeing it go (see
+ * {@link finishedWithoutDeleting}) and added a new one in its place.
+ */
+export type EnqueueResult = 'added' | 'replaced' | 'exists' | 'tombstoned';
+
+/** Options of one `enqueue`. */
+export interface EnqueueOptions {
+  /** This replica's dry-run setting: in dry run a job that completed as `would-delete` stays (default false). */
+  dryRun?: boolean;
+}
+
+/**
+ * Whether a finished job's return value (BullMQ's stored `returnvalue`, a JSON outcome) leaves the pod for a
+ * new job: `would-delete` outside dry run (the job ran in dry run: nothing was deleted), and `skipped` (the pod
+ * was not eligible when the job ran: relabelled, not terminal, outside the policy; it is again, or the enqueue
+ * would not ask). Every other outcome says the UID is deleted or going, and the finished job is kept as long
+ * as a tombstone. Unreadable values count as final: a job is never replaced on a guess.
+ */
+export function finishedWithoutDeleting(returnvalue: string | null | undefined, dryRun: boolean): boolean {
+  if (!returnvalue) return false;
+  let outcome: unknown;
+  try {
+    outcome = (JSON.parse(returnvalue) as { outcome?: unknown } | null)?.outcome;
+  } catch {
+    return false;
+  }
+  return outcome === 'skipped' || (outcome === 'would-delete' && !dryRun);
+}
 
 /** Options of {@link createCleanupQueue}. */
 export interface CleanupQueueOptions {
@@ -122,12 +203,23 @@ export interface CleanupQueue {
    * is a no-op. (BullMQ's removeOnComplete/removeOnFail are worker options, not stored on each job.)
    */
   readonly keepFinishedMs: number;
-  enqueue(data: CleanupJobData): Promise<EnqueueResult>;
   /**
-   * Tombstones the UID, then removes its job if it is still pending (delayed, waiting or prioritized):
-   * one round trip (tombstone and state probe, pipelined), two when there is a job to remove.
+   * Adds the pod's delayed job, unless the UID is tombstoned or has a job already; a job that finished without
+   * deleting (see {@link finishedWithoutDeleting}) is replaced. One round trip when a job exists.
+   * @throws InvalidJobIdError when the uid is not a Kubernetes UID
+   */
+  enqueue(data: CleanupJobData, options?: EnqueueOptions): Promise<EnqueueResult>;
+  /**
+   * Tombstones the UID (it is being or has been deleted: no replica may enqueue it again), then removes its
+   * job if it is still pending (delayed, waiting or prioritized): one round trip (tombstone and state probe,
+   * pipelined), two when there is a job to remove.
    */
   cancel(uid: string): Promise<'removed' | 'none'>;
+  /**
+   * Removes the UID's job if it is still pending, without a tombstone: the pod left the watch without evidence
+   * of its deletion (relabelled out of the selector) and may come back. Round trips as `cancel`.
+   */
+  unschedule(uid: string): Promise<'removed' | 'none'>;
   isTombstoned(uid: string): Promise<boolean>;
   /** Re-queues failed jobs whose pod `stillEligible` says should still be cleaned; returns how many. */
   retryFailed(stillEligible: (uid: string) => boolean): Promise<number>;
@@ -162,6 +254,34 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
   const redis = opts.connection.duplicate({ connectionName: undefined });
   redis.on('error', () => undefined); // the shared connection's listener reports Redis outages
 
+  /** Removes the UID's job if it is pending; with `tombstone`, writes the tombstone first (same round trip). */
+  const removePending = async (uid: string, tombstone: boolean): Promise<'removed' | 'none'> => {
+    const id = cleanupJobId(uid);
+    const key = (type: string) => queue.toKey(type);
+    // One round trip: the tombstone first (a connection runs its commands in order), then whether the
+    // job is pending, probed as BullMQ's getState does: delayed, prioritized, or waiting (wait or paused).
+    const pipeline = redis.pipeline();
+    if (tombstone) pipeline.set(tombstoneKey(opts.prefix, opts.target, id), '1', 'PX', opts.tombstoneTtlMs);
+    pipeline
+      .zscore(key('delayed'), id)
+      .zscore(key('prioritized'), id)
+      .lpos(key('wait'), id)
+      .lpos(key('paused'), id);
+    const replies = (await pipeline.exec()) ?? [];
+    if (tombstone) {
+      const written = replies.shift();
+      if (!written || written[0]) throw written?.[0] ?? new Error('tombstone not written');
+    }
+    // LPOS needs Redis ≥ 6.0.6 (BullMQ accepts 5): ask BullMQ when a probe failed.
+    const pending = replies.some(([err]) => err)
+      ? PENDING_STATES.has(await queue.getJobState(id))
+      : replies.some(([, found]) => found !== null);
+    if (!pending) return 'none';
+    // remove() refuses a job that became active meanwhile (locked): the handler's re-check then sees the change.
+    const removed = await queue.remove(id).catch(() => 0);
+    return removed === 1 ? 'removed' : 'none';
+  };
+
   const isTombstoned = async (uid: string) =>
     (await redis.exists(tombstoneKey(opts.prefix, opts.target, uid))) === 1;
 
@@ -170,16 +290,25 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
     name,
     keepFinishedMs: opts.tombstoneTtlMs,
     isTombstoned,
-    async enqueue(data) {
+    async enqueue(data, options = {}) {
       const id = cleanupJobId(data.uid);
-      // One round trip answers most calls: N-1 replicas find the job, tombstoned pods stop here.
-      const [tomb, job] = (await redis
+      // One round trip answers most calls: N-1 replicas find the job, tombstoned pods stop here; a finished
+      // job's return value comes along, to tell a job that deleted from one that must be replaced.
+      const [tomb, job, returned] = (await redis
         .pipeline()
         .exists(tombstoneKey(opts.prefix, opts.target, id))
         .exists(jobKey(opts.prefix, opts.target, id))
-        .exec()) as [Error | null, number][];
+        .hget(jobKey(opts.prefix, opts.target, id), 'returnvalue')
+        .exec()) as [[Error | null, number], [Error | null, number], [Error | null, string | null]];
       if (tomb?.[1] === 1) return 'tombstoned';
-      if (job?.[1] === 1) return 'exists';
+      let replaced = false;
+      if (job?.[1] === 1) {
+        if (!finishedWithoutDeleting(returned?.[1], options.dryRun ?? false)) return 'exists';
+        // A completed job is not locked: remove() takes it. Two replicas replacing at once end with one job
+        // (the second add is a no-op, or its remove takes the first one's still pending copy first).
+        replaced = (await queue.remove(id).catch(() => 0)) === 1;
+        if (!replaced) return 'exists';
+      }
       // Stored as `{"attempts":15,"backoff":{"type":"cleanup"},"delay":…}` (≤ 64 bytes: see StoredJobData).
       // How long finished jobs stay is a worker option (keepFinishedMs), not stored on each job.
       const jobOpts: JobsOptions = {
@@ -195,32 +324,10 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
         await queue.remove(id).catch(() => 0);
         return 'tombstoned';
       }
-      return 'added';
+      return replaced ? 'replaced' : 'added';
     },
-    async cancel(uid) {
-      const id = cleanupJobId(uid);
-      const key = (type: string) => queue.toKey(type);
-      // One round trip: the tombstone first (a connection runs its commands in order), then whether the
-      // job is pending, probed as BullMQ's getState does: delayed, prioritized, or waiting (wait or paused).
-      const replies = await redis
-        .pipeline()
-        .set(tombstoneKey(opts.prefix, opts.target, id), '1', 'PX', opts.tombstoneTtlMs)
-        .zscore(key('delayed'), id)
-        .zscore(key('prioritized'), id)
-        .lpos(key('wait'), id)
-        .lpos(key('paused'), id)
-        .exec();
-      const [tombstoned, ...probes] = replies ?? [];
-      if (!tombstoned || tombstoned[0]) throw tombstoned?.[0] ?? new Error('tombstone not written');
-      // LPOS needs Redis ≥ 6.0.6 (BullMQ accepts 5): ask BullMQ when a probe failed.
-      const pending = probes.some(([err]) => err)
-        ? PENDING_STATES.has(await queue.getJobState(id))
-        : probes.some(([, found]) => found !== null);
-      if (!pending) return 'none';
-      // remove() refuses a job that became active meanwhile (locked): the handler's re-check then sees the deletion.
-      const removed = await queue.remove(id).catch(() => 0);
-      return removed === 1 ? 'removed' : 'none';
-    },
+    cancel: (uid) => removePending(uid, true),
+    unschedule: (uid) => removePending(uid, false),
     async retryFailed(stillEligible) {
       let n = 0;
       for (const job of await queue.getFailed(0, -1)) {

@@ -4,8 +4,11 @@
  * the outcome's log line.
  *
  * - final outcomes → the job completes with the outcome as its return value;
- * - `failed` → throw: BullMQ retries with our backoff (exponential, jitter, at least `Retry-After`);
- * - `not-yet`, `fenced`, `aborted` → back to delayed with `DelayedError`, which is not a failed attempt.
+ * - `failed` → throw: BullMQ retries with our backoff (exponential, jitter, at least `Retry-After`, at most
+ *   `maxBackoffMs`);
+ * - `not-yet`, `fenced`, `aborted` → back to delayed with `DelayedError`, which is not a failed attempt;
+ * - a job whose stored data cannot be trusted is *refused* before the handler sees it: warned, removed, its
+ *   pod re-enqueued from the informer (`onRefused`). It never completes: a completed job stands for its UID.
  *
  * Jobs store only part of the handler's {@link CleanupJobData} (see `StoredJobData`); the adapter rebuilds
  * it from the job's id, name and this worker's target, and accepts jobs stored whole by older versions.
@@ -16,13 +19,19 @@
  * made while a close is in progress starts a new Worker once the close has finished (it used to return at
  * once, leaving a re-elected leader with no consumer).
  */
-import { DelayedError, type Job, Worker } from 'bullmq';
+import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { type CleanupDeps, cleanupDriverPod, type Outcome } from '../../workers/cleanup-driver-pod.ts';
 import type { Logger } from '../telemetry/log.ts';
 import type { TargetTelemetry } from '../telemetry/target-telemetry.ts';
-import { type CleanupJobData, cleanupJobDataOf, type StoredCleanupJobData } from './cleanup-queue.ts';
+import {
+  type CleanupJobData,
+  cleanupJobDataOf,
+  InvalidJobDataError,
+  type StoredCleanupJobData,
+} from './cleanup-queue.ts';
 import { queueName, type TargetRef } from './job-identity.ts';
+import { createLockLossLog } from './lock-loss-log.ts';
 
 /** A failed API call, thrown so that BullMQ retries the job. Carries `Retry-After`, ms. */
 export class RetryableCleanupError extends Error {
@@ -32,6 +41,22 @@ export class RetryableCleanupError extends Error {
     super(message);
     this.retryAfterMs = retryAfterMs;
   }
+}
+
+/**
+ * A job refused for its data ({@link InvalidJobDataError}): unrecoverable, so BullMQ does not retry it, and
+ * removed as it fails. Never a handler outcome: the job is not acted on at all.
+ */
+export class RefusedJobError extends UnrecoverableError {
+  override name = 'RefusedJobError';
+}
+
+/** A refused job, as {@link CleanupWorkerOptions.onRefused} is told about it once it is removed. */
+export interface RefusedJob {
+  /** The job id: the pod's UID when the id is one at all. */
+  readonly uid: string | undefined;
+  /** The job name: the pod's name, when it has one. */
+  readonly pod: string | undefined;
 }
 
 /** Options of {@link createCleanupWorker}. */
@@ -52,6 +77,11 @@ export interface CleanupWorkerOptions {
   maxBackoffMs?: number;
   /** Wraps each processing attempt (consumer span, outcome metrics); the outcome log line is written inside it. */
   telemetry?: Pick<TargetTelemetry, 'process'>;
+  /**
+   * Called once a job refused for its data has been removed from Redis, so that its pod can be enqueued again
+   * from a trusted copy (the informer's). Without it the next reconcile finds the pod without a job.
+   */
+  onRefused?: (job: RefusedJob) => void;
 }
 
 /**
@@ -67,15 +97,23 @@ export interface CleanupWorker {
   readonly running: boolean;
 }
 
-/** Exponential backoff with jitter, never shorter than Retry-After: `min(max, base·2^(n-1))·U(0.5, 1)`. */
+/**
+ * The delay before retrying a failed job, ms: exponential backoff with jitter, `min(max, base·2^(n-1))·U(0.5, 1)`,
+ * never shorter than the server's `Retry-After` and never longer than `maxMs` (the `retryMaxDelay` setting):
+ * a `Retry-After` of a day from a misbehaving proxy must not park the job for a day.
+ * @param attemptsMade failed attempts so far (≥ 1 when BullMQ asks)
+ * @param retryAfterMs the failed answer's `Retry-After`, ms, if any
+ * @param random U(0, 1), injectable for tests
+ */
 export function retryDelayMs(
   attemptsMade: number,
   retryAfterMs: number | undefined,
   baseMs: number,
   maxMs: number,
+  random: () => number = Math.random,
 ): number {
-  const expo = Math.min(maxMs, baseMs * 2 ** Math.max(0, attemptsMade - 1)) * (0.5 + Math.random() / 2);
-  return Math.round(Math.max(expo, retryAfterMs ?? 0));
+  const expo = Math.min(maxMs, baseMs * 2 ** Math.max(0, attemptsMade - 1)) * (0.5 + random() / 2);
+  return Math.round(Math.min(maxMs, Math.max(expo, retryAfterMs ?? 0)));
 }
 
 function logOutcome(log: Logger, d: CleanupJobData, attemptsMade: number, o: Outcome): void {
@@ -136,6 +174,32 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
     lastStep = next.catch(() => undefined);
     return next;
   };
+  const lockLoss = createLockLossLog(opts.log);
+
+  /**
+   * Refuses a job whose stored data cannot be trusted (a hash lost or edited in Redis, a job of another
+   * namespace, an id that is no UID): it must never complete — a completed job stands for its UID a whole
+   * day — nor be acted on. BullMQ removes it as it fails (`removeOnFail` on this job only: the removal is part
+   * of the script that releases its lock; a locked job cannot be removed otherwise); `onRefused` then re-enqueues
+   * the pod from the informer's copy.
+   * @throws RefusedJobError always
+   */
+  const refuse = (job: Job<StoredCleanupJobData, Outcome>, err: InvalidJobDataError): never => {
+    opts.log.warn(
+      {
+        context: opts.target.context,
+        namespace: opts.target.namespace,
+        pod: job.name,
+        uid: job.id,
+        outcome: 'refused',
+        field: err.field,
+        why: err.message,
+      },
+      'invalid cleanup job refused: removed, its pod is enqueued again from the informer',
+    );
+    job.opts = { ...job.opts, removeOnFail: true };
+    throw new RefusedJobError(err.message);
+  };
 
   const processor = async (
     job: Job<StoredCleanupJobData, Outcome>,
@@ -143,7 +207,13 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
     signal?: AbortSignal,
   ): Promise<Outcome> => {
     const sig = signal ?? new AbortController().signal;
-    const data = cleanupJobDataOf(opts.target, job);
+    let data: CleanupJobData;
+    try {
+      data = cleanupJobDataOf(opts.target, job);
+    } catch (err) {
+      if (err instanceof InvalidJobDataError) refuse(job, err);
+      throw err;
+    }
     const handle = async () => {
       const o = await cleanupDriverPod(data, opts.deps, sig);
       logOutcome(opts.log, data, job.attemptsMade, o);
@@ -199,7 +269,15 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
           ),
       },
     });
-    w.on('error', (err) => opts.log.warn({ err: { message: err.message } }, 'worker error'));
+    // A burst of lost locks (a freeze) is one line, not one per job held (src/queue/lock-loss-log.ts).
+    w.on('lockRenewalFailed', (jobIds) => lockLoss.renewalFailed(jobIds));
+    w.on('failed', (job, err) => {
+      // Emitted once BullMQ has moved the job on (here: removed it), so a new job of that UID can be added.
+      if (err instanceof RefusedJobError) opts.onRefused?.({ uid: job?.id, pod: job?.name || undefined });
+    });
+    w.on('error', (err) => {
+      if (!lockLoss.take(err)) opts.log.warn({ err: { message: err.message } }, 'worker error');
+    });
     worker = w;
     w.run().catch((err: unknown) => opts.log.error({ err }, 'worker stopped with an error'));
   }
@@ -217,6 +295,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
         try {
           w.cancelAllJobs(reason);
           await w.close();
+          lockLoss.flush();
         } finally {
           worker = undefined;
           closing = false;

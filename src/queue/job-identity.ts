@@ -3,6 +3,8 @@
  *
  * BullMQ: a job id may contain no `:` and may not be all digits; a pod UID (RFC 4122) is neither. An `add`
  * with an id that exists in any state is a no-op, which is what makes N replicas' enqueues one job.
+ * Only UIDs of that form are job ids: what an API server (or a hand-edited Redis) serves otherwise is refused
+ * on both sides, the enqueue and the worker, so a refused job can never come back as a new one.
  * Redis Cluster: every key of one queue must hash to one slot, so the queue name is a hash tag `{…}`.
  */
 
@@ -18,12 +20,26 @@ export class InvalidJobIdError extends Error {
 }
 
 /**
+ * A Kubernetes UID as the API server writes it: RFC 4122's text form, 8-4-4-4-12 hex digits
+ * (k8s.io/apimachinery `types.UID`, made by `uuid.NewUUID()`). Case is not checked: only the form matters here.
+ */
+const KUBERNETES_UID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** True when `uid` can be a cleanup job id: a Kubernetes UID (so neither all digits nor with `:`). */
+export function isCleanupJobId(uid: unknown): uid is string {
+  return typeof uid === 'string' && KUBERNETES_UID.test(uid);
+}
+
+/**
  * The job id of a pod's cleanup job: its UID.
- * @throws InvalidJobIdError for an empty UID, one with `:`, or an all-digit one (BullMQ would misread it).
+ * @throws InvalidJobIdError for anything but a Kubernetes UID (RFC 4122 form): empty, all digits or with `:`
+ *   BullMQ would misread; anything else is not what an API server assigns.
  */
 export function cleanupJobId(uid: string | undefined): string {
-  if (!uid || uid.includes(':') || /^\d+$/.test(uid)) {
-    throw new InvalidJobIdError(`pod uid "${uid}" cannot be a BullMQ job id`);
+  if (!isCleanupJobId(uid)) {
+    throw new InvalidJobIdError(
+      `pod uid ${JSON.stringify(uid)} is not a Kubernetes UID (RFC 4122: 8-4-4-4-12 hex digits): it cannot be a cleanup job id`,
+    );
   }
   return uid;
 }

@@ -268,3 +268,62 @@ describe('cancel', () => {
     expect(await q.queue.getJobState(uid)).toBe('unknown');
   });
 });
+
+describe('tombstones only for deletions; finished jobs that deleted nothing are replaced', () => {
+  it('unschedule removes a pending job without a tombstone: the pod can be enqueued again', async () => {
+    const q = replicaQueue('u1');
+    const uid = '8e4f2c3d-1a5b-4c6d-9e7f-000000000001';
+    expect(await q.enqueue(data(uid))).toBe('added');
+    expect(await q.unschedule(uid)).toBe('removed');
+    expect(await q.queue.getJobState(uid)).toBe('unknown');
+    expect(await q.isTombstoned(uid)).toBe(false);
+    expect(await q.enqueue(data(uid))).toBe('added');
+    expect(await q.unschedule('8e4f2c3d-1a5b-4c6d-9e7f-000000000002')).toBe('none');
+  });
+
+  it('a job completed as would-delete is replaced outside dry run, kept in dry run; accepted and already-absent are kept', async () => {
+    const q = replicaQueue('u2');
+    const ids = [1, 2, 3, 4].map((i) => `8e4f2c3d-1a5b-4c6d-9e7f-00000000001${i}`) as [
+      string,
+      string,
+      string,
+      string,
+    ];
+    const [wouldDelete, accepted, absent, skipped] = ids;
+    const due = (uid: string) => ({ ...data(uid), deadlineMs: Date.now() - 1000 });
+    const worker = new Worker(q.name, null, { connection: connect(), prefix: 'u2', autorun: false });
+    try {
+      const outcomes = new Map([
+        [wouldDelete, { outcome: 'would-delete', latenessMs: 5 }],
+        [accepted, { outcome: 'accepted', latenessMs: 5 }],
+        [absent, { outcome: 'already-absent' }],
+        [skipped, { outcome: 'skipped', reason: 'not-selected' }],
+      ]);
+      for (const uid of ids) {
+        await q.enqueue(due(uid));
+        const job = await worker.getNextJob(`t-${uid}`);
+        await job?.moveToCompleted(outcomes.get(job.id ?? ''), `t-${uid}`, false);
+      }
+      for (const uid of ids) expect(await q.queue.getJobState(uid)).toBe('completed');
+      // Still in dry run: the would-delete job stays (the pod is not re-run every reconcile).
+      expect(await q.enqueue(due(wouldDelete), { dryRun: true })).toBe('exists');
+      expect(await q.enqueue(due(accepted))).toBe('exists');
+      expect(await q.enqueue(due(absent))).toBe('exists');
+      // Dry run switched off: a new job in its place, due at once.
+      expect(await q.enqueue(due(wouldDelete), { dryRun: false })).toBe('replaced');
+      expect(await q.queue.getJobState(wouldDelete)).toBe('waiting');
+      expect(await q.enqueue(due(wouldDelete))).toBe('exists');
+      // A pod skipped when its job ran (relabelled, say) and eligible again gets a new job.
+      expect(await q.enqueue(due(skipped))).toBe('replaced');
+      // A tombstone still wins over a finished job.
+      const tombed = '8e4f2c3d-1a5b-4c6d-9e7f-000000000021';
+      await q.enqueue(due(tombed));
+      const job = await worker.getNextJob('t-tomb');
+      await job?.moveToCompleted({ outcome: 'would-delete', latenessMs: 1 }, 't-tomb', false);
+      await q.cancel(tombed);
+      expect(await q.enqueue(due(tombed))).toBe('tombstoned');
+    } finally {
+      await worker.close(true);
+    }
+  });
+});

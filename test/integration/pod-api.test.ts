@@ -159,3 +159,22 @@ describe('pod API against a server that answers GET with something else than a p
     }
   });
 });
+
+describe('pod API: a DELETE answered 2xx by something else than the API server', () => {
+  it('an HTML login page (200) is a failed DELETE (InvalidResponse), not accepted; the retry is accepted', async () => {
+    const [pod] = createTerminatedDrivers(server, 'tls', 1, 'login');
+    const name = pod?.metadata?.name ?? '';
+    const uid = pod?.metadata?.uid ?? '';
+    server.faults.inject({ verb: 'delete', path: `/pods/${name}$`, loginPage: true, count: 1 });
+    const pods1 = api();
+    await expect(pods1.delete('tls', name, { uid })).rejects.toMatchObject({
+      name: 'KubeApiError',
+      code: 200,
+      reason: 'InvalidResponse',
+    });
+    expect(server.pods.get('tls', name)?.metadata?.uid).toBe(uid);
+    expect(await pods1.delete('tls', name, { uid })).toBe('accepted');
+    expect(server.pods.get('tls', name)).toBeUndefined();
+    expect(server.requests.deletesByUid().get(uid)).toEqual([200, 200]);
+  });
+});

@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { type CleanupJobData, cleanupJobDataOf, storedJobData } from '../../src/queue/cleanup-queue.ts';
-import { InvalidJobIdError } from '../../src/queue/job-identity.ts';
+import {
+  type CleanupJobData,
+  cleanupJobDataOf,
+  finishedWithoutDeleting,
+  InvalidJobDataError,
+  storedJobData,
+} from '../../src/queue/cleanup-queue.ts';
 
 const target = { context: 'prod-eu', namespace: 'spark-jobs' };
 const UID = '4720771f-8ca8-4811-a6d2-287672fdf202';
@@ -32,8 +37,111 @@ describe('stored job data', () => {
     const traced = { ...full, traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' };
     expect(cleanupJobDataOf(target, { id: UID, name: 'cleanup-driver-pod', data: traced })).toEqual(traced);
   });
+});
 
-  it('refuses a compact job without a usable id', () => {
-    expect(() => cleanupJobDataOf(target, { name: 'p', data: { deadlineMs: 1 } })).toThrow(InvalidJobIdError);
+describe('job data that cannot be trusted is refused, naming the field', () => {
+  type StoredJob = Parameters<typeof cleanupJobDataOf>[1];
+  const compact = (over: Partial<{ id: string | undefined; name: string | undefined; data: unknown }>) =>
+    ({ id: UID, name: full.pod, data: { deadlineMs: full.deadlineMs }, ...over }) as StoredJob;
+  const whole = (over: Record<string, unknown>) =>
+    ({ id: UID, name: 'cleanup-driver-pod', data: { ...full, ...over } }) as StoredJob;
+  const cases: { name: string; job: StoredJob; field: InvalidJobDataError['field'] }[] = [
+    // What BullMQ hands the worker when the job hash was deleted while the id sat in the delayed set.
+    { name: 'hash lost: no name, data {} → pod', job: compact({ name: undefined, data: {} }), field: 'pod' },
+    { name: 'empty pod name → pod', job: compact({ name: '' }), field: 'pod' },
+    { name: 'no job id → uid', job: compact({ id: undefined }), field: 'uid' },
+    { name: 'all-digit id → uid', job: compact({ id: '12345' }), field: 'uid' },
+    { name: 'id with ":" → uid', job: compact({ id: 'a:b' }), field: 'uid' },
+    { name: 'id not in RFC 4122 form → uid', job: compact({ id: 'not-a-uid' }), field: 'uid' },
+    { name: 'UID with a trailing character → uid', job: compact({ id: `${UID}x` }), field: 'uid' },
+    { name: 'deadline missing → deadlineMs', job: compact({ data: {} }), field: 'deadlineMs' },
+    {
+      name: 'deadline a string → deadlineMs',
+      job: compact({ data: { deadlineMs: '1796021070999' } }),
+      field: 'deadlineMs',
+    },
+    {
+      name: 'deadline null (JSON of NaN) → deadlineMs',
+      job: compact({ data: { deadlineMs: null } }),
+      field: 'deadlineMs',
+    },
+    {
+      name: 'deadline Infinity → deadlineMs',
+      job: compact({ data: { deadlineMs: Infinity } }),
+      field: 'deadlineMs',
+    },
+    { name: 'data null → deadlineMs', job: compact({ data: null }), field: 'deadlineMs' },
+    {
+      name: 'whole data of another namespace → namespace',
+      job: whole({ namespace: 'other' }),
+      field: 'namespace',
+    },
+    { name: 'whole data of another context → context', job: whole({ context: 'prod-us' }), field: 'context' },
+    {
+      name: 'whole data without namespace → namespace',
+      job: whole({ namespace: undefined }),
+      field: 'namespace',
+    },
+    {
+      name: 'whole data, uid not the job id → uid',
+      job: whole({ uid: '99999999-0000-4000-8000-000000000000' }),
+      field: 'uid',
+    },
+    {
+      name: 'whole data, uid all digits → uid',
+      job: { id: undefined, name: 'x', data: { ...full, uid: '123' } } as StoredJob,
+      field: 'uid',
+    },
+    { name: 'whole data without pod → pod', job: whole({ pod: undefined }), field: 'pod' },
+    {
+      name: 'whole data, deadline a string → deadlineMs',
+      job: whole({ deadlineMs: 'tomorrow' }),
+      field: 'deadlineMs',
+    },
+  ];
+  it.each(cases)('$name', ({ job, field }) => {
+    let err: unknown;
+    try {
+      cleanupJobDataOf(target, job);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(InvalidJobDataError);
+    expect(err).toMatchObject({ name: 'InvalidJobDataError', field });
+  });
+});
+
+describe('finishedWithoutDeleting: which finished jobs an enqueue replaces', () => {
+  const json = (outcome: string) => JSON.stringify({ outcome, latenessMs: 3 });
+  it.each([
+    {
+      name: 'would-delete, dry run now off → replaced',
+      value: json('would-delete'),
+      dryRun: false,
+      replace: true,
+    },
+    {
+      name: 'would-delete, still in dry run → kept',
+      value: json('would-delete'),
+      dryRun: true,
+      replace: false,
+    },
+    {
+      name: 'skipped (pod was not eligible then) → replaced',
+      value: json('skipped'),
+      dryRun: false,
+      replace: true,
+    },
+    { name: 'skipped, in dry run → replaced', value: json('skipped'), dryRun: true, replace: true },
+    { name: 'accepted → kept', value: json('accepted'), dryRun: false, replace: false },
+    { name: 'already-absent → kept', value: json('already-absent'), dryRun: false, replace: false },
+    { name: 'already-deleting → kept', value: json('already-deleting'), dryRun: false, replace: false },
+    { name: 'replaced (another UID) → kept', value: json('replaced'), dryRun: false, replace: false },
+    { name: 'no return value (pending or failed) → kept', value: null, dryRun: false, replace: false },
+    { name: 'empty → kept', value: '', dryRun: false, replace: false },
+    { name: 'not JSON → kept', value: '<oops', dryRun: false, replace: false },
+    { name: 'JSON null → kept', value: 'null', dryRun: false, replace: false },
+  ])('$name', ({ value, dryRun, replace }) => {
+    expect(finishedWithoutDeleting(value, dryRun)).toBe(replace);
   });
 });

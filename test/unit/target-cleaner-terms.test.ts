@@ -81,6 +81,9 @@ function fakeQueue() {
     async cancel() {
       return 'none';
     },
+    async unschedule() {
+      return 'none';
+    },
     async isTombstoned() {
       return false;
     },

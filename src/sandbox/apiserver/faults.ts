@@ -1,6 +1,6 @@
 /**
  * Fault injection: per verb and path pattern, for N requests or a time window, answer with an error
- * Status, add latency, reset the connection, or drop a watch mid-stream. Faults are matched in the
+ * Status or a proxy's HTML login page, add latency, reset the connection, or drop a watch mid-stream. Faults are matched in the
  * order they were injected; the first that matches a request applies (and uses up one of its count).
  */
 
@@ -23,6 +23,11 @@ export interface FaultSpec {
   reset?: boolean;
   /** For watches: start the stream, then end it cleanly after the first event or 100 ms. */
   dropWatch?: boolean;
+  /**
+   * Answer 200 with an HTML page instead of serving, as an auth proxy in front of the API server does with
+   * its login page (the request is not served: nothing changes).
+   */
+  loginPage?: boolean;
   /** Number of matching requests to affect (default: unlimited until cleared or expired). */
   count?: number;
   /** Window in ms, by the sandbox clock, from injection (default: no expiry). */
@@ -76,8 +81,8 @@ export function validateFaultSpec(spec: unknown): FaultSpec {
     }
   }
   for (const k of ['retryAfterSeconds', 'latencyMs', 'count', 'durationMs'] as const) checkNonNegative(f, k);
-  if (f.status === undefined && !f.latencyMs && !f.reset && !f.dropWatch) {
-    throw new FaultSpecError('fault needs at least one of status, latencyMs, reset, dropWatch');
+  if (f.status === undefined && !f.latencyMs && !f.reset && !f.dropWatch && !f.loginPage) {
+    throw new FaultSpecError('fault needs at least one of status, latencyMs, reset, dropWatch, loginPage');
   }
   return f;
 }

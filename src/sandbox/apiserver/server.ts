@@ -194,6 +194,14 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
         req.socket.destroy();
         return;
       }
+      if (fault.loginPage) {
+        res
+          .writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' })
+          .end(
+            '<!DOCTYPE html><html><head><title>Sign in</title></head><body><form>login</form></body></html>',
+          );
+        return;
+      }
       if (fault.status !== undefined) {
         sendError(
           res,
