@@ -1,0 +1,149 @@
+/**
+ * The self-check: every replica watches the outcome of cleaning, not just its own work, so that a target
+ * that silently stops being cleaned is visible in a metric and a log line without anyone counting pods.
+ *
+ * - **Overdue pods** ({@link findOverdue}) are computed from this replica's informer whenever they are asked
+ *   for (a scrape, the leaders API) and once per check period.
+ * - **The leader checks itself**: it leads the target but its worker has not been running, or it has
+ *   processed no job although pods were overdue, for longer than `leaderStuckMs` → one error line and it
+ *   **steps down** (resigns this term and campaigns again later), so another replica takes over and
+ *   reconciles. A leader that processes jobs which fail (403, 5xx) is not stuck: another leader would fail
+ *   the same way, and the `failed` outcomes are their own alert.
+ * - **A follower** that sees pods overdue for longer than `followerAlarmMs` past their deadline logs an
+ *   error naming the leader (at most once per `followerAlarmMs` per target).
+ *
+ * Intervals between two moments of this process use the monotonic clock (`monotonicNow`); only deadlines
+ * from Kubernetes timestamps use the wall clock (`now`).
+ */
+import type { Policy } from '../config/schema.ts';
+import type { DriverPod } from '../kube/driver-pod.ts';
+import type { LabelSelector } from '../kube/label-selector.ts';
+import type { Logger } from '../telemetry/log.ts';
+import { findOverdue, NONE_OVERDUE, type OverdueReport } from './overdue.ts';
+
+/** What the self-check reads from one target's cleaner. */
+export interface SelfCheckSubject {
+  /** The informer's cached pods of the target. */
+  pods(): readonly DriverPod[];
+  /** The informer has loaded its first list (before that, nothing is judged). */
+  readonly informerSynced: boolean;
+  readonly isLeader: boolean;
+  /** This replica's worker for the target is consuming. */
+  readonly workerRunning: boolean;
+  /** Monotonic ms of the last job the worker finished processing (any outcome), undefined if none yet. */
+  readonly lastProcessedMs: number | undefined;
+  /** Monotonic ms when the current leadership term began; undefined when not leading. */
+  readonly leaderSinceMs: number | undefined;
+  /** When this replica first saw a terminal pod without a finish time, epoch ms. */
+  firstSeenTerminalMs(uid: string): number | undefined;
+  /** Ends this term so that another replica leads; this one campaigns again later. */
+  stepDown(reason: string): void;
+  /** The current leader's replica id, if known. */
+  currentLeader(): Promise<string | undefined>;
+}
+
+/** Options of {@link createSelfCheck}. */
+export interface SelfCheckOptions {
+  readonly subject: SelfCheckSubject;
+  readonly selector: LabelSelector;
+  readonly policy: Policy;
+  readonly retentionMs: number;
+  /** A pod counts as overdue this long after its deadline, ms (default in the config: 2 × electionTtl + 30 s). */
+  readonly graceMs: number;
+  /** A leader stuck this long steps down, ms (the config uses `graceMs`). */
+  readonly leaderStuckMs: number;
+  /** A follower alarms when the oldest overdue pod is this far past its deadline, ms (the config: 2 × grace). */
+  readonly followerAlarmMs: number;
+  /** Dry-run deletes nothing, so nothing is ever overdue. */
+  readonly dryRun: boolean;
+  readonly log: Logger;
+  /** Epoch ms (deadlines from Kubernetes timestamps). */
+  readonly now: () => number;
+  /** Monotonic ms (intervals). */
+  readonly monotonicNow: () => number;
+}
+
+/** One target's self-check. */
+export interface SelfCheck {
+  /** The overdue pods now, from the informer's cache (empty before it synced, and in dry-run). */
+  overdue(): OverdueReport;
+  /**
+   * One check: the leader's stuck test and the follower's alarm. Call periodically (the replica does, every
+   * few seconds); returns what it did, for tests.
+   */
+  check(): Promise<'ok' | 'stepped-down' | 'alarmed'>;
+}
+
+/** Creates the self-check of one target. */
+export function createSelfCheck(opts: SelfCheckOptions): SelfCheck {
+  const s = opts.subject;
+  /** Monotonic ms since when the leader's worker has not been running (undefined while it runs). */
+  let workerDownSinceMs: number | undefined;
+  /** Monotonic ms of the last follower alarm. */
+  let lastAlarmMs: number | undefined;
+
+  function overdue(): OverdueReport {
+    if (opts.dryRun || !s.informerSynced) return NONE_OVERDUE;
+    return findOverdue(s.pods(), {
+      selector: opts.selector,
+      policy: opts.policy,
+      retentionMs: opts.retentionMs,
+      graceMs: opts.graceMs,
+      nowMs: opts.now(),
+      firstSeenTerminalMs: (uid) => s.firstSeenTerminalMs(uid),
+    });
+  }
+
+  /** Why the leader is stuck, or undefined when it is not. */
+  function stuckReason(report: OverdueReport, mono: number): string | undefined {
+    if (!s.isLeader || s.leaderSinceMs === undefined) {
+      workerDownSinceMs = undefined;
+      return undefined;
+    }
+    if (s.workerRunning) workerDownSinceMs = undefined;
+    else workerDownSinceMs ??= Math.max(mono, s.leaderSinceMs);
+    if (workerDownSinceMs !== undefined && mono - workerDownSinceMs >= opts.leaderStuckMs) {
+      return `leader without a running worker for ${Math.round(mono - workerDownSinceMs)} ms`;
+    }
+    if (report.count > 0) {
+      const since = Math.max(s.lastProcessedMs ?? Number.NEGATIVE_INFINITY, s.leaderSinceMs);
+      if (mono - since >= opts.leaderStuckMs) {
+        return `leader processed no job for ${Math.round(mono - since)} ms while ${report.count} pods were overdue`;
+      }
+    }
+    return undefined;
+  }
+
+  async function check(): Promise<'ok' | 'stepped-down' | 'alarmed'> {
+    const report = overdue();
+    const mono = opts.monotonicNow();
+    const stuck = stuckReason(report, mono);
+    const fields = {
+      overdue: report.count,
+      oldestOverdueMs: report.oldestAgeMs,
+      oldest: report.oldest.map((p) => ({ pod: p.name, uid: p.uid })),
+    };
+    if (stuck) {
+      opts.log.error({ ...fields, why: stuck }, 'self-check: leader is stuck; stepping down');
+      workerDownSinceMs = undefined;
+      s.stepDown(`self-check: ${stuck}`);
+      return 'stepped-down';
+    }
+    if (!s.isLeader && report.count > 0 && report.oldestAgeMs >= opts.followerAlarmMs) {
+      if (lastAlarmMs === undefined || mono - lastAlarmMs >= opts.followerAlarmMs) {
+        lastAlarmMs = mono;
+        const leader = await s.currentLeader().catch(() => undefined);
+        opts.log.error(
+          { ...fields, leader: leader ?? null },
+          leader
+            ? `self-check: pods overdue; the leader ${leader} is not cleaning this target`
+            : 'self-check: pods overdue and this target has no leader',
+        );
+        return 'alarmed';
+      }
+    }
+    return 'ok';
+  }
+
+  return { overdue, check };
+}

@@ -1,0 +1,170 @@
+import { describe, expect, it } from 'vitest';
+import { createSelfCheck, type SelfCheckSubject } from '../../src/cleaner/self-check.ts';
+import type { DriverPod } from '../../src/kube/driver-pod.ts';
+import { parseLabelSelector } from '../../src/kube/label-selector.ts';
+import { memoryLogger } from '../helpers/log.ts';
+
+const NOW = Date.parse('2026-12-01T12:00:00Z');
+const RETENTION = 60_000;
+const GRACE = 40_000;
+const STUCK = 40_000;
+const ALARM = 80_000;
+
+function finished(name: string, agoMs: number): DriverPod {
+  return {
+    metadata: {
+      name,
+      namespace: 'spark',
+      uid: `uid-${name}`,
+      labels: { 'spark-role': 'driver', 'kyuubi-unique-tag': name },
+    },
+    status: {
+      phase: 'Succeeded',
+      containerStatuses: [
+        {
+          name: 'spark-kubernetes-driver',
+          state: { terminated: { exitCode: 0, finishedAt: new Date(NOW - agoMs).toISOString() } },
+        },
+      ],
+    },
+  };
+}
+
+/** A target whose state the test sets; records step-downs. */
+function subject(over: Partial<Omit<SelfCheckSubject, 'pods'>> & { pods?: DriverPod[] } = {}) {
+  const steps: string[] = [];
+  const list = over.pods ?? [];
+  const s: SelfCheckSubject & { steps: string[] } = {
+    informerSynced: true,
+    isLeader: true,
+    workerRunning: true,
+    lastProcessedMs: undefined,
+    leaderSinceMs: 0,
+    firstSeenTerminalMs: () => undefined,
+    stepDown: (reason) => steps.push(reason),
+    currentLeader: async () => 'replica-2',
+    ...over,
+    pods: () => list,
+    steps,
+  };
+  return s;
+}
+
+function check(s: SelfCheckSubject, mono: { t: number }, dryRun = false) {
+  const log = memoryLogger();
+  const sc = createSelfCheck({
+    subject: s,
+    selector: parseLabelSelector('spark-role=driver,kyuubi-unique-tag'),
+    policy: 'ALL',
+    retentionMs: RETENTION,
+    graceMs: GRACE,
+    leaderStuckMs: STUCK,
+    followerAlarmMs: ALARM,
+    dryRun,
+    log: log.log,
+    now: () => NOW,
+    monotonicNow: () => mono.t,
+  });
+  return { sc, log };
+}
+
+const overduePod = () => finished('late', RETENTION + GRACE + 10_000); // 50 s past its deadline
+
+describe('self-check of a leader', () => {
+  it('processing jobs, pods overdue (API failures) → ok: stepping down would not help', async () => {
+    const mono = { t: 100_000 };
+    const s = subject({ pods: [overduePod()], lastProcessedMs: 99_000 });
+    expect(await check(s, mono).sc.check()).toBe('ok');
+    expect(s.steps).toEqual([]);
+  });
+
+  it('no job processed for 40 s while pods are overdue → steps down with one error line', async () => {
+    const mono = { t: 100_000 };
+    const s = subject({ pods: [overduePod()], lastProcessedMs: 60_000 });
+    const { sc, log } = check(s, mono);
+    expect(await sc.check()).toBe('stepped-down');
+    expect(s.steps).toHaveLength(1);
+    expect(log.lines.filter((l) => l.level === 'error')).toHaveLength(1);
+  });
+
+  it('no job processed for 39.999 s → ok', async () => {
+    const s = subject({ pods: [overduePod()], lastProcessedMs: 60_001 });
+    expect(await check(s, { t: 100_000 }).sc.check()).toBe('ok');
+  });
+
+  it('elected 10 s ago, nothing processed yet, pods overdue → ok (the term is young)', async () => {
+    const s = subject({ pods: [overduePod()], leaderSinceMs: 90_000 });
+    expect(await check(s, { t: 100_000 }).sc.check()).toBe('ok');
+  });
+
+  it('nothing overdue, nothing processed for an hour → ok (an idle target)', async () => {
+    const s = subject({ pods: [finished('fresh', 1000)], lastProcessedMs: 0 });
+    expect(await check(s, { t: 3_600_000 }).sc.check()).toBe('ok');
+  });
+
+  it('worker not running: ok until 40 s have passed, then steps down', async () => {
+    const mono = { t: 100_000 };
+    const s = subject({ workerRunning: false });
+    const { sc } = check(s, mono);
+    expect(await sc.check()).toBe('ok');
+    mono.t += STUCK - 1;
+    expect(await sc.check()).toBe('ok');
+    mono.t += 1;
+    expect(await sc.check()).toBe('stepped-down');
+    expect(s.steps[0]).toMatch(/without a running worker/);
+  });
+
+  it('worker down, then running again before 40 s → the count restarts', async () => {
+    const mono = { t: 100_000 };
+    const s = subject({ workerRunning: false });
+    const { sc } = check(s, mono);
+    await sc.check();
+    mono.t += 30_000;
+    Object.assign(s, { workerRunning: true });
+    expect(await sc.check()).toBe('ok');
+    Object.assign(s, { workerRunning: false });
+    mono.t += 30_000;
+    expect(await sc.check()).toBe('ok');
+  });
+
+  it('dry-run: nothing is overdue, nothing steps down', async () => {
+    const s = subject({ pods: [overduePod()], lastProcessedMs: 0 });
+    const { sc } = check(s, { t: 100_000 }, true);
+    expect(sc.overdue().count).toBe(0);
+    expect(await sc.check()).toBe('ok');
+  });
+
+  it('informer not synced: nothing is judged', async () => {
+    const s = subject({ pods: [overduePod()], informerSynced: false, lastProcessedMs: 0 });
+    expect(check(s, { t: 100_000 }).sc.overdue().count).toBe(0);
+  });
+});
+
+describe('self-check of a follower', () => {
+  it('a pod 50 s past its deadline (grace 40 s, alarm 80 s) → counted, no alarm yet', async () => {
+    const s = subject({ isLeader: false, leaderSinceMs: undefined, pods: [overduePod()] });
+    const { sc, log } = check(s, { t: 100_000 });
+    expect(sc.overdue().count).toBe(1);
+    expect(await sc.check()).toBe('ok');
+    expect(log.lines.filter((l) => l.level === 'error')).toHaveLength(0);
+  });
+
+  it('a pod 80 s past its deadline → one error naming the leader, repeated only after 80 s', async () => {
+    const mono = { t: 100_000 };
+    const s = subject({
+      isLeader: false,
+      leaderSinceMs: undefined,
+      pods: [finished('stuck', RETENTION + ALARM)],
+    });
+    const { sc, log } = check(s, mono);
+    expect(await sc.check()).toBe('alarmed');
+    expect(await sc.check()).toBe('ok');
+    mono.t += ALARM;
+    expect(await sc.check()).toBe('alarmed');
+    const errors = log.lines.filter((l) => l.level === 'error');
+    expect(errors).toHaveLength(2);
+    expect(errors[0]?.leader).toBe('replica-2');
+    expect(String(errors[0]?.msg)).toMatch(/replica-2/);
+    expect(s.steps).toEqual([]);
+  });
+});
