@@ -8,6 +8,7 @@
  */
 import type { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
+import { selfCheckSettings } from './cleaner/self-check.ts';
 import { createTargetCleaner, type TargetCleaner } from './cleaner/target-cleaner.ts';
 import type { Clock, MonotonicClock } from './clock.ts';
 import type { CleanerConfig } from './config/schema.ts';
@@ -119,6 +120,7 @@ export async function startReplica(
       log: tlog,
       now,
       monotonicNow,
+      selfCheck: selfCheckSettings(config.electionTtlSeconds),
       backoffMs: config.retryBaseDelayMs,
       maxBackoffMs: config.retryMaxDelayMs,
       warnIfNotAlone: !etcd,

@@ -21,6 +21,30 @@ import type { LabelSelector } from '../kube/label-selector.ts';
 import type { Logger } from '../telemetry/log.ts';
 import { findOverdue, NONE_OVERDUE, type OverdueReport } from './overdue.ts';
 
+/** Thresholds of the self-check, ms. */
+export interface SelfCheckSettings {
+  /** A pod is overdue this long after its deadline (config `overdueGrace`). */
+  readonly graceMs: number;
+  /** A leader that has not run its worker, or processed nothing while pods were overdue, this long steps down. */
+  readonly leaderStuckMs: number;
+  /** A follower alarms when a pod is this far past its deadline. */
+  readonly followerAlarmMs: number;
+  /** How often the check runs. */
+  readonly intervalMs: number;
+}
+
+/**
+ * The self-check's thresholds from the election TTL: grace `2 × TTL + 30 s` unless given (one failover —
+ * the old lease expiring, the new leader syncing and reconciling — never counts as overdue), the leader's
+ * stuck threshold equal to the grace, the follower's alarm at twice the grace, a check every 5 s.
+ * @param electionTtlSeconds the lease TTL, s.
+ * @param graceMs the configured grace, ms (undefined: the default).
+ */
+export function selfCheckSettings(electionTtlSeconds: number, graceMs?: number): SelfCheckSettings {
+  const grace = graceMs ?? 2 * electionTtlSeconds * 1000 + 30_000;
+  return { graceMs: grace, leaderStuckMs: grace, followerAlarmMs: 2 * grace, intervalMs: 5000 };
+}
+
 /** What the self-check reads from one target's cleaner. */
 export interface SelfCheckSubject {
   /** The informer's cached pods of the target. */
@@ -96,7 +120,8 @@ export function createSelfCheck(opts: SelfCheckOptions): SelfCheck {
 
   /** Why the leader is stuck, or undefined when it is not. */
   function stuckReason(report: OverdueReport, mono: number): string | undefined {
-    if (!s.isLeader || s.leaderSinceMs === undefined) {
+    // Before the informer's first list the term waits for it by design (and warns): nothing to judge.
+    if (!s.isLeader || s.leaderSinceMs === undefined || !s.informerSynced) {
       workerDownSinceMs = undefined;
       return undefined;
     }

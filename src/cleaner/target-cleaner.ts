@@ -35,6 +35,8 @@ import type { Logger } from '../telemetry/log.ts';
 import type { EnqueueTrigger, TargetTelemetry } from '../telemetry/target-telemetry.ts';
 import { createCacheTrust } from './cache-trust.ts';
 import { createLeaderTerms, sleepInTerm, type Term, waitInTerm } from './leader-terms.ts';
+import type { OverdueReport } from './overdue.ts';
+import { createSelfCheck, type SelfCheckSettings, selfCheckSettings } from './self-check.ts';
 
 /** Dependencies and settings of {@link createTargetCleaner}. */
 export interface TargetCleanerOptions {
@@ -81,6 +83,8 @@ export interface TargetCleanerOptions {
   maxBackoffMs?: number;
   /** Spans and metrics of enqueue, processing and reconcile (src/telemetry); optional. */
   telemetry?: TargetTelemetry;
+  /** The self-check's thresholds (src/cleaner/self-check.ts; default: those of a 10 s election TTL). */
+  selfCheck?: SelfCheckSettings;
 }
 
 /** One target's cleaner. `observe`, `elected` and `lost` are the informer's and leadership's callbacks. */
@@ -99,6 +103,8 @@ export interface TargetCleaner {
   readonly leadershipState: Leadership;
   /** The target's queue (the dashboard and the metrics read it). */
   readonly queue: CleanupQueue;
+  /** The overdue pods of the target as this replica's informer sees them (the self-check). */
+  overdue(): OverdueReport;
 }
 
 /** Creates the cleaner of one target; `start()` starts its informer and campaign. */
@@ -122,6 +128,10 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   const badUids = new Set<string>();
   let stopped = false;
   const monotonicNow = opts.monotonicNow ?? (() => performance.now());
+  /** Monotonic ms: since when this replica leads (undefined when not), and its worker's last processed job. */
+  let leaderSinceMs: number | undefined;
+  let lastProcessedMs: number | undefined;
+  let selfCheckTimer: NodeJS.Timeout | undefined;
 
   const informer = opts.informer();
   const leadership = opts.leadership();
@@ -143,6 +153,9 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     maxBackoffMs: opts.maxBackoffMs,
     telemetry: opts.telemetry,
     onRefused: (job) => requeueRefused(job),
+    onProcessed: () => {
+      lastProcessedMs = monotonicNow();
+    },
     deps: {
       pods: {
         get: (namespace, name, signal) => opts.pods.get(namespace, name, signal),
@@ -391,6 +404,41 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     if (term && !stopped) log.info({ term: term.id, reason }, 'stopped consuming');
   }
 
+  const checkSettings = opts.selfCheck ?? selfCheckSettings(10);
+  const selfCheck = createSelfCheck({
+    subject: {
+      pods: () => informer.list(),
+      get informerSynced() {
+        return informer.synced;
+      },
+      get isLeader() {
+        return leadership.isLeader;
+      },
+      get workerRunning() {
+        return worker.running;
+      },
+      get lastProcessedMs() {
+        return lastProcessedMs;
+      },
+      get leaderSinceMs() {
+        return leaderSinceMs;
+      },
+      firstSeenTerminalMs: (uid) => firstSeenTerminal.get(uid),
+      stepDown: (reason) => leadership.stepDown(reason),
+      currentLeader: () => leadership.currentLeader(),
+    },
+    selector: opts.selector,
+    policy: opts.policy,
+    retentionMs: opts.retentionMs,
+    graceMs: checkSettings.graceMs,
+    leaderStuckMs: checkSettings.leaderStuckMs,
+    followerAlarmMs: checkSettings.followerAlarmMs,
+    dryRun: opts.dryRun,
+    log,
+    now: opts.now,
+    monotonicNow,
+  });
+
   const terms = createLeaderTerms({
     begin: beginTerm,
     end: endTerm,
@@ -402,9 +450,15 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     target: opts.target,
     observe,
     elected() {
-      if (!stopped) terms.elected();
+      if (stopped) return;
+      leaderSinceMs = monotonicNow();
+      terms.elected();
     },
-    lost: (reason) => terms.lost(reason),
+    lost(reason) {
+      leaderSinceMs = undefined;
+      terms.lost(reason);
+    },
+    overdue: () => selfCheck.overdue(),
     reconcile,
     get isLeader() {
       return leadership.isLeader;
@@ -415,9 +469,16 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     async start() {
       void informer.start();
       leadership.start();
+      selfCheckTimer = setInterval(() => {
+        void selfCheck
+          .check()
+          .catch((err) => log.warn({ err: { message: (err as Error).message } }, 'self-check failed'));
+      }, checkSettings.intervalMs);
+      selfCheckTimer.unref();
     },
     async stop() {
       stopped = true;
+      clearInterval(selfCheckTimer);
       // Resigning ends the term through `lost`; ending it here too covers a leadership that was not leading
       // (a term still waiting for the informer) and is a no-op otherwise.
       await leadership.resign();

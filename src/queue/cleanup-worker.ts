@@ -82,6 +82,11 @@ export interface CleanupWorkerOptions {
    * from a trusted copy (the informer's). Without it the next reconcile finds the pod without a job.
    */
   onRefused?: (job: RefusedJob) => void;
+  /**
+   * Called after every processing attempt, whatever its outcome (a put-back or a failure too): the
+   * self-check's evidence that the worker is alive (src/cleaner/self-check.ts).
+   */
+  onProcessed?: () => void;
 }
 
 /**
@@ -219,7 +224,9 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
       logOutcome(opts.log, data, job.attemptsMade, o);
       return o;
     };
-    const outcome = await (opts.telemetry ? opts.telemetry.process(data, handle) : handle());
+    const outcome = await (opts.telemetry ? opts.telemetry.process(data, handle) : handle()).finally(() =>
+      opts.onProcessed?.(),
+    );
     switch (outcome.outcome) {
       case 'not-yet':
         await job.moveToDelayed(data.deadlineMs, token);
