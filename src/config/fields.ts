@@ -32,7 +32,7 @@ export const FIELDS: readonly FieldSpec[] = [
   {
     key: 'labelSelector',
     default: 'spark-role=driver,kyuubi-unique-tag',
-    help: 'Server-side label selector of driver pods.',
+    help: 'Server-side label selector of driver pods. Every pod it selects is deleted once finished, so it must require at least one label (`key`, `key=value`, `key in (a,b)`); an empty selector or one of exclusions only (`!key`, `key!=value`, `key notin (…)`) is refused.',
   },
   {
     key: 'policy',

@@ -6,8 +6,8 @@
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { InvalidSelectorError, parseLabelSelector } from '../kube/label-selector.ts';
 import { parseDurationMs } from './duration.ts';
+import { labelSelectorProblem } from './selector-scope.ts';
 
 /** A (context, namespace) pair to clean: Kyuubi's `KubernetesInfo`. `context` undefined = current/in-cluster. */
 export interface Target {
@@ -118,17 +118,10 @@ export const configSchema = z
       return targets;
     }),
     kubeconfig: z.string().min(1).optional(),
+    // Refused unless it narrows: every selected pod is deleted once terminal (src/config/selector-scope.ts).
     labelSelector: z.string().superRefine((v, ctx) => {
-      try {
-        parseLabelSelector(v);
-      } catch (err) {
-        if (err instanceof InvalidSelectorError)
-          ctx.addIssue({
-            code: 'custom',
-            message: `${err.message}; expected a label selector such as spark-role=driver,kyuubi-unique-tag`,
-          });
-        else throw err;
-      }
+      const problem = labelSelectorProblem(v);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
     }),
     policy: upperEnum(['ALL', 'COMPLETED']),
     retention: duration('retention period'),

@@ -14,8 +14,10 @@ import { sparkDriverPod } from '../../src/sandbox/workload.ts';
 import { tempFile } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
 import {
+  bystandersIntact,
   CLEAN,
   checkInvariants,
+  createBystanders,
   createDrivers,
   firstLeader,
   remember,
@@ -124,6 +126,42 @@ describe('bad input', () => {
     }
     expect(problems).toEqual([]);
   }, 240_000);
+
+  it('a selector that selects everything (empty in the YAML file, only exclusions in the env) → exit 2 naming labelSelector, its flag and variable and an example; no pod touched', async () => {
+    const ns = 'wide';
+    // Finished pods a selector without a required label would take: an executor, a hand-submitted driver.
+    const bystanders = createBystanders(cluster().server, ns);
+    const file = tempFile('config.yaml', 'labelSelector: ""\n');
+    const env = (extra: Record<string, string>) => ({
+      ...replicaEnv(cluster(), ns, 'bi-wide', { SDC_RECONCILE_INTERVAL: '1s' }),
+      ...extra,
+    });
+    const replicas = [
+      // An empty variable counts as unset: the file's empty selector applies.
+      cluster().startReplica('wide-file', env({ SDC_CONFIG: file, SDC_LABEL_SELECTOR: '' })),
+      cluster().startReplica('wide-env', env({ SDC_LABEL_SELECTOR: '!spark-exec-id,spark-role!=x' })),
+    ];
+    try {
+      // Before the fix these replicas ran and deleted the bystanders: stop waiting at whichever comes first.
+      await waitFor(
+        'both replicas exited, or a bystander touched',
+        () =>
+          replicas.every((r) => r.child.exitCode !== null) || !bystandersIntact(cluster().server, bystanders),
+        60_000,
+        100,
+      );
+      expect(bystandersIntact(cluster().server, bystanders)).toBe(true);
+      for (const r of replicas) {
+        expect(r.child.exitCode, r.stderr()).toBe(2);
+        expect(r.stderr()).toMatch(
+          /^ {2}- (labelSelector in .*config\.yaml|SDC_LABEL_SELECTOR): .*set labelSelector \(--label-selector, SDC_LABEL_SELECTOR\) to e\.g\. spark-role=driver,kyuubi-unique-tag$/m,
+        );
+        expect(r.stderr()).not.toMatch(/\n\s+at /);
+      }
+    } finally {
+      await stopAll(replicas);
+    }
+  }, 120_000);
 
   it('an HTTP port already in use, or an address not of this host → exit 2 naming httpHost/httpPort, no stack trace', async () => {
     const taken = createServer();

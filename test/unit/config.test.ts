@@ -38,6 +38,54 @@ describe('parseDurationMs', () => {
     it(`${JSON.stringify(input)} → ${want}`, () => expect(parseDurationMs(input)).toBe(want));
 });
 
+describe('labelSelector must narrow what can be deleted', () => {
+  // [selector, source, accepted]: a pod must carry at least one label for the selector to match it.
+  const cases: [string, 'flag' | 'file' | 'env', boolean][] = [
+    ['spark-role=driver', 'flag', true],
+    ['spark-role==driver', 'flag', true],
+    ['kyuubi-unique-tag', 'flag', true],
+    ['spark-role in (driver)', 'flag', true],
+    ['spark-role=driver,!spark-exec-id', 'flag', true],
+    ['tier notin (gold),kyuubi-unique-tag', 'flag', true],
+    ['spark-role=', 'flag', true], // the label must exist, with an empty value
+    ['', 'flag', false],
+    ['', 'file', false],
+    ['   ', 'env', false], // an empty variable counts as unset (the default applies); blanks do not
+    ['!spark-role', 'flag', false],
+    ['spark-role!=executor', 'flag', false],
+    ['spark-role notin (executor)', 'env', false],
+    ['!a,b!=c,d notin (e)', 'file', false],
+  ];
+  const load = (selector: string, source: 'flag' | 'file' | 'env') => {
+    if (source === 'flag') return loadConfig({ env: base, flags: { labelSelector: selector } });
+    if (source === 'env') return loadConfig({ env: { ...base, SDC_LABEL_SELECTOR: selector } });
+    const file = join(mkdtempSync(join(tmpdir(), 'sdc-cfg-')), 'c.yaml');
+    writeFileSync(file, `labelSelector: ${JSON.stringify(selector)}\n`);
+    return loadConfig({ file, env: base });
+  };
+  for (const [selector, source, ok] of cases) {
+    it(`${JSON.stringify(selector)} from the ${source} → ${ok ? 'accepted' : 'exit 2'}`, () => {
+      if (ok) {
+        expect(load(selector, source).labelSelector).toBe(selector);
+        return;
+      }
+      const lines = problems(() => load(selector, source));
+      expect(lines).toHaveLength(1);
+      // Names the field, its flag and variable, and an example, whatever the source.
+      expect(lines[0]).toMatch(
+        /expected at least one label the pod must carry .*set labelSelector \(--label-selector, SDC_LABEL_SELECTOR\) to e\.g\. spark-role=driver,kyuubi-unique-tag$/,
+      );
+      expect(lines[0]).toMatch(selector.trim() ? /only excludes/ : /empty: it selects every pod/);
+    });
+  }
+
+  it('an empty SDC_LABEL_SELECTOR is unset: the default selector applies', () => {
+    expect(loadConfig({ env: { ...base, SDC_LABEL_SELECTOR: '' } }).labelSelector).toBe(
+      'spark-role=driver,kyuubi-unique-tag',
+    );
+  });
+});
+
 describe('loadConfig', () => {
   it('defaults: Kyuubi-like selector, ALL, 5 min retention, 10 s TTL, live re-check, 20 QPS burst 30', () => {
     const c = loadConfig({ env: base });
