@@ -7,6 +7,7 @@ import type { Command } from 'commander';
 import { systemClock } from '../clock.ts';
 import { envName, FIELDS, flagName } from '../config/fields.ts';
 import { ConfigError, loadConfig, redactConfig } from '../config/load.ts';
+import { configWarnings } from '../config/warnings.ts';
 import { startHttpServer } from '../http/server.ts';
 import { KubeconfigError } from '../kube/kubeconfig.ts';
 import { startReplica } from '../replica.ts';
@@ -21,8 +22,9 @@ export function registerRunCommand(program: Command): void {
   cmd.option('--config <file>', 'YAML file with any of the fields below (env: SDC_CONFIG)');
   for (const f of FIELDS) {
     const def = f.default !== undefined ? ` (default: ${f.default})` : '';
+    const range = f.range ? ` (range: ${f.range.min} to ${f.range.max})` : '';
     const flag = f.flag ? flagName(f.key) : `${flagName(f.key)} <value>`;
-    cmd.option(flag, `${f.help}${def} [env: ${envName(f.key)}]`);
+    cmd.option(flag, `${f.help}${def}${range} [env: ${envName(f.key)}]`);
   }
   cmd.action(async (flags: Record<string, unknown>) => {
     await runReplica(flags);
@@ -43,6 +45,8 @@ export async function runReplica(flags: Record<string, unknown>): Promise<void> 
   }
   const log = createLogger({ level: config.logLevel, base: { replica: config.replicaId } });
   log.info({ config: redactConfig(config) }, 'effective configuration');
+  for (const w of configWarnings(config))
+    log.warn({ field: w.field, value: w.value }, `configuration: ${w.field} ${w.value}: ${w.message}`);
   // OTEL_* configure the traces (none when unset); the metrics are served on /metrics.
   const telemetry = await createTelemetry({ now: systemClock, replicaId: config.replicaId });
   for (const w of telemetry.tracing.warnings) log.warn(w);

@@ -6,7 +6,8 @@
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { parseDurationMs } from './duration.ts';
+import { formatDurationMs, parseDurationMs } from './duration.ts';
+import { fieldSpec, rangeMs } from './fields.ts';
 import { labelSelectorProblem } from './selector-scope.ts';
 
 /** A (context, namespace) pair to clean: Kyuubi's `KubernetesInfo`. `context` undefined = current/in-cluster. */
@@ -37,28 +38,55 @@ const list = z
   .union([z.string(), z.array(z.string())])
   .transform((v) => (Array.isArray(v) ? v : v.split(',')).map((s) => s.trim()).filter(Boolean));
 
-const duration = (what: string) =>
-  z.union([z.string(), z.number()]).transform((v, ctx) => {
+/**
+ * A duration field, in ms, within its range ({@link FIELDS}): outside it the message names the field,
+ * the range, the value and why the bounds are what they are.
+ */
+const duration = (key: string) => {
+  const spec = fieldSpec(key);
+  const range = rangeMs(spec);
+  return z.union([z.string(), z.number()]).transform((v, ctx) => {
     const ms = parseDurationMs(v);
     if (ms === undefined) {
       ctx.addIssue({
         code: 'custom',
-        message: `"${v}" is not a duration; expected ISO-8601 (PT5M), ms (300000) or 30s/5m/24h (${what})`,
+        message: `"${v}" is not a duration; expected ISO-8601 (PT5M), ms (300000) or 30s/5m/24h (${key})`,
+      });
+      return z.NEVER;
+    }
+    if (range && (ms < range.minMs || ms > range.maxMs)) {
+      ctx.addIssue({
+        code: 'custom',
+        message:
+          `"${v}" (${formatDurationMs(ms)}) is out of range: ${key} must be from ${spec.range?.min} to ` +
+          `${spec.range?.max} (${spec.range?.why})`,
       });
       return z.NEVER;
     }
     return ms;
   });
+};
 
-const int = (min: number, max: number) =>
+/** An integer from `min` to `max`; `why` (the reason for the bounds) is added to the message. */
+const int = (min: number, max: number, why?: string) =>
   z.union([z.string(), z.number()]).transform((v, ctx) => {
     const n = typeof v === 'number' ? v : Number(v.trim());
     if (!Number.isInteger(n) || n < min || n > max || (typeof v === 'string' && v.trim() === '')) {
-      ctx.addIssue({ code: 'custom', message: `"${v}" is not an integer from ${min} to ${max}` });
+      ctx.addIssue({
+        code: 'custom',
+        message: `"${v}" is not an integer from ${min} to ${max}${why ? ` (${why})` : ''}`,
+      });
       return z.NEVER;
     }
     return n;
   });
+
+/** The range of a field written in whole seconds, as `[min, max, why]` for {@link int}. */
+function secondsRange(key: string): [number, number, string | undefined] {
+  const spec = fieldSpec(key);
+  const r = rangeMs(spec);
+  return r ? [r.minMs / 1000, r.maxMs / 1000, spec.range?.why] : [0, Number.MAX_SAFE_INTEGER, undefined];
+}
 
 const positive = z.union([z.string(), z.number()]).transform((v, ctx) => {
   const n = typeof v === 'number' ? v : Number(v.trim());
@@ -124,17 +152,17 @@ export const configSchema = z
       if (problem) ctx.addIssue({ code: 'custom', message: problem });
     }),
     policy: upperEnum(['ALL', 'COMPLETED']),
-    retention: duration('retention period'),
+    retention: duration('retention'),
     redisUrl: url(['redis:', 'rediss:']),
     etcdEndpoints: list.pipe(z.array(url(['http:', 'https:']))).optional(),
-    electionTtlSeconds: int(2, 3600),
+    electionTtlSeconds: int(...secondsRange('electionTtlSeconds')),
     recheck: lowerEnum(['resource-version', 'live', 'cache']),
     apiQps: positive,
     apiBurst: int(1, 100_000),
-    apiTimeout: duration('API client timeout'),
+    apiTimeout: duration('apiTimeout'),
     concurrency: int(1, 1000),
-    retryBaseDelay: duration('retry base delay'),
-    retryMaxDelay: duration('retry max delay'),
+    retryBaseDelay: duration('retryBaseDelay'),
+    retryMaxDelay: duration('retryMaxDelay'),
     dryRun: bool,
     replicaId: z
       .string()
@@ -145,8 +173,8 @@ export const configSchema = z
       .string()
       .refine((v) => isIP(v) !== 0 || HOSTNAME.test(v), 'expected an IP address or a host name (RFC 1123)'),
     httpPort: int(0, 65535),
-    tombstoneTtl: duration('tombstone TTL'),
-    reconcileInterval: duration('reconcile interval'),
+    tombstoneTtl: duration('tombstoneTtl'),
+    reconcileInterval: duration('reconcileInterval'),
     queuePrefix: z
       .string()
       .regex(/^[A-Za-z0-9_-]{1,32}$/, 'expected 1-32 letters, digits, - or _ (no colon)'),
@@ -171,12 +199,6 @@ export const configSchema = z
         code: 'custom',
         path: ['retryBaseDelay'],
         message: `longer than retryMaxDelay (${c.retryMaxDelay} ms); expected at most it`,
-      });
-    if (c.retention > 365 * 86_400_000)
-      ctx.addIssue({
-        code: 'custom',
-        path: ['retention'],
-        message: 'longer than a year; expected e.g. PT5M',
       });
   })
   .transform((c) => ({

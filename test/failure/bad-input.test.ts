@@ -52,8 +52,8 @@ const BAD: Record<string, Record<string, string>> = {
   replicaId: { SDC_REPLICA_ID: 'bad id!' },
   httpHost: { SDC_HTTP_HOST: 'not a host' },
   httpPort: { SDC_HTTP_PORT: '70000' },
-  tombstoneTtl: { SDC_TOMBSTONE_TTL: 'forever' },
-  reconcileInterval: { SDC_RECONCILE_INTERVAL: 'often' },
+  tombstoneTtl: { SDC_TOMBSTONE_TTL: '0' }, // a duration, out of its range (1h to 365d)
+  reconcileInterval: { SDC_RECONCILE_INTERVAL: 'P30D' }, // above Node's timer limit: reconciled every 1 ms
   queuePrefix: { SDC_QUEUE_PREFIX: 'a:b' },
   logLevel: { SDC_LOG_LEVEL: 'loud' },
   dashboardReadOnly: { SDC_DASHBOARD_READ_ONLY: 'perhaps' },

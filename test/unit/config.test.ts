@@ -3,7 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseDurationMs } from '../../src/config/duration.ts';
+import { envName, FIELDS, NODE_TIMER_MAX_MS, rangeMs } from '../../src/config/fields.ts';
 import { ConfigError, loadConfig, redactConfig } from '../../src/config/load.ts';
+import { configWarnings } from '../../src/config/warnings.ts';
 
 const base = { SDC_TARGETS: 'kind-a:spark' };
 
@@ -83,6 +85,143 @@ describe('labelSelector must narrow what can be deleted', () => {
     expect(loadConfig({ env: { ...base, SDC_LABEL_SELECTOR: '' } }).labelSelector).toBe(
       'spark-role=driver,kyuubi-unique-tag',
     );
+  });
+});
+
+/** Every field whose value is a span of time: each has a documented range. */
+const DURATION_FIELDS = [
+  'retention',
+  'electionTtlSeconds',
+  'apiTimeout',
+  'retryBaseDelay',
+  'retryMaxDelay',
+  'tombstoneTtl',
+  'reconcileInterval',
+];
+
+describe('duration ranges', () => {
+  it('every duration field has a range whose bounds parse, and its default lies inside it', () => {
+    for (const key of DURATION_FIELDS) {
+      const spec = FIELDS.find((f) => f.key === key);
+      const r = spec && rangeMs(spec);
+      expect(r, key).toBeDefined();
+      expect(r?.minMs, key).toBeLessThan(r?.maxMs ?? 0);
+      expect(spec?.range?.why.length, key).toBeGreaterThan(20);
+      const { [key === 'electionTtlSeconds' ? key : `${key}Ms`]: value } = loadConfig({
+        env: base,
+      }) as Record<string, unknown>;
+      const ms = key === 'electionTtlSeconds' ? Number(value) * 1000 : Number(value);
+      expect(ms, key).toBeGreaterThanOrEqual(r?.minMs ?? Infinity);
+      expect(ms, key).toBeLessThanOrEqual(r?.maxMs ?? -Infinity);
+    }
+  });
+
+  it('a field that goes into a Node timer stays at or below 2^31−1 ms (a longer timer fires after 1 ms)', () => {
+    const timed = FIELDS.filter((f) => f.range?.nodeTimer);
+    expect(timed.map((f) => f.key).sort()).toEqual(['apiTimeout', 'electionTtlSeconds', 'reconcileInterval']);
+    for (const f of timed) expect(rangeMs(f)?.maxMs, f.key).toBeLessThanOrEqual(NODE_TIMER_MAX_MS);
+  });
+
+  // Both bounds are accepted, one step outside is refused: generated from the one table (src/config/fields.ts).
+  // retryBaseDelay at its max needs a retryMaxDelay as long (base ≤ max is checked across fields).
+  const beside: Record<string, Record<string, string>> = { retryBaseDelay: { SDC_RETRY_MAX_DELAY: '1h' } };
+  for (const f of FIELDS.filter((x) => x.range)) {
+    const r = rangeMs(f);
+    const seconds = f.key.endsWith('Seconds');
+    const step = seconds ? 1000 : 1;
+    const write = (ms: number) => String(seconds ? ms / 1000 : ms);
+    const cases: [string, number, boolean][] = [
+      [`min ${f.range?.min}`, r?.minMs ?? 0, true],
+      [`max ${f.range?.max}`, r?.maxMs ?? 0, true],
+      [`max + ${seconds ? '1 s' : '1 ms'}`, (r?.maxMs ?? 0) + step, false],
+    ];
+    if ((r?.minMs ?? 0) > 0) cases.push([`min − ${seconds ? '1 s' : '1 ms'}`, (r?.minMs ?? 0) - step, false]);
+    for (const [name, ms, ok] of cases) {
+      it(`${f.key}: ${name} → ${ok ? 'accepted' : 'exit 2 naming the field, the range and the value'}`, () => {
+        const env = { ...base, ...beside[f.key], [envName(f.key)]: write(ms) };
+        if (ok) {
+          expect(() => loadConfig({ env })).not.toThrow();
+          return;
+        }
+        const lines = problems(() => loadConfig({ env }));
+        expect(lines).toHaveLength(1);
+        expect(lines[0]).toContain(`${envName(f.key)}: "${write(ms)}"`);
+        expect(lines[0]).toContain(`${f.range?.min} to ${f.range?.max}`);
+        if (!seconds) expect(lines[0]).toContain(`out of range: ${f.key} must be from`);
+      });
+    }
+  }
+
+  // The values reported, as operators write them.
+  const reported: [string, Record<string, string>, RegExp | undefined][] = [
+    [
+      'reconcileInterval P30D (overflowed Node’s timer: 182 reconciles in 200 ms)',
+      { SDC_RECONCILE_INTERVAL: 'P30D' },
+      /^SDC_RECONCILE_INTERVAL: "P30D" \(30d\) is out of range: reconcileInterval must be from 1s to 24h \(.*Node timer/,
+    ],
+    [
+      'reconcileInterval 0',
+      { SDC_RECONCILE_INTERVAL: '0' },
+      /"0" \(0ms\) is out of range: reconcileInterval/,
+    ],
+    [
+      'tombstoneTtl 0',
+      { SDC_TOMBSTONE_TTL: '0' },
+      /"0" \(0ms\) is out of range: tombstoneTtl must be from 1h/,
+    ],
+    ['tombstoneTtl 30m', { SDC_TOMBSTONE_TTL: '30m' }, /tombstoneTtl must be from 1h to 365d/],
+    ['apiTimeout P30D', { SDC_API_TIMEOUT: 'P30D' }, /apiTimeout must be from 1s to 5m/],
+    ['apiTimeout 0', { SDC_API_TIMEOUT: '0' }, /apiTimeout must be from 1s to 5m/],
+    ['retryMaxDelay 2 days', { SDC_RETRY_MAX_DELAY: 'P2D' }, /retryMaxDelay must be from 1s to 1h/],
+    ['retryBaseDelay 0', { SDC_RETRY_BASE_DELAY: '0' }, /retryBaseDelay must be from 100ms to 1h/],
+    ['retention P400D', { SDC_RETENTION: 'P400D' }, /retention must be from 0 to 365d/],
+    [
+      'electionTtlSeconds 86400',
+      { SDC_ELECTION_TTL_SECONDS: '86400' },
+      /"86400" is not an integer from 2 to 3600 \(a leader fences itself/,
+    ],
+    ['retention 0 (allowed, with a warning)', { SDC_RETENTION: '0' }, undefined],
+    ['reconcileInterval PT24H', { SDC_RECONCILE_INTERVAL: 'PT24H' }, undefined],
+  ];
+  for (const [name, env, pattern] of reported) {
+    it(`${name} → ${pattern ? 'exit 2' : 'accepted'}`, () => {
+      if (!pattern) expect(() => loadConfig({ env: { ...base, ...env } })).not.toThrow();
+      else expect(problems(() => loadConfig({ env: { ...base, ...env } })).join('\n')).toMatch(pattern);
+    });
+  }
+});
+
+describe('configWarnings', () => {
+  const h = 3_600_000;
+  const cases: [string, { retentionMs: number; tombstoneTtlMs: number }, string[]][] = [
+    ['defaults (retention 5m, tombstone 24h) → none', { retentionMs: 300_000, tombstoneTtlMs: 24 * h }, []],
+    ['retention 0 → retention', { retentionMs: 0, tombstoneTtlMs: 24 * h }, ['retention']],
+    ['retention 999 ms → retention', { retentionMs: 999, tombstoneTtlMs: 24 * h }, ['retention']],
+    ['retention 1 s → none', { retentionMs: 1000, tombstoneTtlMs: 24 * h }, []],
+    [
+      'retention 23h, tombstone 24h (exactly + 1h) → none',
+      { retentionMs: 23 * h, tombstoneTtlMs: 24 * h },
+      [],
+    ],
+    [
+      'retention 23h + 1 ms, tombstone 24h → tombstoneTtl',
+      { retentionMs: 23 * h + 1, tombstoneTtlMs: 24 * h },
+      ['tombstoneTtl'],
+    ],
+    [
+      'retention 7d, tombstone 24h → tombstoneTtl',
+      { retentionMs: 7 * 24 * h, tombstoneTtlMs: 24 * h },
+      ['tombstoneTtl'],
+    ],
+    ['retention 0, tombstone 1h → retention only', { retentionMs: 0, tombstoneTtlMs: h }, ['retention']],
+  ];
+  for (const [name, config, fields] of cases)
+    it(name, () => expect(configWarnings(config).map((w) => w.field)).toEqual(fields));
+
+  it('a warning says what to set: the field, its flag and variable, and the value that would do', () => {
+    const [w] = configWarnings({ retentionMs: 7 * 24 * h, tombstoneTtlMs: 24 * h });
+    expect(w).toMatchObject({ field: 'tombstoneTtl', value: '1d' });
+    expect(w?.message).toMatch(/set tombstoneTtl \(--tombstone-ttl, SDC_TOMBSTONE_TTL\) to at least 169h$/);
   });
 });
 
