@@ -6,7 +6,8 @@
 import type { Command } from 'commander';
 import { systemClock } from '../clock.ts';
 import { envName, FIELDS, flagName } from '../config/fields.ts';
-import { ConfigError, loadConfig, redactConfig } from '../config/load.ts';
+import { ConfigError, loadConfig } from '../config/load.ts';
+import { redactConfig } from '../config/redact.ts';
 import { configWarnings } from '../config/warnings.ts';
 import { startHttpServer } from '../http/server.ts';
 import { KubeconfigError } from '../kube/kubeconfig.ts';

@@ -76,13 +76,13 @@ export const FIELDS: readonly FieldSpec[] = [
   {
     key: 'redisUrl',
     default: 'redis://127.0.0.1:6379',
-    help: 'Redis for the cleanup queues (`redis://` or `rediss://`).',
+    help: 'Redis for the cleanup queues (`redis://` or `rediss://`); a password as userinfo (`redis://:secret@host`) or in the query (`?password=`), masked in logs.',
     secret: true,
     envAliases: ['REDIS_URL'],
   },
   {
     key: 'etcdEndpoints',
-    help: 'Comma-separated etcd URLs; unset → single-server mode (local leadership).',
+    help: 'Comma-separated etcd URLs, `http(s)://host:port` only (no credentials, path or query); unset → single-server mode (local leadership).',
     envAliases: ['ETCD_ENDPOINTS'],
   },
   {

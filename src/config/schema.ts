@@ -8,6 +8,7 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { formatDurationMs, parseDurationMs } from './duration.ts';
 import { fieldSpec, rangeMs } from './fields.ts';
+import { maskUrl } from './redact.ts';
 import { labelSelectorProblem } from './selector-scope.ts';
 
 /** A (context, namespace) pair to clean: Kyuubi's `KubernetesInfo`. `context` undefined = current/in-cluster. */
@@ -106,17 +107,36 @@ const bool = z.union([z.boolean(), z.string()]).transform((v, ctx) => {
   return z.NEVER;
 });
 
-const url = (protocols: string[]) =>
-  z.string().refine(
-    (v) => {
-      try {
-        return protocols.includes(new URL(v).protocol);
-      } catch {
-        return false;
-      }
-    },
-    { message: `expected a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}` },
-  );
+/**
+ * A URL of one of `protocols`, then `check(url)` (a problem, or undefined); every message quotes the value
+ * with its secrets masked.
+ */
+const url = (protocols: string[], check?: (url: URL) => string | undefined) =>
+  z.string().superRefine((v, ctx) => {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(v);
+    } catch {
+      // reported below
+    }
+    const problem =
+      !parsed || !protocols.includes(parsed.protocol)
+        ? `expected a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}`
+        : check?.(parsed);
+    if (problem) ctx.addIssue({ code: 'custom', message: `"${maskUrl(v)}": ${problem}` });
+  });
+
+/**
+ * An etcd endpoint: `http(s)://host:port` and nothing else. etcd3 strips the scheme and hands the rest to
+ * gRPC as the address, so credentials (`user:secret@`), a path or a query would end up in a host name —
+ * and in its connection errors — instead of authenticating; etcd authentication is not configurable here.
+ */
+const etcdEndpoint = url(['http:', 'https:'], (u) =>
+  u.username || u.password || u.search || u.hash || u.pathname !== '/'
+    ? 'credentials, a path or a query in an etcd endpoint are not supported (the etcd client would pass ' +
+      'them to gRPC as part of the address); expected http(s)://host:port'
+    : undefined,
+);
 
 const upperEnum = <T extends string>(values: readonly [T, ...T[]]) =>
   z
@@ -154,7 +174,7 @@ export const configSchema = z
     policy: upperEnum(['ALL', 'COMPLETED']),
     retention: duration('retention'),
     redisUrl: url(['redis:', 'rediss:']),
-    etcdEndpoints: list.pipe(z.array(url(['http:', 'https:']))).optional(),
+    etcdEndpoints: list.pipe(z.array(etcdEndpoint)).optional(),
     electionTtlSeconds: int(...secondsRange('electionTtlSeconds')),
     recheck: lowerEnum(['resource-version', 'live', 'cache']),
     apiQps: positive,

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseDurationMs } from '../../src/config/duration.ts';
 import { envName, FIELDS, NODE_TIMER_MAX_MS, rangeMs } from '../../src/config/fields.ts';
-import { ConfigError, loadConfig, redactConfig } from '../../src/config/load.ts';
+import { ConfigError, loadConfig } from '../../src/config/load.ts';
+import { maskUrl, redactConfig } from '../../src/config/redact.ts';
 import { configWarnings } from '../../src/config/warnings.ts';
 
 const base = { SDC_TARGETS: 'kind-a:spark' };
@@ -293,12 +294,12 @@ describe('loadConfig', () => {
     [
       'bad redis url',
       { SDC_REDIS_URL: 'localhost:6379' },
-      /SDC_REDIS_URL: expected a URL starting with redis:\/\//,
+      /SDC_REDIS_URL: "localhost:6379": expected a URL starting with redis:\/\//,
     ],
     [
       'bad etcd endpoint',
       { SDC_ETCD_ENDPOINTS: 'http://a:2379,b:2379' },
-      /SDC_ETCD_ENDPOINTS: expected a URL/,
+      /SDC_ETCD_ENDPOINTS: "b:2379": expected a URL/,
     ],
     [
       'TTL too small',
@@ -390,5 +391,78 @@ describe('loadConfig', () => {
     expect(text).not.toContain('s3cret');
     expect(text).not.toContain('"pw"');
     expect(text).toContain('redis://:***@redis:6379');
+  });
+});
+
+describe('secrets in URLs', () => {
+  // ioredis turns every query parameter into a connection option, so the query is as secret as userinfo.
+  const cases: [string, string, string][] = [
+    ['userinfo password', 'redis://:s3cret@redis:6379', 'redis://:***@redis:6379'],
+    ['ACL user and password', 'rediss://cleaner:s3cret@redis:6380/0', 'rediss://cleaner:***@redis:6380/0'],
+    ['password in the query', 'redis://redis:6379?password=s3cret', 'redis://redis:6379?password=***'],
+    [
+      'user and password in the query, db kept',
+      'redis://redis:6379/?db=2&username=cleaner&password=s3cret',
+      'redis://redis:6379/?db=2&username=***&password=***',
+    ],
+    [
+      'sentinel password, family kept',
+      'redis://redis:6379?family=6&sentinelPassword=s3cret',
+      'redis://redis:6379?family=6&sentinelPassword=***',
+    ],
+    ['both forms', 'redis://:s3cret@redis?password=s3cret', 'redis://:***@redis?password=***'],
+    ['etcd with credentials', 'http://root:s3cret@etcd-0:2379', 'http://root:***@etcd-0:2379/'],
+    ['nothing secret: unchanged', 'redis://127.0.0.1:6379', 'redis://127.0.0.1:6379'],
+    ['not a URL, userinfo', 'redis://:s3cret@redis:port', 'redis://:***@redis:port'],
+    ['not a URL, query', 'redis://redis:port?db=1&password=s3cret', 'redis://redis:port?db=1&password=***'],
+  ];
+  for (const [name, url, want] of cases) it(`maskUrl: ${name}`, () => expect(maskUrl(url)).toBe(want));
+
+  for (const [name, url] of cases.filter(([n, u]) => u.startsWith('redis') && !n.startsWith('not a URL'))) {
+    it(`SDC_REDIS_URL with a ${name}: the effective configuration holds no secret`, () => {
+      const text = JSON.stringify(redactConfig(loadConfig({ env: { ...base, SDC_REDIS_URL: url } })));
+      expect(text).not.toContain('s3cret');
+    });
+  }
+
+  it('a refused URL is quoted with its secrets masked', () => {
+    const lines = problems(() =>
+      loadConfig({
+        env: {
+          ...base,
+          SDC_REDIS_URL: 'http://:s3cret@redis:6379?password=s3cret',
+          SDC_ETCD_ENDPOINTS: 'etcd://root:s3cret@etcd:2379',
+        },
+      }),
+    );
+    expect(lines).toEqual([
+      'SDC_REDIS_URL: "http://:***@redis:6379/?password=***": expected a URL starting with redis:// or rediss://',
+      'SDC_ETCD_ENDPOINTS: "etcd://root:***@etcd:2379": expected a URL starting with http:// or https://',
+    ]);
+  });
+
+  // etcd3 hands everything after http:// to gRPC as the address: credentials would be neither used nor hidden.
+  for (const endpoint of [
+    'http://root:s3cret@etcd-0:2379',
+    'http://etcd-0:2379?password=s3cret',
+    'http://etcd-0:2379/v3',
+  ]) {
+    it(`etcd endpoint ${endpoint.replace('s3cret', '…')} → refused, masked`, () => {
+      const lines = problems(() =>
+        loadConfig({ env: { ...base, SDC_ETCD_ENDPOINTS: `http://etcd-1:2379,${endpoint}` } }),
+      );
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(
+        /^SDC_ETCD_ENDPOINTS: ".*": credentials, a path or a query in an etcd endpoint are not supported .*expected http\(s\):\/\/host:port$/,
+      );
+      expect(lines[0]).not.toContain('s3cret');
+    });
+  }
+
+  it('etcd endpoints as host:port URLs are accepted', () => {
+    expect(
+      loadConfig({ env: { ...base, SDC_ETCD_ENDPOINTS: 'http://etcd-0:2379, https://etcd-1:2379/' } })
+        .etcdEndpoints,
+    ).toEqual(['http://etcd-0:2379', 'https://etcd-1:2379/']);
   });
 });
