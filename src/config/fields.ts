@@ -137,7 +137,7 @@ export const FIELDS: readonly FieldSpec[] = [
     range: {
       min: '1s',
       max: '1h',
-      why: "Retry-After is given in whole seconds and bounded by this, so below 1 s the API server's would be cut short; above an hour a pod whose DELETE keeps failing waits hours between attempts. A BullMQ delay, never a Node timer",
+      why: 'the API server asks for a Retry-After in whole seconds, so a cap under 1 s is shorter than any it asks for; above an hour a pod whose DELETE keeps failing waits hours between attempts. A BullMQ delay, never a Node timer',
       nodeTimer: false,
     },
   },
