@@ -4,7 +4,7 @@
  * it was met; a missed target stays in the report as measured. Benchmarks absent from the results are
  * left out. `node bench/report.ts [results.json]` re-renders from a file.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BenchResults } from './results.ts';
@@ -371,9 +371,13 @@ function charts(r: BenchResults): Record<string, string> {
   return out;
 }
 
-/** Writes `REPORT.md` and its charts into `dir`; `resultsPath` is linked from the report. */
+/**
+ * Writes `REPORT.md` and its charts into `dir`, created when missing (a quick run's `bench/results/quick/`
+ * does not exist on a fresh clone); `resultsPath` is linked from the report.
+ */
 export function renderReport(r: BenchResults, dir: string, resultsPath: string): void {
   const svgs = charts(r);
+  mkdirSync(dir, { recursive: true });
   for (const [name, svg] of Object.entries(svgs)) writeFileSync(join(dir, name), svg);
   const rows = targetRows(r);
   const missed = rows.filter((x) => x.met === false);

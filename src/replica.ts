@@ -120,7 +120,7 @@ export async function startReplica(
       log: tlog,
       now,
       monotonicNow,
-      selfCheck: selfCheckSettings(config.electionTtlSeconds),
+      selfCheck: selfCheckSettings(config.electionTtlSeconds, config.overdueGraceMs),
       backoffMs: config.retryBaseDelayMs,
       maxBackoffMs: config.retryMaxDelayMs,
       warnIfNotAlone: !etcd,

@@ -14,6 +14,7 @@
  * always does; it changes no count, only protects a re-created pod), and stopping does not delete
  * pending pods early (Kyuubi does on shutdown), so that stopping the demo does not skew its counts.
  */
+import { NODE_TIMER_MAX_MS } from '../config/fields.ts';
 import type { Policy } from '../config/schema.ts';
 import { deadlineMs, decide, malformedReason } from '../kube/app-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
@@ -108,17 +109,22 @@ export function createKyuubiLikeCleaner(opts: KyuubiLikeCleanerOptions): KyuubiL
     if (decision.action !== 'enqueue') return;
     const uid = pod.metadata?.uid ?? '';
     if (timers.has(uid) || fired.has(uid)) return;
-    const t = now();
-    const { deadlineMs: deadline } = deadlineMs(decision.state.finishedAtMs, opts.retentionMs, t);
-    const timer = setTimeout(
-      () => {
-        timers.delete(uid);
-        fired.add(uid);
-        void fire(pod, deadline);
-      },
-      Math.max(0, deadline - t),
-    );
-    timers.set(uid, timer);
+    const { deadlineMs: deadline } = deadlineMs(decision.state.finishedAtMs, opts.retentionMs, now());
+    const arm = () => {
+      // A retention of ~25 days or more does not fit a Node timer, which would fire after 1 ms: wait in steps.
+      const wait = Math.max(0, deadline - now());
+      const timer = setTimeout(
+        () => {
+          if (wait > NODE_TIMER_MAX_MS) return arm();
+          timers.delete(uid);
+          fired.add(uid);
+          void fire(pod, deadline);
+        },
+        Math.min(wait, NODE_TIMER_MAX_MS),
+      );
+      timers.set(uid, timer);
+    };
+    arm();
   }
 
   return {

@@ -2,11 +2,14 @@
  * `spark-driver-cleaner run`: one replica. Flags mirror the configuration fields ({@link FIELDS});
  * environment variables `SDC_*` and a YAML file (`--config`) fill in the rest.
  * Exit codes: 2 for bad configuration (one line per bad field on stderr), 0 after a clean shutdown.
+ * `run --check` only validates: it prints the effective configuration and exits 0, or 2.
  */
 import type { Command } from 'commander';
 import { monotonicClock, systemClock } from '../clock.ts';
 import { envName, FIELDS, flagName } from '../config/fields.ts';
-import { ConfigError, loadConfig, redactConfig } from '../config/load.ts';
+import { ConfigError, loadConfig } from '../config/load.ts';
+import { redactConfig } from '../config/redact.ts';
+import { configWarnings } from '../config/warnings.ts';
 import { startHttpServer } from '../http/server.ts';
 import { KubeconfigError } from '../kube/kubeconfig.ts';
 import { startReplica } from '../replica.ts';
@@ -19,17 +22,27 @@ export function registerRunCommand(program: Command): void {
     .command('run')
     .description('Run one replica: watch, enqueue, and clean up while leading.');
   cmd.option('--config <file>', 'YAML file with any of the fields below (env: SDC_CONFIG)');
+  cmd.option(
+    '--check',
+    'validate the configuration and exit: the effective configuration as JSON on stdout (secrets masked), ' +
+      'warnings on stderr; exit 0, or 2 naming each bad field. Contacts nothing (kubeconfig contexts, ' +
+      'Redis, etcd and the API server are checked at start)',
+  );
   for (const f of FIELDS) {
     const def = f.default !== undefined ? ` (default: ${f.default})` : '';
+    const range = f.range ? ` (range: ${f.range.min} to ${f.range.max})` : '';
     const flag = f.flag ? flagName(f.key) : `${flagName(f.key)} <value>`;
-    cmd.option(flag, `${f.help}${def} [env: ${envName(f.key)}]`);
+    cmd.option(flag, `${f.help}${def}${range} [env: ${envName(f.key)}]`);
   }
   cmd.action(async (flags: Record<string, unknown>) => {
     await runReplica(flags);
   });
 }
 
-/** Loads the config, starts the replica and its HTTP server, and stops both on SIGTERM/SIGINT. */
+/**
+ * Loads the config, starts the replica and its HTTP server, and stops both on SIGTERM/SIGINT. With
+ * `flags.check`, prints the configuration and its warnings and returns without starting anything.
+ */
 export async function runReplica(flags: Record<string, unknown>): Promise<void> {
   let config: ReturnType<typeof loadConfig>;
   try {
@@ -41,8 +54,16 @@ export async function runReplica(flags: Record<string, unknown>): Promise<void> 
     }
     throw err;
   }
+  if (flags.check === true) {
+    process.stdout.write(`${JSON.stringify(redactConfig(config), null, 2)}\n`);
+    for (const w of configWarnings(config))
+      process.stderr.write(`spark-driver-cleaner: warning: ${w.field} ${w.value}: ${w.message}\n`);
+    return;
+  }
   const log = createLogger({ level: config.logLevel, base: { replica: config.replicaId } });
   log.info({ config: redactConfig(config) }, 'effective configuration');
+  for (const w of configWarnings(config))
+    log.warn({ field: w.field, value: w.value }, `configuration: ${w.field} ${w.value}: ${w.message}`);
   // OTEL_* configure the traces (none when unset); the metrics are served on /metrics.
   const telemetry = await createTelemetry({ replicaId: config.replicaId });
   for (const w of telemetry.tracing.warnings) log.warn(w);

@@ -3,6 +3,27 @@
  * default and meaning. The loader, the `run --help` text and the README's configuration table all
  * come from here, so they cannot drift apart.
  */
+import { parseDurationMs } from './duration.ts';
+
+/**
+ * Node's timers hold a signed 32-bit number of ms: a longer delay (~24.8 days) fires after 1 ms, with only
+ * a TimeoutOverflowWarning. A field that ends up in a timer must stay at or below it.
+ */
+export const NODE_TIMER_MAX_MS = 2 ** 31 - 1;
+
+/**
+ * The accepted range of a duration field, both bounds included. `min` and `max` are written as the
+ * field's values are: durations (`1s`, `PT24H`) for duration fields, a number of seconds for
+ * `electionTtlSeconds`. Outside it the loader refuses the value (exit 2).
+ */
+export interface DurationRange {
+  readonly min: string;
+  readonly max: string;
+  /** Why these bounds: shown in the error and the README. */
+  readonly why: string;
+  /** The value is put in a Node timer (setTimeout/setInterval/AbortSignal.timeout): max ≤ {@link NODE_TIMER_MAX_MS}. */
+  readonly nodeTimer: boolean;
+}
 
 /** One configuration field. `key` is camelCase (YAML), the flag is its kebab-case, env is `SDC_` + SNAKE. */
 export interface FieldSpec {
@@ -17,6 +38,8 @@ export interface FieldSpec {
   readonly flag?: boolean;
   /** Extra environment variables read when the SDC_ one is unset (lowest priority last). */
   readonly envAliases?: readonly string[];
+  /** Every duration field has one: the values accepted. */
+  readonly range?: DurationRange;
 }
 
 export const FIELDS: readonly FieldSpec[] = [
@@ -32,7 +55,7 @@ export const FIELDS: readonly FieldSpec[] = [
   {
     key: 'labelSelector',
     default: 'spark-role=driver,kyuubi-unique-tag',
-    help: 'Server-side label selector of driver pods.',
+    help: 'Server-side label selector of driver pods. Every pod it selects is deleted once finished, so it must require at least one label (`key`, `key=value`, `key in (a,b)`); an empty selector or one of exclusions only (`!key`, `key!=value`, `key notin (…)`) is refused.',
   },
   {
     key: 'policy',
@@ -43,20 +66,36 @@ export const FIELDS: readonly FieldSpec[] = [
     key: 'retention',
     default: 'PT5M',
     help: 'Retention period after the driver finished: ISO-8601, ms, or `30s`/`5m`.',
+    range: {
+      min: '0',
+      max: '365d',
+      why: '0 deletes a driver as soon as it finishes (allowed, with a warning); it is a BullMQ delay (a Redis score), never a Node timer',
+      nodeTimer: false,
+    },
   },
   {
     key: 'redisUrl',
     default: 'redis://127.0.0.1:6379',
-    help: 'Redis for the cleanup queues (`redis://` or `rediss://`).',
+    help: 'Redis for the cleanup queues (`redis://` or `rediss://`); a password as userinfo (`redis://:secret@host`) or in the query (`?password=`), masked in logs.',
     secret: true,
     envAliases: ['REDIS_URL'],
   },
   {
     key: 'etcdEndpoints',
-    help: 'Comma-separated etcd URLs; unset → single-server mode (local leadership).',
+    help: 'Comma-separated etcd URLs, `http(s)://host:port` only (no credentials, path or query); unset → single-server mode (local leadership).',
     envAliases: ['ETCD_ENDPOINTS'],
   },
-  { key: 'electionTtlSeconds', default: '10', help: 'Leader lease TTL in seconds (integer, ≥ 2).' },
+  {
+    key: 'electionTtlSeconds',
+    default: '10',
+    help: 'Leader lease TTL in seconds (integer).',
+    range: {
+      min: '2',
+      max: '3600',
+      why: 'a leader fences itself (no DELETE) once TTL − 1 s have passed without a keepalive, so 2 s is the least that leaves it time to work; a failover waits up to one TTL',
+      nodeTimer: true,
+    },
+  },
   {
     key: 'recheck',
     default: 'resource-version',
@@ -68,6 +107,12 @@ export const FIELDS: readonly FieldSpec[] = [
     key: 'apiTimeout',
     default: '10s',
     help: 'Client timeout of one GET or DELETE; a DELETE that times out is retried (the UID precondition makes it harmless).',
+    range: {
+      min: '1s',
+      max: '5m',
+      why: "below 1 s a loaded API server's ordinary answers are abandoned and retried; kube-apiserver ends a request after its --request-timeout (60 s by default), so waiting longer than 5 min only holds a job slot",
+      nodeTimer: true,
+    },
   },
   {
     key: 'concurrency',
@@ -78,21 +123,64 @@ export const FIELDS: readonly FieldSpec[] = [
     key: 'retryBaseDelay',
     default: '1s',
     help: 'First retry delay of a failed DELETE; doubles per attempt (jitter, ≥ Retry-After).',
+    range: {
+      min: '100ms',
+      max: '1h',
+      why: 'below 100 ms a failing API is retried in a hot loop; at most retryMaxDelay. A BullMQ delay, never a Node timer',
+      nodeTimer: false,
+    },
   },
-  { key: 'retryMaxDelay', default: '5m', help: 'Longest retry delay of a failed DELETE.' },
-  { key: 'dryRun', default: 'false', help: 'Log `would-delete` instead of sending DELETE.', flag: true },
+  {
+    key: 'retryMaxDelay',
+    default: '5m',
+    help: 'Longest retry delay of a failed DELETE, a longer `Retry-After` included.',
+    range: {
+      min: '1s',
+      max: '1h',
+      why: 'the API server asks for a Retry-After in whole seconds, so a cap under 1 s is shorter than any it asks for; above an hour a pod whose DELETE keeps failing waits hours between attempts. A BullMQ delay, never a Node timer',
+      nodeTimer: false,
+    },
+  },
+  {
+    key: 'dryRun',
+    default: 'false',
+    help: 'Log `would-delete` instead of sending DELETE. Switched off later, those pods are deleted (their finished jobs are replaced).',
+    flag: true,
+  },
   { key: 'replicaId', help: 'This replica’s identity in elections and logs; default `hostname-pid`.' },
   { key: 'httpHost', default: '127.0.0.1', help: 'Address of the HTTP server (health, metrics, dashboard).' },
   { key: 'httpPort', default: '9090', help: 'Port of the HTTP server; 0 picks a free one.' },
   {
     key: 'tombstoneTtl',
     default: 'PT24H',
-    help: 'How long a cancelled or completed pod is remembered (≥ 24 h advised).',
+    help: 'How long a cancelled or completed pod is remembered (a tombstone, and the finished job that makes a repeated enqueue a no-op).',
+    range: {
+      min: '1h',
+      max: '365d',
+      why: 'below an hour a replica whose informer was restarting, or a leader reconciling from a stale cache, can enqueue a pod already deleted again: a second DELETE. A Redis TTL and BullMQ job age, never a Node timer; each remembered pod holds Redis memory that long',
+      nodeTimer: false,
+    },
   },
   {
     key: 'reconcileInterval',
     default: 'PT10M',
-    help: 'Period of the leader’s full reconcile (heals lost Redis data).',
+    help: 'Period of the leader’s full reconcile (heals lost Redis data, retries exhausted jobs).',
+    range: {
+      min: '1s',
+      max: '24h',
+      why: 'each run checks every cached pod against Redis, so below 1 s it never rests; it is what heals lost Redis data, so over a day leaves such pods a day overdue. A Node timer (setInterval)',
+      nodeTimer: true,
+    },
+  },
+  {
+    key: 'overdueGrace',
+    help: 'Self-check: a terminated driver pod still present this long after its deadline counts as overdue (`sdc_overdue_pods`); a leader stuck this long steps down; a follower logs an error at twice it. Unset → 2 × `electionTtlSeconds` + 30 s (one failover never counts).',
+    range: {
+      min: '1s',
+      max: '24h',
+      why: 'compared with pod deadlines and intervals, never a Node timer; under a failover (up to 2 × TTL + a reconcile) a short grace reports healthy targets as overdue, and over a day hides a stopped target for a day',
+      nodeTimer: false,
+    },
   },
   { key: 'queuePrefix', default: 'sdc', help: 'Redis key prefix of the queues and tombstones.' },
   {
@@ -113,4 +201,26 @@ export function envName(key: string): string {
 /** `labelSelector` → `--label-selector`: the command-line flag of a field key. */
 export function flagName(key: string): string {
   return `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+}
+
+/**
+ * The range of a field in ms, or `undefined` for a field without one. `electionTtlSeconds` is written in
+ * seconds; every other range is a duration (src/config/duration.ts).
+ * @throws Error when a bound in {@link FIELDS} is not a duration (a programming error, caught by the tests).
+ */
+export function rangeMs(spec: FieldSpec): { minMs: number; maxMs: number } | undefined {
+  if (!spec.range) return undefined;
+  const toMs = (v: string) => (spec.key.endsWith('Seconds') ? Number(v) * 1000 : parseDurationMs(v));
+  const minMs = toMs(spec.range.min);
+  const maxMs = toMs(spec.range.max);
+  if (minMs === undefined || maxMs === undefined || Number.isNaN(minMs) || Number.isNaN(maxMs))
+    throw new Error(`${spec.key}: range ${spec.range.min}–${spec.range.max} is not a duration`);
+  return { minMs, maxMs };
+}
+
+/** The field spec of `key`. @throws Error for a key not in {@link FIELDS} (a programming error). */
+export function fieldSpec(key: string): FieldSpec {
+  const spec = FIELDS.find((f) => f.key === key);
+  if (!spec) throw new Error(`no configuration field ${key}`);
+  return spec;
 }

@@ -143,23 +143,3 @@ export function loadConfig(sources: ConfigSources = {}): CleanerConfig {
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
   return parsed.data;
 }
-
-/** The configuration as one log-safe object: secrets masked, URL credentials removed. */
-export function redactConfig(config: CleanerConfig): Record<string, unknown> {
-  const mask = (u: string) => {
-    try {
-      const url = new URL(u);
-      if (url.password) url.password = '***';
-      return url.toString();
-    } catch {
-      return '***';
-    }
-  };
-  return {
-    ...config,
-    targets: config.targets.map((t) => `${t.context ?? '(current)'}:${t.namespace}`),
-    redisUrl: mask(config.redisUrl),
-    etcdEndpoints: config.etcdEndpoints.map(mask),
-    dashboard: { ...config.dashboard, password: config.dashboard.password ? '***' : undefined },
-  };
-}

@@ -6,8 +6,10 @@
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { InvalidSelectorError, parseLabelSelector } from '../kube/label-selector.ts';
-import { parseDurationMs } from './duration.ts';
+import { formatDurationMs, parseDurationMs } from './duration.ts';
+import { fieldSpec, rangeMs } from './fields.ts';
+import { maskUrl } from './redact.ts';
+import { labelSelectorProblem } from './selector-scope.ts';
 
 /** A (context, namespace) pair to clean: Kyuubi's `KubernetesInfo`. `context` undefined = current/in-cluster. */
 export interface Target {
@@ -37,28 +39,55 @@ const list = z
   .union([z.string(), z.array(z.string())])
   .transform((v) => (Array.isArray(v) ? v : v.split(',')).map((s) => s.trim()).filter(Boolean));
 
-const duration = (what: string) =>
-  z.union([z.string(), z.number()]).transform((v, ctx) => {
+/**
+ * A duration field, in ms, within its range ({@link FIELDS}): outside it the message names the field,
+ * the range, the value and why the bounds are what they are.
+ */
+const duration = (key: string) => {
+  const spec = fieldSpec(key);
+  const range = rangeMs(spec);
+  return z.union([z.string(), z.number()]).transform((v, ctx) => {
     const ms = parseDurationMs(v);
     if (ms === undefined) {
       ctx.addIssue({
         code: 'custom',
-        message: `"${v}" is not a duration; expected ISO-8601 (PT5M), ms (300000) or 30s/5m/24h (${what})`,
+        message: `"${v}" is not a duration; expected ISO-8601 (PT5M), ms (300000) or 30s/5m/24h (${key})`,
+      });
+      return z.NEVER;
+    }
+    if (range && (ms < range.minMs || ms > range.maxMs)) {
+      ctx.addIssue({
+        code: 'custom',
+        message:
+          `"${v}" (${formatDurationMs(ms)}) is out of range: ${key} must be from ${spec.range?.min} to ` +
+          `${spec.range?.max} (${spec.range?.why})`,
       });
       return z.NEVER;
     }
     return ms;
   });
+};
 
-const int = (min: number, max: number) =>
+/** An integer from `min` to `max`; `why` (the reason for the bounds) is added to the message. */
+const int = (min: number, max: number, why?: string) =>
   z.union([z.string(), z.number()]).transform((v, ctx) => {
     const n = typeof v === 'number' ? v : Number(v.trim());
     if (!Number.isInteger(n) || n < min || n > max || (typeof v === 'string' && v.trim() === '')) {
-      ctx.addIssue({ code: 'custom', message: `"${v}" is not an integer from ${min} to ${max}` });
+      ctx.addIssue({
+        code: 'custom',
+        message: `"${v}" is not an integer from ${min} to ${max}${why ? ` (${why})` : ''}`,
+      });
       return z.NEVER;
     }
     return n;
   });
+
+/** The range of a field written in whole seconds, as `[min, max, why]` for {@link int}. */
+function secondsRange(key: string): [number, number, string | undefined] {
+  const spec = fieldSpec(key);
+  const r = rangeMs(spec);
+  return r ? [r.minMs / 1000, r.maxMs / 1000, spec.range?.why] : [0, Number.MAX_SAFE_INTEGER, undefined];
+}
 
 const positive = z.union([z.string(), z.number()]).transform((v, ctx) => {
   const n = typeof v === 'number' ? v : Number(v.trim());
@@ -78,17 +107,36 @@ const bool = z.union([z.boolean(), z.string()]).transform((v, ctx) => {
   return z.NEVER;
 });
 
-const url = (protocols: string[]) =>
-  z.string().refine(
-    (v) => {
-      try {
-        return protocols.includes(new URL(v).protocol);
-      } catch {
-        return false;
-      }
-    },
-    { message: `expected a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}` },
-  );
+/**
+ * A URL of one of `protocols`, then `check(url)` (a problem, or undefined); every message quotes the value
+ * with its secrets masked.
+ */
+const url = (protocols: string[], check?: (url: URL) => string | undefined) =>
+  z.string().superRefine((v, ctx) => {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(v);
+    } catch {
+      // reported below
+    }
+    const problem =
+      !parsed || !protocols.includes(parsed.protocol)
+        ? `expected a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}`
+        : check?.(parsed);
+    if (problem) ctx.addIssue({ code: 'custom', message: `"${maskUrl(v)}": ${problem}` });
+  });
+
+/**
+ * An etcd endpoint: `http(s)://host:port` and nothing else. etcd3 strips the scheme and hands the rest to
+ * gRPC as the address, so credentials (`user:secret@`), a path or a query would end up in a host name —
+ * and in its connection errors — instead of authenticating; etcd authentication is not configurable here.
+ */
+const etcdEndpoint = url(['http:', 'https:'], (u) =>
+  u.username || u.password || u.search || u.hash || u.pathname !== '/'
+    ? 'credentials, a path or a query in an etcd endpoint are not supported (the etcd client would pass ' +
+      'them to gRPC as part of the address); expected http(s)://host:port'
+    : undefined,
+);
 
 const upperEnum = <T extends string>(values: readonly [T, ...T[]]) =>
   z
@@ -118,30 +166,23 @@ export const configSchema = z
       return targets;
     }),
     kubeconfig: z.string().min(1).optional(),
+    // Refused unless it narrows: every selected pod is deleted once terminal (src/config/selector-scope.ts).
     labelSelector: z.string().superRefine((v, ctx) => {
-      try {
-        parseLabelSelector(v);
-      } catch (err) {
-        if (err instanceof InvalidSelectorError)
-          ctx.addIssue({
-            code: 'custom',
-            message: `${err.message}; expected a label selector such as spark-role=driver,kyuubi-unique-tag`,
-          });
-        else throw err;
-      }
+      const problem = labelSelectorProblem(v);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
     }),
     policy: upperEnum(['ALL', 'COMPLETED']),
-    retention: duration('retention period'),
+    retention: duration('retention'),
     redisUrl: url(['redis:', 'rediss:']),
-    etcdEndpoints: list.pipe(z.array(url(['http:', 'https:']))).optional(),
-    electionTtlSeconds: int(2, 3600),
+    etcdEndpoints: list.pipe(z.array(etcdEndpoint)).optional(),
+    electionTtlSeconds: int(...secondsRange('electionTtlSeconds')),
     recheck: lowerEnum(['resource-version', 'live', 'cache']),
     apiQps: positive,
     apiBurst: int(1, 100_000),
-    apiTimeout: duration('API client timeout'),
+    apiTimeout: duration('apiTimeout'),
     concurrency: int(1, 1000),
-    retryBaseDelay: duration('retry base delay'),
-    retryMaxDelay: duration('retry max delay'),
+    retryBaseDelay: duration('retryBaseDelay'),
+    retryMaxDelay: duration('retryMaxDelay'),
     dryRun: bool,
     replicaId: z
       .string()
@@ -152,8 +193,9 @@ export const configSchema = z
       .string()
       .refine((v) => isIP(v) !== 0 || HOSTNAME.test(v), 'expected an IP address or a host name (RFC 1123)'),
     httpPort: int(0, 65535),
-    tombstoneTtl: duration('tombstone TTL'),
-    reconcileInterval: duration('reconcile interval'),
+    tombstoneTtl: duration('tombstoneTtl'),
+    reconcileInterval: duration('reconcileInterval'),
+    overdueGrace: duration('overdueGrace').optional(),
     queuePrefix: z
       .string()
       .regex(/^[A-Za-z0-9_-]{1,32}$/, 'expected 1-32 letters, digits, - or _ (no colon)'),
@@ -179,12 +221,6 @@ export const configSchema = z
         path: ['retryBaseDelay'],
         message: `longer than retryMaxDelay (${c.retryMaxDelay} ms); expected at most it`,
       });
-    if (c.retention > 365 * 86_400_000)
-      ctx.addIssue({
-        code: 'custom',
-        path: ['retention'],
-        message: 'longer than a year; expected e.g. PT5M',
-      });
   })
   .transform((c) => ({
     targets: c.targets,
@@ -208,6 +244,8 @@ export const configSchema = z
     httpPort: c.httpPort,
     tombstoneTtlMs: c.tombstoneTtl,
     reconcileIntervalMs: c.reconcileInterval,
+    /** Undefined: 2 × electionTtlSeconds + 30 s (src/cleaner/self-check.ts). */
+    overdueGraceMs: c.overdueGrace,
     queuePrefix: c.queuePrefix,
     logLevel: c.logLevel,
     dashboard: { readOnly: c.dashboardReadOnly, user: c.dashboardUser, password: c.dashboardPassword },

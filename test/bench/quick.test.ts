@@ -1,22 +1,36 @@
 /**
- * CI smoke of the benchmarks: `spark-driver-cleaner bench --quick --out <tmp>` runs every benchmark at
- * small sizes (real Redis, etcd, sandbox API server, replica processes) and writes a results file of the
- * documented shape and a report. Timing targets are not asserted here (they are figures for the
- * report); counts that are product guarantees are: one DELETE per pod coordinated, N for the baseline.
+ * CI smoke of the benchmarks, run exactly as the README shows it: `npm run bench -- --quick` from the
+ * repository root runs every benchmark at small sizes (real Redis, etcd, sandbox API server, replica
+ * processes) and writes `bench/results/quick.json` and its report in `bench/results/quick/` (the directory a
+ * fresh clone lacks). Whatever was there before is set aside and put back afterwards. Timing targets are not
+ * asserted here (they are figures for the report); counts that are product guarantees are: one DELETE per
+ * pod coordinated, N for the baseline.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { BenchResults } from '../../bench/results.ts';
 
-const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/** What the README's quick run writes. */
+const OUTPUTS = [join(ROOT, 'bench/results/quick.json'), join(ROOT, 'bench/results/quick')];
+const aside = (path: string) => `${path}.before-test-${process.pid}`;
 
-it('bench --quick writes every benchmark’s figures, the machine facts and a report', async () => {
-  const out = mkdtempSync(join(tmpdir(), 'sdc-bench-'));
-  const child = spawn(process.execPath, [CLI, 'bench', '--quick', '--name', 'smoke', '--out', out], {
+beforeAll(() => {
+  for (const p of OUTPUTS) if (existsSync(p)) renameSync(p, aside(p));
+});
+afterAll(() => {
+  for (const p of OUTPUTS) {
+    rmSync(p, { recursive: true, force: true });
+    if (existsSync(aside(p))) renameSync(aside(p), p);
+  }
+});
+
+it('npm run bench -- --quick (as the README shows it) writes every benchmark’s figures, the machine facts and a report', async () => {
+  const child = spawn('bash', ['-c', 'npm run bench -- --quick'], {
+    cwd: ROOT,
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
@@ -25,9 +39,10 @@ it('bench --quick writes every benchmark’s figures, the machine facts and a re
   });
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
   expect(code, stderr).toBe(0);
+  const [json = '', reportDir = ''] = OUTPUTS;
 
-  const r = JSON.parse(readFileSync(join(out, 'smoke.json'), 'utf8')) as BenchResults;
-  expect(r).toMatchObject({ schema: 1, name: 'smoke', quick: true });
+  const r = JSON.parse(readFileSync(json, 'utf8')) as BenchResults;
+  expect(r).toMatchObject({ schema: 1, name: 'quick', quick: true });
   expect(r.machine.cores).toBeGreaterThan(0);
   expect(r.machine.node).toMatch(/^v\d+/);
   expect(r.machine.loadAverageAtStart).toHaveLength(3);
@@ -56,6 +71,6 @@ it('bench --quick writes every benchmark’s figures, the machine facts and a re
   expect(apiRate?.achievedQps).toBeGreaterThan(0);
   expect(cost?.maxCoordinatedRssMiB).toBeGreaterThan(0);
   expect(cost?.redisBytesPerPendingJob).toBeGreaterThan(0);
-  expect(readFileSync(join(out, 'REPORT.md'), 'utf8')).toContain('## Targets');
-  expect(existsSync(join(out, 'deletes-per-pod.svg'))).toBe(true);
+  expect(readFileSync(join(reportDir, 'REPORT.md'), 'utf8')).toContain('## Targets');
+  expect(existsSync(join(reportDir, 'deletes-per-pod.svg'))).toBe(true);
 }, 300_000);

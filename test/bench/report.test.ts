@@ -134,4 +134,11 @@ describe('report', () => {
     expect(svg).toContain('<title id="title">DELETE requests per terminated driver pod</title>');
     expect(svg.trim().endsWith('</svg>')).toBe(true);
   });
+
+  it('creates its directory: a quick run reports into bench/results/quick/, which a fresh clone lacks', () => {
+    const results_ = join(mkdtempSync(join(tmpdir(), 'sdc-report-')), 'results');
+    const dir = join(results_, 'quick');
+    renderReport(results(), dir, join(results_, 'quick.json'));
+    expect(readdirSync(dir).sort()).toEqual(['REPORT.md', 'deletes-per-pod.svg', 'lateness.svg']);
+  });
 });

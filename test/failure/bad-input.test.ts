@@ -5,17 +5,21 @@ import { type AddressInfo, createServer } from 'node:net';
  * the process stays up and recovers); malformed pod objects from the API (skipped and logged).
  */
 import type { V1Pod } from '@kubernetes/client-node';
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { envName, FIELDS, flagName } from '../../src/config/fields.ts';
 import { buildKubeconfig } from '../../src/sandbox/apiserver/kubeconfig.ts';
 import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
+import { startRedis } from '../../src/sandbox/local-services.ts';
 import { spawnReplica } from '../../src/sandbox/replica-process.ts';
 import { sparkDriverPod } from '../../src/sandbox/workload.ts';
 import { tempFile } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
 import {
+  bystandersIntact,
   CLEAN,
   checkInvariants,
+  createBystanders,
   createDrivers,
   firstLeader,
   remember,
@@ -50,8 +54,8 @@ const BAD: Record<string, Record<string, string>> = {
   replicaId: { SDC_REPLICA_ID: 'bad id!' },
   httpHost: { SDC_HTTP_HOST: 'not a host' },
   httpPort: { SDC_HTTP_PORT: '70000' },
-  tombstoneTtl: { SDC_TOMBSTONE_TTL: 'forever' },
-  reconcileInterval: { SDC_RECONCILE_INTERVAL: 'often' },
+  tombstoneTtl: { SDC_TOMBSTONE_TTL: '0' }, // a duration, out of its range (1h to 365d)
+  reconcileInterval: { SDC_RECONCILE_INTERVAL: 'P30D' }, // above Node's timer limit: reconciled every 1 ms
   queuePrefix: { SDC_QUEUE_PREFIX: 'a:b' },
   logLevel: { SDC_LOG_LEVEL: 'loud' },
   dashboardReadOnly: { SDC_DASHBOARD_READ_ONLY: 'perhaps' },
@@ -124,6 +128,99 @@ describe('bad input', () => {
     }
     expect(problems).toEqual([]);
   }, 240_000);
+
+  it('a selector that selects everything (empty in the YAML file, only exclusions in the env) → exit 2 naming labelSelector, its flag and variable and an example; no pod touched', async () => {
+    const ns = 'wide';
+    // Finished pods a selector without a required label would take: an executor, a hand-submitted driver.
+    const bystanders = createBystanders(cluster().server, ns);
+    const file = tempFile('config.yaml', 'labelSelector: ""\n');
+    const env = (extra: Record<string, string>) => ({
+      ...replicaEnv(cluster(), ns, 'bi-wide', { SDC_RECONCILE_INTERVAL: '1s' }),
+      ...extra,
+    });
+    const replicas = [
+      // An empty variable counts as unset: the file's empty selector applies.
+      cluster().startReplica('wide-file', env({ SDC_CONFIG: file, SDC_LABEL_SELECTOR: '' })),
+      cluster().startReplica('wide-env', env({ SDC_LABEL_SELECTOR: '!spark-exec-id,spark-role!=x' })),
+    ];
+    try {
+      // Before the fix these replicas ran and deleted the bystanders: stop waiting at whichever comes first.
+      await waitFor(
+        'both replicas exited, or a bystander touched',
+        () =>
+          replicas.every((r) => r.child.exitCode !== null) || !bystandersIntact(cluster().server, bystanders),
+        60_000,
+        100,
+      );
+      expect(bystandersIntact(cluster().server, bystanders)).toBe(true);
+      for (const r of replicas) {
+        expect(r.child.exitCode, r.stderr()).toBe(2);
+        expect(r.stderr()).toMatch(
+          /^ {2}- (labelSelector in .*config\.yaml|SDC_LABEL_SELECTOR): .*set labelSelector \(--label-selector, SDC_LABEL_SELECTOR\) to e\.g\. spark-role=driver,kyuubi-unique-tag$/m,
+        );
+        expect(r.stderr()).not.toMatch(/\n\s+at /);
+      }
+    } finally {
+      await stopAll(replicas);
+    }
+  }, 120_000);
+
+  it('a Redis password in the URL (query or userinfo) and etcd credentials never reach stdout or stderr; a sub-second retention and a short tombstoneTtl are warned', async () => {
+    const secret = 'Zq7-s3cret-pw';
+    // A Redis of its own that requires the password: the query form must really authenticate.
+    const redis = await startRedis();
+    const admin = new Redis(redis.url);
+    await admin.config('SET', 'requirepass', secret);
+    admin.disconnect();
+    const port = new URL(redis.url).port;
+    const pods = createDrivers(cluster().server, 'secrets', 3, 'sec');
+    const replicas = [
+      cluster().startReplica('sec-query', {
+        ...replicaEnv(cluster(), 'secrets', 'bi-sec'),
+        SDC_REDIS_URL: `redis://127.0.0.1:${port}?password=${secret}`,
+        SDC_RETENTION: '500ms', // under 1 s: warned, and then shorter than the tombstone's margin (1 h)
+        SDC_TOMBSTONE_TTL: '1h',
+      }),
+      // A wrong password in the userinfo: connection errors, retried.
+      cluster().startReplica('sec-userinfo', {
+        ...replicaEnv(cluster(), 'secrets-2', 'bi-sec2'),
+        SDC_REDIS_URL: `redis://:${secret}-x@127.0.0.1:${port}`,
+      }),
+      // etcd3 would pass the credentials to gRPC inside the address: refused.
+      cluster().startReplica('sec-etcd', {
+        ...replicaEnv(cluster(), 'secrets-3', 'bi-sec3'),
+        SDC_ETCD_ENDPOINTS: `http://root:${secret}@127.0.0.1:2379`,
+      }),
+    ];
+    const [query, userinfo, etcd] = replicas;
+    try {
+      const start = await query?.waitForLine((l) => l.msg === 'effective configuration');
+      expect((start?.config as { redisUrl?: string } | undefined)?.redisUrl).toBe(
+        `redis://127.0.0.1:${port}?password=***`,
+      );
+      await waitGone(cluster().server, pods, 'pods deleted through the Redis whose password is in the query');
+      await userinfo?.waitForLine((l) => l.msg === 'redis unreachable; retrying');
+      await waitFor('the replica given etcd credentials exits', () => etcd?.child.exitCode !== null, 60_000);
+      expect(etcd?.child.exitCode).toBe(2);
+      expect(etcd?.stderr()).toContain(
+        '- SDC_ETCD_ENDPOINTS: "http://root:***@127.0.0.1:2379/": credentials, a path or a query in an etcd endpoint are not supported',
+      );
+      for (const r of replicas) {
+        const text = `${JSON.stringify(r.lines)}\n${r.stderr()}`;
+        expect(text.includes(secret), `${r.id} printed the secret`).toBe(false);
+      }
+      const warned = query?.lines.filter(
+        (l) => l.level === 'warn' && String(l.msg).startsWith('configuration:'),
+      );
+      expect(warned?.map((l) => [l.field, l.value])).toEqual([
+        ['retention', '500ms'],
+        ['tombstoneTtl', '1h'],
+      ]);
+    } finally {
+      await stopAll(replicas);
+      await redis.stop();
+    }
+  }, 120_000);
 
   it('an HTTP port already in use, or an address not of this host → exit 2 naming httpHost/httpPort, no stack trace', async () => {
     const taken = createServer();

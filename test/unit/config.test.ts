@@ -3,7 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseDurationMs } from '../../src/config/duration.ts';
-import { ConfigError, loadConfig, redactConfig } from '../../src/config/load.ts';
+import { envName, FIELDS, NODE_TIMER_MAX_MS, rangeMs } from '../../src/config/fields.ts';
+import { ConfigError, loadConfig } from '../../src/config/load.ts';
+import { maskUrl, redactConfig } from '../../src/config/redact.ts';
+import { configWarnings } from '../../src/config/warnings.ts';
 
 const base = { SDC_TARGETS: 'kind-a:spark' };
 
@@ -36,6 +39,191 @@ describe('parseDurationMs', () => {
   ];
   for (const [input, want] of cases)
     it(`${JSON.stringify(input)} → ${want}`, () => expect(parseDurationMs(input)).toBe(want));
+});
+
+describe('labelSelector must narrow what can be deleted', () => {
+  // [selector, source, accepted]: a pod must carry at least one label for the selector to match it.
+  const cases: [string, 'flag' | 'file' | 'env', boolean][] = [
+    ['spark-role=driver', 'flag', true],
+    ['spark-role==driver', 'flag', true],
+    ['kyuubi-unique-tag', 'flag', true],
+    ['spark-role in (driver)', 'flag', true],
+    ['spark-role=driver,!spark-exec-id', 'flag', true],
+    ['tier notin (gold),kyuubi-unique-tag', 'flag', true],
+    ['spark-role=', 'flag', true], // the label must exist, with an empty value
+    ['', 'flag', false],
+    ['', 'file', false],
+    ['   ', 'env', false], // an empty variable counts as unset (the default applies); blanks do not
+    ['!spark-role', 'flag', false],
+    ['spark-role!=executor', 'flag', false],
+    ['spark-role notin (executor)', 'env', false],
+    ['!a,b!=c,d notin (e)', 'file', false],
+  ];
+  const load = (selector: string, source: 'flag' | 'file' | 'env') => {
+    if (source === 'flag') return loadConfig({ env: base, flags: { labelSelector: selector } });
+    if (source === 'env') return loadConfig({ env: { ...base, SDC_LABEL_SELECTOR: selector } });
+    const file = join(mkdtempSync(join(tmpdir(), 'sdc-cfg-')), 'c.yaml');
+    writeFileSync(file, `labelSelector: ${JSON.stringify(selector)}\n`);
+    return loadConfig({ file, env: base });
+  };
+  for (const [selector, source, ok] of cases) {
+    it(`${JSON.stringify(selector)} from the ${source} → ${ok ? 'accepted' : 'exit 2'}`, () => {
+      if (ok) {
+        expect(load(selector, source).labelSelector).toBe(selector);
+        return;
+      }
+      const lines = problems(() => load(selector, source));
+      expect(lines).toHaveLength(1);
+      // Names the field, its flag and variable, and an example, whatever the source.
+      expect(lines[0]).toMatch(
+        /expected at least one label the pod must carry .*set labelSelector \(--label-selector, SDC_LABEL_SELECTOR\) to e\.g\. spark-role=driver,kyuubi-unique-tag$/,
+      );
+      expect(lines[0]).toMatch(selector.trim() ? /only excludes/ : /empty: it selects every pod/);
+    });
+  }
+
+  it('an empty SDC_LABEL_SELECTOR is unset: the default selector applies', () => {
+    expect(loadConfig({ env: { ...base, SDC_LABEL_SELECTOR: '' } }).labelSelector).toBe(
+      'spark-role=driver,kyuubi-unique-tag',
+    );
+  });
+});
+
+/** Every field whose value is a span of time: each has a documented range. */
+const DURATION_FIELDS = [
+  'retention',
+  'electionTtlSeconds',
+  'apiTimeout',
+  'retryBaseDelay',
+  'retryMaxDelay',
+  'tombstoneTtl',
+  'reconcileInterval',
+];
+
+describe('duration ranges', () => {
+  it('every duration field has a range whose bounds parse, and its default lies inside it', () => {
+    for (const key of DURATION_FIELDS) {
+      const spec = FIELDS.find((f) => f.key === key);
+      const r = spec && rangeMs(spec);
+      expect(r, key).toBeDefined();
+      expect(r?.minMs, key).toBeLessThan(r?.maxMs ?? 0);
+      expect(spec?.range?.why.length, key).toBeGreaterThan(20);
+      const { [key === 'electionTtlSeconds' ? key : `${key}Ms`]: value } = loadConfig({
+        env: base,
+      }) as Record<string, unknown>;
+      const ms = key === 'electionTtlSeconds' ? Number(value) * 1000 : Number(value);
+      expect(ms, key).toBeGreaterThanOrEqual(r?.minMs ?? Infinity);
+      expect(ms, key).toBeLessThanOrEqual(r?.maxMs ?? -Infinity);
+    }
+  });
+
+  it('a field that goes into a Node timer stays at or below 2^31−1 ms (a longer timer fires after 1 ms)', () => {
+    const timed = FIELDS.filter((f) => f.range?.nodeTimer);
+    expect(timed.map((f) => f.key).sort()).toEqual(['apiTimeout', 'electionTtlSeconds', 'reconcileInterval']);
+    for (const f of timed) expect(rangeMs(f)?.maxMs, f.key).toBeLessThanOrEqual(NODE_TIMER_MAX_MS);
+  });
+
+  // Both bounds are accepted, one step outside is refused: generated from the one table (src/config/fields.ts).
+  // retryBaseDelay at its max needs a retryMaxDelay as long (base ≤ max is checked across fields).
+  const beside: Record<string, Record<string, string>> = { retryBaseDelay: { SDC_RETRY_MAX_DELAY: '1h' } };
+  for (const f of FIELDS.filter((x) => x.range)) {
+    const r = rangeMs(f);
+    const seconds = f.key.endsWith('Seconds');
+    const step = seconds ? 1000 : 1;
+    const write = (ms: number) => String(seconds ? ms / 1000 : ms);
+    const cases: [string, number, boolean][] = [
+      [`min ${f.range?.min}`, r?.minMs ?? 0, true],
+      [`max ${f.range?.max}`, r?.maxMs ?? 0, true],
+      [`max + ${seconds ? '1 s' : '1 ms'}`, (r?.maxMs ?? 0) + step, false],
+    ];
+    if ((r?.minMs ?? 0) > 0) cases.push([`min − ${seconds ? '1 s' : '1 ms'}`, (r?.minMs ?? 0) - step, false]);
+    for (const [name, ms, ok] of cases) {
+      it(`${f.key}: ${name} → ${ok ? 'accepted' : 'exit 2 naming the field, the range and the value'}`, () => {
+        const env = { ...base, ...beside[f.key], [envName(f.key)]: write(ms) };
+        if (ok) {
+          expect(() => loadConfig({ env })).not.toThrow();
+          return;
+        }
+        const lines = problems(() => loadConfig({ env }));
+        expect(lines).toHaveLength(1);
+        expect(lines[0]).toContain(`${envName(f.key)}: "${write(ms)}"`);
+        expect(lines[0]).toContain(`${f.range?.min} to ${f.range?.max}`);
+        if (!seconds) expect(lines[0]).toContain(`out of range: ${f.key} must be from`);
+      });
+    }
+  }
+
+  // The values reported, as operators write them.
+  const reported: [string, Record<string, string>, RegExp | undefined][] = [
+    [
+      'reconcileInterval P30D (overflowed Node’s timer: 182 reconciles in 200 ms)',
+      { SDC_RECONCILE_INTERVAL: 'P30D' },
+      /^SDC_RECONCILE_INTERVAL: "P30D" \(30d\) is out of range: reconcileInterval must be from 1s to 24h \(.*Node timer/,
+    ],
+    [
+      'reconcileInterval 0',
+      { SDC_RECONCILE_INTERVAL: '0' },
+      /"0" \(0ms\) is out of range: reconcileInterval/,
+    ],
+    [
+      'tombstoneTtl 0',
+      { SDC_TOMBSTONE_TTL: '0' },
+      /"0" \(0ms\) is out of range: tombstoneTtl must be from 1h/,
+    ],
+    ['tombstoneTtl 30m', { SDC_TOMBSTONE_TTL: '30m' }, /tombstoneTtl must be from 1h to 365d/],
+    ['apiTimeout P30D', { SDC_API_TIMEOUT: 'P30D' }, /apiTimeout must be from 1s to 5m/],
+    ['apiTimeout 0', { SDC_API_TIMEOUT: '0' }, /apiTimeout must be from 1s to 5m/],
+    ['retryMaxDelay 2 days', { SDC_RETRY_MAX_DELAY: 'P2D' }, /retryMaxDelay must be from 1s to 1h/],
+    ['retryBaseDelay 0', { SDC_RETRY_BASE_DELAY: '0' }, /retryBaseDelay must be from 100ms to 1h/],
+    ['retention P400D', { SDC_RETENTION: 'P400D' }, /retention must be from 0 to 365d/],
+    [
+      'electionTtlSeconds 86400',
+      { SDC_ELECTION_TTL_SECONDS: '86400' },
+      /"86400" is not an integer from 2 to 3600 \(a leader fences itself/,
+    ],
+    ['retention 0 (allowed, with a warning)', { SDC_RETENTION: '0' }, undefined],
+    ['reconcileInterval PT24H', { SDC_RECONCILE_INTERVAL: 'PT24H' }, undefined],
+  ];
+  for (const [name, env, pattern] of reported) {
+    it(`${name} → ${pattern ? 'exit 2' : 'accepted'}`, () => {
+      if (!pattern) expect(() => loadConfig({ env: { ...base, ...env } })).not.toThrow();
+      else expect(problems(() => loadConfig({ env: { ...base, ...env } })).join('\n')).toMatch(pattern);
+    });
+  }
+});
+
+describe('configWarnings', () => {
+  const h = 3_600_000;
+  const cases: [string, { retentionMs: number; tombstoneTtlMs: number }, string[]][] = [
+    ['defaults (retention 5m, tombstone 24h) → none', { retentionMs: 300_000, tombstoneTtlMs: 24 * h }, []],
+    ['retention 0 → retention', { retentionMs: 0, tombstoneTtlMs: 24 * h }, ['retention']],
+    ['retention 999 ms → retention', { retentionMs: 999, tombstoneTtlMs: 24 * h }, ['retention']],
+    ['retention 1 s → none', { retentionMs: 1000, tombstoneTtlMs: 24 * h }, []],
+    [
+      'retention 23h, tombstone 24h (exactly + 1h) → none',
+      { retentionMs: 23 * h, tombstoneTtlMs: 24 * h },
+      [],
+    ],
+    [
+      'retention 23h + 1 ms, tombstone 24h → tombstoneTtl',
+      { retentionMs: 23 * h + 1, tombstoneTtlMs: 24 * h },
+      ['tombstoneTtl'],
+    ],
+    [
+      'retention 7d, tombstone 24h → tombstoneTtl',
+      { retentionMs: 7 * 24 * h, tombstoneTtlMs: 24 * h },
+      ['tombstoneTtl'],
+    ],
+    ['retention 0, tombstone 1h → retention only', { retentionMs: 0, tombstoneTtlMs: h }, ['retention']],
+  ];
+  for (const [name, config, fields] of cases)
+    it(name, () => expect(configWarnings(config).map((w) => w.field)).toEqual(fields));
+
+  it('a warning says what to set: the field, its flag and variable, and the value that would do', () => {
+    const [w] = configWarnings({ retentionMs: 7 * 24 * h, tombstoneTtlMs: 24 * h });
+    expect(w).toMatchObject({ field: 'tombstoneTtl', value: '1d' });
+    expect(w?.message).toMatch(/set tombstoneTtl \(--tombstone-ttl, SDC_TOMBSTONE_TTL\) to at least 169h$/);
+  });
 });
 
 describe('loadConfig', () => {
@@ -106,12 +294,12 @@ describe('loadConfig', () => {
     [
       'bad redis url',
       { SDC_REDIS_URL: 'localhost:6379' },
-      /SDC_REDIS_URL: expected a URL starting with redis:\/\//,
+      /SDC_REDIS_URL: "localhost:6379": expected a URL starting with redis:\/\//,
     ],
     [
       'bad etcd endpoint',
       { SDC_ETCD_ENDPOINTS: 'http://a:2379,b:2379' },
-      /SDC_ETCD_ENDPOINTS: expected a URL/,
+      /SDC_ETCD_ENDPOINTS: "b:2379": expected a URL/,
     ],
     [
       'TTL too small',
@@ -203,5 +391,78 @@ describe('loadConfig', () => {
     expect(text).not.toContain('s3cret');
     expect(text).not.toContain('"pw"');
     expect(text).toContain('redis://:***@redis:6379');
+  });
+});
+
+describe('secrets in URLs', () => {
+  // ioredis turns every query parameter into a connection option, so the query is as secret as userinfo.
+  const cases: [string, string, string][] = [
+    ['userinfo password', 'redis://:s3cret@redis:6379', 'redis://:***@redis:6379'],
+    ['ACL user and password', 'rediss://cleaner:s3cret@redis:6380/0', 'rediss://cleaner:***@redis:6380/0'],
+    ['password in the query', 'redis://redis:6379?password=s3cret', 'redis://redis:6379?password=***'],
+    [
+      'user and password in the query, db kept',
+      'redis://redis:6379/?db=2&username=cleaner&password=s3cret',
+      'redis://redis:6379/?db=2&username=***&password=***',
+    ],
+    [
+      'sentinel password, family kept',
+      'redis://redis:6379?family=6&sentinelPassword=s3cret',
+      'redis://redis:6379?family=6&sentinelPassword=***',
+    ],
+    ['both forms', 'redis://:s3cret@redis?password=s3cret', 'redis://:***@redis?password=***'],
+    ['etcd with credentials', 'http://root:s3cret@etcd-0:2379', 'http://root:***@etcd-0:2379/'],
+    ['nothing secret: unchanged', 'redis://127.0.0.1:6379', 'redis://127.0.0.1:6379'],
+    ['not a URL, userinfo', 'redis://:s3cret@redis:port', 'redis://:***@redis:port'],
+    ['not a URL, query', 'redis://redis:port?db=1&password=s3cret', 'redis://redis:port?db=1&password=***'],
+  ];
+  for (const [name, url, want] of cases) it(`maskUrl: ${name}`, () => expect(maskUrl(url)).toBe(want));
+
+  for (const [name, url] of cases.filter(([n, u]) => u.startsWith('redis') && !n.startsWith('not a URL'))) {
+    it(`SDC_REDIS_URL with a ${name}: the effective configuration holds no secret`, () => {
+      const text = JSON.stringify(redactConfig(loadConfig({ env: { ...base, SDC_REDIS_URL: url } })));
+      expect(text).not.toContain('s3cret');
+    });
+  }
+
+  it('a refused URL is quoted with its secrets masked', () => {
+    const lines = problems(() =>
+      loadConfig({
+        env: {
+          ...base,
+          SDC_REDIS_URL: 'http://:s3cret@redis:6379?password=s3cret',
+          SDC_ETCD_ENDPOINTS: 'etcd://root:s3cret@etcd:2379',
+        },
+      }),
+    );
+    expect(lines).toEqual([
+      'SDC_REDIS_URL: "http://:***@redis:6379/?password=***": expected a URL starting with redis:// or rediss://',
+      'SDC_ETCD_ENDPOINTS: "etcd://root:***@etcd:2379": expected a URL starting with http:// or https://',
+    ]);
+  });
+
+  // etcd3 hands everything after http:// to gRPC as the address: credentials would be neither used nor hidden.
+  for (const endpoint of [
+    'http://root:s3cret@etcd-0:2379',
+    'http://etcd-0:2379?password=s3cret',
+    'http://etcd-0:2379/v3',
+  ]) {
+    it(`etcd endpoint ${endpoint.replace('s3cret', '…')} → refused, masked`, () => {
+      const lines = problems(() =>
+        loadConfig({ env: { ...base, SDC_ETCD_ENDPOINTS: `http://etcd-1:2379,${endpoint}` } }),
+      );
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(
+        /^SDC_ETCD_ENDPOINTS: ".*": credentials, a path or a query in an etcd endpoint are not supported .*expected http\(s\):\/\/host:port$/,
+      );
+      expect(lines[0]).not.toContain('s3cret');
+    });
+  }
+
+  it('etcd endpoints as host:port URLs are accepted', () => {
+    expect(
+      loadConfig({ env: { ...base, SDC_ETCD_ENDPOINTS: 'http://etcd-0:2379, https://etcd-1:2379/' } })
+        .etcdEndpoints,
+    ).toEqual(['http://etcd-0:2379', 'https://etcd-1:2379/']);
   });
 });

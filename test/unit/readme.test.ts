@@ -13,6 +13,7 @@ describe('README', () => {
       expect(row).toContain(`\`${flagName(f.key)}\``);
       expect(row).toContain(`\`${envName(f.key)}\``);
       if (f.default !== undefined) expect(row).toContain(`\`${f.default}\``);
+      if (f.range) expect(row).toContain(`Range \`${f.range.min}\` to \`${f.range.max}\``);
     }
   });
   it('.ci/run runs the README test command', () => {

@@ -1,0 +1,47 @@
+/**
+ * Secrets out of what is logged or printed about the configuration: the effective-configuration line at
+ * start, `run --check`, and configuration errors that quote a URL. A Redis URL carries its password either
+ * as userinfo (`redis://:secret@host`, `redis://user:secret@host`) or, because ioredis turns every query
+ * parameter into a connection option, in its query (`redis://host?password=secret`, `sentinelPassword`,
+ * …): both are masked, and every query value but a few known harmless ones.
+ */
+import type { CleanerConfig } from './schema.ts';
+
+/** What a masked secret reads as. */
+export const MASK = '***';
+
+/** Query parameters whose values are never secret (ioredis options); every other value is masked. */
+const PLAIN_QUERY_KEYS: ReadonlySet<string> = new Set(['db', 'family']);
+
+/**
+ * `url` with its userinfo password and its query values masked (the user name and the harmless `db` and
+ * `family` kept). Text that is not a URL is masked the same way by pattern, so a malformed URL quoted in an
+ * error does not leak either.
+ */
+export function maskUrl(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return url
+      .replace(/(\/\/[^/@?#]*?:)[^/@?#]*@/, `$1${MASK}@`)
+      .replace(/([?&])([^=&#]*)=([^&#]*)/g, (m, sep: string, key: string) =>
+        PLAIN_QUERY_KEYS.has(key) ? m : `${sep}${key}=${MASK}`,
+      );
+  }
+  if (parsed.password) parsed.password = MASK;
+  for (const key of new Set(parsed.searchParams.keys()))
+    if (!PLAIN_QUERY_KEYS.has(key)) parsed.searchParams.set(key, MASK);
+  return parsed.toString();
+}
+
+/** The configuration as one log-safe object: URL credentials and query values masked, the dashboard password too. */
+export function redactConfig(config: CleanerConfig): Record<string, unknown> {
+  return {
+    ...config,
+    targets: config.targets.map((t) => `${t.context ?? '(current)'}:${t.namespace}`),
+    redisUrl: maskUrl(config.redisUrl),
+    etcdEndpoints: config.etcdEndpoints.map(maskUrl),
+    dashboard: { ...config.dashboard, password: config.dashboard.password ? MASK : undefined },
+  };
+}
