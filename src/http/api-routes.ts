@@ -1,7 +1,9 @@
 /**
  * The JSON API under `/api/v1/` — this replica's view, from its informer caches (no API server call):
  *
- * - `GET /api/v1/leaders` → `{ replica, leaders: { "context:namespace": replicaId | null } }`;
+ * - `GET /api/v1/leaders` → `{ replica, leaders: { "context:namespace": replicaId | null }, targets: {
+ *   "context:namespace": { leader, overdue, oldestOverdueSeconds, oldestOverdue: [{ pod, uid }] } } }` — the
+ *   overdue pods as this replica's informer sees them (the self-check, src/cleaner/self-check.ts);
  * - `GET /api/v1/applications?tag=T` → the application of the driver pod labelled `kyuubi-unique-tag=T`,
  *   as Kyuubi's `getApplicationInfoByTag` answers it (newest pod when several carry the tag);
  * - `GET /api/v1/applications/{namespace}/{pod}[?context=C]` → the application of that driver pod.
@@ -68,16 +70,24 @@ export function registerApiRoutes(app: FastifyInstance, opts: { replica: Replica
   const { replica } = opts;
 
   app.get('/api/v1/leaders', async () => {
-    const entries = await Promise.all(
-      replica.cleaners.map(
-        async (c) =>
-          [
-            targetLabel(c.target),
-            (await c.leadershipState.currentLeader().catch(() => null)) ?? null,
-          ] as const,
-      ),
+    const rows = await Promise.all(
+      replica.cleaners.map(async (c) => {
+        const leader = (await c.leadershipState.currentLeader().catch(() => null)) ?? null;
+        const overdue = c.overdue();
+        return {
+          target: targetLabel(c.target),
+          leader,
+          overdue: overdue.count,
+          oldestOverdueSeconds: Math.round(overdue.oldestAgeMs / 1000),
+          oldestOverdue: overdue.oldest.map((p) => ({ pod: p.name, uid: p.uid })),
+        };
+      }),
     );
-    return { replica: replica.replicaId, leaders: Object.fromEntries(entries) };
+    return {
+      replica: replica.replicaId,
+      leaders: Object.fromEntries(rows.map((r) => [r.target, r.leader])),
+      targets: Object.fromEntries(rows.map(({ target, ...row }) => [target, row])),
+    };
   });
 
   app.get<{ Querystring: { tag?: string } }>('/api/v1/applications', async (req, reply) => {

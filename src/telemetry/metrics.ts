@@ -33,6 +33,8 @@ export interface MetricsSource {
   readonly queue: {
     readonly queue: { getJobCounts(...types: string[]): Promise<Record<string, number>> };
   };
+  /** The self-check's overdue pods of the target (src/cleaner/overdue.ts): count, and the oldest's age in ms. */
+  overdue(): { readonly count: number; readonly oldestAgeMs: number };
 }
 
 /** The replica as the metrics see it. */
@@ -173,6 +175,26 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
         const age = c.leadershipState.keepaliveAgeMs;
         if (age !== undefined) this.set(labelsOf(c.target), Math.max(0, age) / 1000);
       }
+    },
+  });
+  new Gauge({
+    name: 'sdc_overdue_pods',
+    help: 'Terminated driver pods of the target still present past their deadline plus the grace (overdueGrace), counted by this replica from its informer, leader or not (0 in dry run and before the first list).',
+    labelNames: TARGET,
+    registers,
+    collect() {
+      this.reset();
+      for (const c of cleaners()) this.set(labelsOf(c.target), c.overdue().count);
+    },
+  });
+  new Gauge({
+    name: 'sdc_overdue_oldest_age_seconds',
+    help: 'How long past its deadline the oldest overdue driver pod of the target is (0 when none is overdue).',
+    labelNames: TARGET,
+    registers,
+    collect() {
+      this.reset();
+      for (const c of cleaners()) this.set(labelsOf(c.target), c.overdue().oldestAgeMs / 1000);
     },
   });
   new Counter({

@@ -214,9 +214,14 @@ describe('basic auth', () => {
     expect(page.text).toContain('<div id="root">');
     expect(page.text).not.toContain('fonts.googleapis.com'); // no request leaves the cluster
     const leaders = await http(url(), '/api/v1/leaders', { auth: AUTH });
+    const none = { overdue: 0, oldestOverdueSeconds: 0, oldestOverdue: [] };
     expect(leaders.json()).toEqual({
       replica: 'ops-1',
       leaders: { 'alpha:ops-a': 'ops-1', 'alpha:ops-b': 'ops-1' },
+      targets: {
+        'alpha:ops-a': { leader: 'ops-1', ...none },
+        'alpha:ops-b': { leader: 'ops-1', ...none },
+      },
     });
     for (const path of ['/healthz', '/metrics']) expect((await http(url(), path)).status, path).toBe(200);
     // Open too; its verdict (200, or 503 when etcd answers slowly on a loaded machine) is not the point here.

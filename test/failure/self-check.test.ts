@@ -1,0 +1,99 @@
+/**
+ * The self-check on real processes: a target that stops being cleaned is visible in `sdc_overdue_pods`, in
+ * `/api/v1/leaders` and in an error line on every replica — leader and followers — without anyone counting
+ * pods; and it is back to 0 once the pods are cleaned. The stop here is Redis frozen (SIGSTOP): the leader's
+ * worker can neither promote nor process a job while the informers keep seeing the pods.
+ */
+import { describe, expect, it } from 'vitest';
+import { deletesPer } from '../helpers/cluster.ts';
+import { waitFor } from '../helpers/wait.ts';
+import {
+  CLEAN,
+  checkInvariants,
+  createDrivers,
+  firstLeader,
+  httpUrl,
+  replicaEnv,
+  stopAll,
+  uidOf,
+  useFailureCluster,
+  waitGone,
+} from './helpers.ts';
+
+const cluster = useFailureCluster();
+
+/** The value of `sdc_overdue_pods` for the namespace in a replica's /metrics (undefined when absent). */
+async function overdueOf(url: string, ns: string): Promise<number | undefined> {
+  const text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith('sdc_overdue_pods{') && l.includes(`namespace="${ns}"`));
+  return line === undefined ? undefined : Number(line.split(' ').pop());
+}
+
+describe('self-check', () => {
+  it('Redis frozen → every replica counts the overdue pods, the leader steps down, a follower names it; back to 0 after', async () => {
+    const ns = 'self-check';
+    const env = replicaEnv(cluster(), ns, 'sc1', {
+      SDC_RETENTION: '1s',
+      SDC_OVERDUE_GRACE: '2s',
+      SDC_RECONCILE_INTERVAL: '3s',
+    });
+    const replicas = [cluster().startReplica('s1', env), cluster().startReplica('s2', env)];
+    try {
+      const leader = await firstLeader(replicas, ns);
+      const urls = await Promise.all(replicas.map(httpUrl));
+      await waitFor('the gauge is exported at 0', async () =>
+        (await Promise.all(urls.map((u) => overdueOf(u, ns)))).every((v) => v === 0),
+      );
+
+      cluster().redis.pause();
+      const pods = createDrivers(cluster().server, ns, 5, 'stuck', 10_000); // finished 10 s ago: overdue
+      const uids = pods.map(uidOf);
+      await waitFor(
+        'both replicas report 5 overdue pods',
+        async () => (await Promise.all(urls.map((u) => overdueOf(u, ns)))).every((v) => v === 5),
+        20_000,
+      );
+      const api = (await (await fetch(`${urls[0]}/api/v1/leaders`)).json()) as {
+        targets: Record<string, { overdue: number; oldestOverdueSeconds: number; oldestOverdue: unknown[] }>;
+      };
+      const row = api.targets[`${cluster().context}:${ns}`];
+      expect(row?.overdue).toBe(5);
+      expect(row?.oldestOverdue).toHaveLength(5);
+      expect(row?.oldestOverdueSeconds).toBeGreaterThanOrEqual(2);
+
+      // The leader processed nothing while pods were overdue for the grace: it says so and steps down.
+      await leader.waitForLine(
+        (l) =>
+          l.level === 'error' &&
+          l.namespace === ns &&
+          String(l.msg).startsWith('self-check: leader is stuck'),
+        20_000,
+      );
+      // Followers name the leader of the moment (or say there is none) once pods are 2 × grace overdue.
+      await Promise.any(
+        replicas.map((r) =>
+          r.waitForLine(
+            (l) =>
+              l.level === 'error' &&
+              l.namespace === ns &&
+              String(l.msg).startsWith('self-check: pods overdue'),
+            20_000,
+          ),
+        ),
+      );
+
+      cluster().redis.resume();
+      await waitGone(cluster().server, pods, 'pods deleted once Redis is back', 60_000);
+      await waitFor('both replicas report 0 overdue pods again', async () =>
+        (await Promise.all(urls.map((u) => overdueOf(u, ns)))).every((v) => v === 0),
+      );
+      expect(checkInvariants(cluster().server, ns, uids, { retentionMs: 1000 })).toEqual(CLEAN);
+      expect(deletesPer(cluster().server, uids)).toEqual(uids.map(() => 1));
+    } finally {
+      cluster().redis.resume();
+      await stopAll(replicas);
+    }
+  }, 150_000);
+});
