@@ -48,6 +48,11 @@ export interface Fleet {
    * to the log lines; `null` when none.
    */
   leaders(targets: readonly string[]): Promise<Record<string, string | null>>;
+  /**
+   * The overdue driver pods of the targets summed, as the self-check of a live replica reports them
+   * (GET /api/v1/leaders; coordinated only): `null` when no replica answers or in the baseline.
+   */
+  overduePods(targets: readonly string[]): Promise<number | null>;
   /** SIGTERM to all, SIGKILL to those still running after `graceMs` (default 10 000 ms). Idempotent. */
   stop(graceMs?: number): Promise<void>;
 }
@@ -120,6 +125,17 @@ export function startFleet(opts: FleetOptions): Fleet {
         return Object.fromEntries(targets.map((t) => [t, body.leaders?.[t] ?? null]));
       } catch {
         return fromLogs();
+      }
+    },
+    async overduePods(targets) {
+      const url = replicas.map((r) => !exited.has(r.id) && tally.urls.get(r.id)).find(Boolean);
+      if (opts.mode === 'baseline' || !url) return null;
+      try {
+        const res = await fetch(`${url}/api/v1/leaders`, { signal: AbortSignal.timeout(3000) });
+        const body = (await res.json()) as { targets?: Record<string, { overdue?: number } | undefined> };
+        return targets.reduce((n, t) => n + (body.targets?.[t]?.overdue ?? 0), 0);
+      } catch {
+        return null;
       }
     },
     stop(graceMs = 10_000) {

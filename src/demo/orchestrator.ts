@@ -297,6 +297,7 @@ async function runOnce(mode: DemoMode, ctx: RunContext): Promise<RunResult> {
     deleteRequests: clusters.reduce((n, c) => n + c.server.requests.deleteRequestTotal(), 0),
     outcomes: { noop: tally.noop, failed: tally.failed, latenessMs: tally.latenessMs },
     leaders: await fleet.leaders(targets),
+    overduePodsReported: await fleet.overduePods(targets),
     failovers: mode === 'baseline' ? 0 : tally.failovers(),
     retentionMs: opts.retentionMs,
     leakGraceMs: LEAK_GRACE_MS,

@@ -15,6 +15,11 @@ export interface DemoSummary {
   pods_deleted: number;
   /** Terminated drivers past `deadline + leak grace` and still present. */
   pods_leaked: number;
+  /**
+   * Overdue driver pods as the cleaner's own self-check reported them at the end (`sdc_overdue_pods`
+   * summed over the targets), to compare with `pods_leaked`; `null` in the baseline or when no replica answered.
+   */
+  overdue_pods_reported: number | null;
   /** DELETE requests received by the API servers (answered or not). */
   delete_requests: number;
   /** DELETE requests per terminated driver: `max` over all, `mean` over those that got at least one. */
@@ -50,6 +55,8 @@ export interface SummaryInput {
   deleteRequests: number;
   outcomes: { noop: number; failed: number; latenessMs: readonly number[] };
   leaders: Record<string, string | null>;
+  /** The self-check's overdue count at the end (null: unknown). */
+  overduePodsReported: number | null;
   failovers: number;
   retentionMs: number;
   /** Margin past the deadline before a present pod counts as leaked, ms. */
@@ -81,6 +88,7 @@ export function computeSummary(input: SummaryInput): DemoSummary {
     pods_terminated: t.length,
     pods_deleted: deleted,
     pods_leaked: leaked,
+    overdue_pods_reported: input.overduePodsReported,
     delete_requests: input.deleteRequests,
     delete_requests_per_pod: {
       max: t.reduce((m, d) => Math.max(m, d.deleteRequests), 0),
@@ -133,6 +141,7 @@ function rows(s: DemoSummary): [string, string | number][] {
     ['pods terminated', s.pods_terminated],
     ['pods deleted', s.pods_deleted],
     ['pods leaked', s.pods_leaked],
+    ['overdue (self-check)', s.overdue_pods_reported ?? '–'],
     ['DELETE requests', s.delete_requests],
     ['DELETEs per pod (max)', s.delete_requests_per_pod.max],
     ['DELETEs per pod (mean)', s.delete_requests_per_pod.mean.toFixed(2)],

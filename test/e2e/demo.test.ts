@@ -129,6 +129,8 @@ describe('spark-driver-cleaner demo', () => {
       pods_terminated: 60,
       pods_deleted: 60,
       pods_leaked: 0,
+      // The cleaner's own self-check agrees with the ground truth: nothing overdue at the end.
+      overdue_pods_reported: 0,
       delete_requests: 60,
       delete_requests_per_pod: { max: 1, mean: 1 },
       failed_outcomes: 0,
@@ -142,8 +144,6 @@ describe('spark-driver-cleaner demo', () => {
     ]);
     expect(Object.keys(s.leaders).sort()).toEqual([...s.targets].sort());
     for (const leader of Object.values(s.leaders)) expect(leader).toMatch(/^replica-[123]$/);
-    expect(s.noop_outcomes).toBeGreaterThanOrEqual(0);
-    expect(s.lateness_ms.p99).toBeGreaterThanOrEqual(s.lateness_ms.p50);
     // Each replica's URL is printed at start.
     expect(run.stderr().match(/replica-\d \(pid \d+\) {2}http:\/\/127\.0\.0\.1:\d+/g)).toHaveLength(3);
     const kinds = expectNoSurvivors(run);

@@ -15,6 +15,7 @@ const base: SummaryInput = {
   deleteRequests: 0,
   outcomes: { noop: 0, failed: 0, latenessMs: [] },
   leaders: {},
+  overduePodsReported: 0,
   failovers: 0,
   retentionMs: 5000,
   leakGraceMs: 10_000,
