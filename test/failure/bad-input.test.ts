@@ -56,6 +56,7 @@ const BAD: Record<string, Record<string, string>> = {
   httpPort: { SDC_HTTP_PORT: '70000' },
   tombstoneTtl: { SDC_TOMBSTONE_TTL: '0' }, // a duration, out of its range (1h to 365d)
   reconcileInterval: { SDC_RECONCILE_INTERVAL: 'P30D' }, // above Node's timer limit: reconciled every 1 ms
+  overdueGrace: { SDC_OVERDUE_GRACE: '500ms' }, // below its range (1s to 24h)
   queuePrefix: { SDC_QUEUE_PREFIX: 'a:b' },
   logLevel: { SDC_LOG_LEVEL: 'loud' },
   dashboardReadOnly: { SDC_DASHBOARD_READ_ONLY: 'perhaps' },
