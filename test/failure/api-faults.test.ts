@@ -98,6 +98,25 @@ describe('API faults', () => {
     await stopAll([r]);
   }, 120_000);
 
+  it('429 with a Retry-After of a day → the retry waits retryMaxDelay (2 s), not a day: the pod is cleaned', async () => {
+    const ns = 'api-429-day';
+    const r = await leaderFor(ns, 'af7');
+    cluster().server.faults.inject({
+      verb: 'delete',
+      path: podsPath(ns),
+      status: 429,
+      retryAfterSeconds: 86_400,
+      count: 1,
+    });
+    const [pod] = createDrivers(cluster().server, ns, 1, 'parked');
+    const uid = uidOf(pod);
+    // Unbounded, the job would be parked for a day and this would time out.
+    await waitGone(cluster().server, pod ? [pod] : [], 'pod deleted after one 429 asking for a day', 30_000);
+    expect(codesOf(uid)).toEqual([429, 200]);
+    expect(failures(r, ns).map((l) => l.retryAfterMs)).toEqual([86_400_000]);
+    await stopAll([r]);
+  }, 120_000);
+
   it('500 and 503 bursts on GET and DELETE → retried with backoff; every pod cleaned, one accepted DELETE each', async () => {
     const ns = 'api-5xx';
     const n = SOAK ? 300 : 40;
