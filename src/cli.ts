@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The `spark-driver-cleaner` command line: `run` (one replica), `demo` (the whole system on one
+ * The `spark-driver-cleaner` command line: `run` (one replica), `status` (each target from Redis and etcd), `demo` (the whole system on one
  * machine), `apiserver` (the sandbox Kubernetes API server) and `bench` (benchmarks).
  *
  * Each subcommand lives in its own module; this file only parses arguments and dispatches.
@@ -10,6 +10,7 @@ import { Command } from 'commander';
 import { registerBenchCommand } from './commands/bench.ts';
 import { registerDemoCommand } from './commands/demo.ts';
 import { registerRunCommand } from './commands/run.ts';
+import { registerStatusCommand } from './commands/status.ts';
 import { registerApiserverCommand } from './sandbox/apiserver-command.ts';
 
 const program = new Command()
@@ -23,6 +24,7 @@ const program = new Command()
   });
 
 registerRunCommand(program);
+registerStatusCommand(program);
 registerDemoCommand(program);
 registerApiserverCommand(program);
 registerBenchCommand(program);
