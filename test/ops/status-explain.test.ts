@@ -1,6 +1,6 @@
 /**
- * `status` against real processes: replica processes, Redis, etcd and the sandbox API server,
- * and the command run as the operator runs it (`src/cli.ts status`, the replicas' SDC_*
+ * `status` and `explain` against real processes: replica processes, Redis, etcd and the sandbox API server,
+ * and the two commands run as the operator runs them (`src/cli.ts status|explain`, the replicas' SDC_*
  * configuration). One case per answer the issue asks for: accepted, pending, kept by policy, not matching,
  * being deleted by someone else, leaderless target (with an overdue job); and `/api/v1/explain` behind the
  * same auth as the rest of `/api/`.
@@ -16,9 +16,11 @@ import { createLogger } from '../../src/telemetry/log.ts';
 import {
   createDrivers,
   firstLeader,
+  httpUrl,
   nameOf,
   remember,
   replicaEnv,
+  SELECTOR,
   stopAll,
   uidOf,
   useFailureCluster,
@@ -80,6 +82,19 @@ interface StatusJson {
     lastAccepted: { pod: string; uid: string; replica: string; at: string } | null;
     problems: string[];
   }[];
+}
+
+interface ExplainJson {
+  kind: string;
+  verdict: string;
+  uid: string | null;
+  parts: Record<string, string>;
+}
+
+async function explainOf(ref: string, namespaces = [NS]): Promise<ExplainJson> {
+  const r = await cli(['explain', ref, '--json'], env(namespaces));
+  expect(r.status, r.stderr).toBe(0);
+  return JSON.parse(r.stdout) as ExplainJson;
 }
 
 /** A finished driver (Succeeded unless said) created `agoMs` ago by the sandbox clock, optionally without the tag. */
@@ -202,5 +217,75 @@ describe('status and explain: why is this pod still here?', () => {
     const text = await cli(['status'], env([NS, ORPHAN]));
     expect(text.status).toBe(1);
     expect(text.stdout).toContain('leader:        NONE');
+  }, 60_000);
+
+  it('explain: accepted → "deleted at … by why-1", by name and by UID', async () => {
+    const byName = await explainOf(`${cluster().context}:${NS}/${nameOf(pods.accepted)}`);
+    expect(byName.kind).toBe('deleted');
+    expect(byName.verdict).toMatch(/^deleted at \S+ .* by why-1$/);
+    expect(byName.uid).toBe(uidOf(pods.accepted));
+    const byUid = await explainOf(uidOf(pods.accepted));
+    const absolute = (v: string) => v.replace(/ \([^)]* ago\)/, '');
+    expect(byUid.kind).toBe('deleted');
+    expect(absolute(byUid.verdict)).toBe(absolute(byName.verdict));
+  }, 60_000);
+
+  it('explain: pending → "will be deleted at <deadline> by why-1"', async () => {
+    const e = await explainOf(`${cluster().context}:${NS}/${nameOf(pods.pending)}`);
+    expect(e.kind).toBe('pending');
+    expect(e.verdict).toMatch(/^will be deleted at \S+ \(in (9|10) min\) by why-1$/);
+    expect(e.parts.job).toMatch(/^delayed, attempts 0/);
+  }, 60_000);
+
+  it('explain: a failed driver under policy COMPLETED → kept', async () => {
+    const e = await explainOf(`${cluster().context}:${NS}/${nameOf(pods.policy)}`);
+    expect(e).toMatchObject({
+      kind: 'kept',
+      verdict: 'kept: policy COMPLETED keeps failed drivers (state FAILED)',
+    });
+  }, 60_000);
+
+  it('explain: a pod without kyuubi-unique-tag → not a driver pod we select', async () => {
+    const e = await explainOf(`${cluster().context}:${NS}/${nameOf(pods.unmatched)}`);
+    expect(e).toMatchObject({
+      kind: 'not-matching',
+      verdict: `not a driver pod: labels do not match ${SELECTOR}`,
+    });
+  }, 60_000);
+
+  it('explain: deleted by someone else, held by a finalizer → being deleted, tombstoned, no job', async () => {
+    const e = await explainOf(`${cluster().context}:${NS}/${nameOf(pods.deleting)}`);
+    expect(e.kind).toBe('being-deleted');
+    expect(e.verdict).toMatch(/^being deleted by someone else since /);
+    expect(e.parts.tombstone).toMatch(/^present for another/);
+    expect(e.parts.job).toBe('none');
+    expect(cluster().server.requests.deletesByUid().get(uidOf(pods.deleting))).toBeUndefined();
+  }, 60_000);
+
+  it('explain: a leaderless target → stuck, with and without a passed deadline', async () => {
+    const e = await explainOf(`${cluster().context}:${ORPHAN}/${nameOf(pods.orphan)}`, [NS, ORPHAN]);
+    expect(e.kind).toBe('stuck');
+    expect(e.verdict).toMatch(
+      /^stuck: no leader for this target \(no replica campaigns in etcd\); its deadline is /,
+    );
+    const o = await explainOf(`${cluster().context}:${ORPHAN}/${nameOf(pods.overdue)}`, [NS, ORPHAN]);
+    expect(o.verdict).toMatch(/its deadline passed .* ago\)$/);
+  }, 60_000);
+
+  it('/api/v1/explain/{namespace}/{pod}: the same answer from a replica, behind the /api/ auth', async () => {
+    const url = await httpUrl(leader);
+    const path = `/api/v1/explain/${NS}/${nameOf(pods.pending)}`;
+    expect((await fetch(`${url}${path}`)).status).toBe(401);
+    const auth = `Basic ${Buffer.from(`${AUTH.user}:${AUTH.password}`).toString('base64')}`;
+    const res = await fetch(`${url}${path}`, { headers: { authorization: auth } });
+    expect(res.status).toBe(200);
+    const e = (await res.json()) as ExplainJson;
+    expect(e).toMatchObject({ kind: 'pending', uid: uidOf(pods.pending) });
+    const policy = await fetch(`${url}/api/v1/explain/${NS}/${nameOf(pods.policy)}`, {
+      headers: { authorization: auth },
+    });
+    expect(((await policy.json()) as ExplainJson).kind).toBe('kept');
+    const other = await fetch(`${url}/api/v1/explain/elsewhere/x`, { headers: { authorization: auth } });
+    expect(other.status).toBe(404);
   }, 60_000);
 });
