@@ -47,24 +47,37 @@ export interface ApplicationView {
   readonly uid: string | null;
   /** ISO-8601, when the driver has finished and the status says when. */
   readonly finishedAt: string | null;
+  /** Someone has asked the API server to delete the pod (`metadata.deletionTimestamp` is set). */
+  readonly deleting: boolean;
+  /** `metadata.deletionTimestamp` (RFC 3339), or null. */
+  readonly deletionTimestamp: string | null;
 }
 
-/** The application view of one cached pod. Pure. */
+/**
+ * The application view of one cached pod. Pure. A pod being deleted (`deletionTimestamp`) before its driver
+ * finished is KILLED, with the deletion as its error: its phase still says Running (or Pending) through the
+ * grace period, or for as long as finalizers hold it, but the application is being killed, and a client
+ * polling for the end must not wait for a RUNNING that will never finish. A finished driver keeps its state.
+ */
 export function applicationView(pod: DriverPod, target: TargetRef): ApplicationView {
   const labels = pod.metadata?.labels ?? {};
   const s = podState(pod);
+  const deletionTimestamp = pod.metadata?.deletionTimestamp ?? null;
+  const killed = deletionTimestamp !== null && !s.terminal;
   return {
     id: labels['spark-app-selector'] ?? null,
     name: labels['spark-app-name'] ?? null,
-    state: s.state,
+    state: killed ? 'KILLED' : s.state,
     url: null,
-    error: s.error ?? null,
+    error: killed ? `pod is being deleted (deletionTimestamp ${deletionTimestamp})` : (s.error ?? null),
     tag: labels[KYUUBI_TAG_LABEL] ?? null,
     context: target.context,
     namespace: target.namespace,
     pod: pod.metadata?.name ?? '',
     uid: pod.metadata?.uid ?? null,
     finishedAt: s.finishedAtMs !== undefined ? new Date(s.finishedAtMs).toISOString() : null,
+    deleting: deletionTimestamp !== null,
+    deletionTimestamp,
   };
 }
 

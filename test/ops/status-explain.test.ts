@@ -2,8 +2,8 @@
  * `status` and `explain` against real processes: replica processes, Redis, etcd and the sandbox API server,
  * and the two commands run as the operator runs them (`src/cli.ts status|explain`, the replicas' SDC_*
  * configuration). One case per answer the issue asks for: accepted, pending, kept by policy, not matching,
- * being deleted by someone else, leaderless target (with an overdue job); and `/api/v1/explain` behind the
- * same auth as the rest of `/api/`.
+ * being deleted by someone else, leaderless target (with an overdue job); `/api/v1/explain` behind the
+ * same auth as the rest of `/api/`; and the state API showing a running driver being deleted as such.
  */
 import { execFile } from 'node:child_process';
 import type { V1Pod } from '@kubernetes/client-node';
@@ -27,6 +27,7 @@ import {
   waitGone,
 } from '../failure/helpers.ts';
 import { serviceEnv } from '../helpers/cluster.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 const cluster = useFailureCluster({ context: 'why' });
 const NS = 'why-here';
@@ -119,10 +120,8 @@ describe('status and explain: why is this pod still here?', () => {
   let leader: ReplicaProcess;
   let orphanReplica: ReplicaProcess;
   const pods: Record<string, V1Pod> = {};
-  let redis: Redis;
 
   beforeAll(async () => {
-    redis = new Redis(cluster().redis.url);
     leader = cluster().startReplica('why-1', env([NS]));
     orphanReplica = cluster().startReplica('why-orphan-1', env([ORPHAN]));
     await firstLeader([leader], NS);
@@ -151,9 +150,10 @@ describe('status and explain: why is this pod still here?', () => {
     // A job whose deadline passed long ago, as a replica enqueued it before it went: due at once (waiting), overdue.
     const target = { context: cluster().context, namespace: ORPHAN };
     pods.overdue = driver(ORPHAN, 'overdue', 30 * MIN);
+    const connection = new Redis(cluster().redis.url, { maxRetriesPerRequest: null });
     const q = createCleanupQueue({
       target,
-      connection: new Redis(cluster().redis.url, { maxRetriesPerRequest: null }),
+      connection,
       prefix: PREFIX,
       tombstoneTtlMs: 3_600_000,
       log: createLogger({ level: 'silent' }),
@@ -167,11 +167,11 @@ describe('status and explain: why is this pod still here?', () => {
       deadlineMs: Date.now() - 20 * MIN,
     });
     await q.close();
+    connection.disconnect();
   }, 120_000);
 
   afterAll(async () => {
     await stopAll([leader]);
-    redis?.disconnect();
   });
 
   it('status: a healthy target → exit 0, its leader and since when, one delayed job, the next deadline, the last accepted DELETE', async () => {
@@ -287,5 +287,30 @@ describe('status and explain: why is this pod still here?', () => {
     expect(((await policy.json()) as ExplainJson).kind).toBe('kept');
     const other = await fetch(`${url}/api/v1/explain/elsewhere/x`, { headers: { authorization: auth } });
     expect(other.status).toBe(404);
+  }, 60_000);
+
+  it('state API: a running driver deleted by someone else (held by a finalizer) → KILLED and deleting, not RUNNING; explain says being deleted', async () => {
+    const url = await httpUrl(leader);
+    const auth = `Basic ${Buffer.from(`${AUTH.user}:${AUTH.password}`).toString('base64')}`;
+    const running = driver(NS, 'running-held', 0, { phase: 'Running', finalizer: true });
+    const path = `/api/v1/applications/${NS}/${nameOf(running)}`;
+    const view = async () => {
+      const res = await fetch(`${url}${path}`, { headers: { authorization: auth } });
+      return res.status === 200 ? ((await res.json()) as Record<string, unknown>) : undefined;
+    };
+    expect(await waitFor('the running driver in the informer', view)).toMatchObject({
+      state: 'RUNNING',
+      deleting: false,
+    });
+    cluster().server.pods.delete(NS, nameOf(running));
+    const deleting = await waitFor('the deletion seen by the informer', async () => {
+      const v = await view();
+      return v?.deleting === true ? v : undefined;
+    });
+    expect(deleting).toMatchObject({ state: 'KILLED', deletionTimestamp: expect.any(String) });
+    expect(String(deleting.error)).toMatch(/^pod is being deleted/);
+    const e = await explainOf(`${cluster().context}:${NS}/${nameOf(running)}`);
+    expect(e.kind).toBe('being-deleted');
+    expect(cluster().server.requests.deletesByUid().get(uidOf(running))).toBeUndefined();
   }, 60_000);
 });
