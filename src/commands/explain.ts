@@ -14,7 +14,7 @@ import { tombstoneKey } from '../queue/job-identity.ts';
 import { explain, formatExplanation } from '../status/explain.ts';
 import { gatherFacts } from '../status/explain-facts.ts';
 import { parsePodRef } from '../status/pod-ref.ts';
-import { openStateStore, resolveTargets } from '../status/state-store.ts';
+import { checkReachable, openStateStore, resolveTargets, UnreachableError } from '../status/state-store.ts';
 import { EXIT_UNREACHABLE } from '../status/status-format.ts';
 import { addConfigOptions, loadConfigOrExit } from './config-options.ts';
 
@@ -57,6 +57,7 @@ async function explainCommand(text: string, flags: Record<string, unknown>): Pro
   const store = openStateStore(config);
   const contexts = new Map<string, ReturnType<typeof openContexts>>();
   try {
+    await checkReachable(store, config);
     let target = asked;
     if (!target && 'uid' in ref) {
       // A UID alone: the target whose queue has its job or tombstone.
@@ -104,9 +105,9 @@ async function explainCommand(text: string, flags: Record<string, unknown>): Pro
     return 0;
   } catch (err) {
     if (err instanceof KubeconfigError) return bad(`invalid configuration:\n  - ${err.message}`);
-    process.stderr.write(
-      `spark-driver-cleaner: explain: cannot read Redis or etcd: ${(err as Error).message}\n`,
-    );
+    const why =
+      err instanceof UnreachableError ? err.message : `cannot read Redis or etcd: ${(err as Error).message}`;
+    process.stderr.write(`spark-driver-cleaner: explain: ${why}\n`);
     return EXIT_UNREACHABLE;
   } finally {
     await Promise.allSettled([...contexts.values()].map((c) => c.close()));

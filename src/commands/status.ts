@@ -8,7 +8,7 @@ import type { Command } from 'commander';
 import { selfCheckSettings } from '../cleaner/self-check.ts';
 import { systemClock } from '../clock.ts';
 import { KubeconfigError } from '../kube/kubeconfig.ts';
-import { openStateStore, resolveTargets } from '../status/state-store.ts';
+import { checkReachable, openStateStore, resolveTargets, UnreachableError } from '../status/state-store.ts';
 import { EXIT_UNREACHABLE, formatStatus, statusExitCode, statusJson } from '../status/status-format.ts';
 import { readTargetStatus } from '../status/target-status.ts';
 import { addConfigOptions, loadConfigOrExit } from './config-options.ts';
@@ -43,6 +43,7 @@ async function status(flags: Record<string, unknown>): Promise<number> {
   const nowMs = systemClock();
   const { graceMs } = selfCheckSettings(config.electionTtlSeconds, config.overdueGraceMs);
   try {
+    await checkReachable(store, config);
     const rows = await Promise.all(
       targets.map((t) =>
         readTargetStatus(t, {
@@ -62,9 +63,10 @@ async function status(flags: Record<string, unknown>): Promise<number> {
     );
     return statusExitCode(rows);
   } catch (err) {
-    process.stderr.write(
-      `spark-driver-cleaner: status: cannot read Redis or etcd: ${(err as Error).message}\n`,
-    );
+    // Unreachable: named by checkReachable; anything later is Redis or etcd failing mid-read.
+    const why =
+      err instanceof UnreachableError ? err.message : `cannot read Redis or etcd: ${(err as Error).message}`;
+    process.stderr.write(`spark-driver-cleaner: status: ${why}\n`);
     return EXIT_UNREACHABLE;
   } finally {
     await store.close();

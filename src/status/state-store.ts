@@ -6,6 +6,7 @@
 import { Queue } from 'bullmq';
 import type { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
+import { maskUrl } from '../config/redact.ts';
 import type { CleanerConfig } from '../config/schema.ts';
 import { kubeconfigPath, loadClusterAccess } from '../kube/kubeconfig.ts';
 import { createEtcdClient } from '../leadership/etcd-client.ts';
@@ -22,6 +23,37 @@ export interface StateStore {
   /** The target's queue (opened once, on the shared connection). */
   queueOf(target: TargetRef): Queue<StoredCleanupJobData>;
   close(): Promise<void>;
+}
+
+/** Redis or etcd did not answer: `status` and `explain` exit 3 (nothing is known, which is not "unhealthy"). */
+export class UnreachableError extends Error {
+  override name = 'UnreachableError';
+}
+
+/**
+ * Checks that Redis and etcd (when configured) answer, before anything is read from them, so that the error
+ * names the one that does not, its setting and the configured address (secrets masked).
+ * @throws UnreachableError naming `redisUrl` or `etcdEndpoints`.
+ */
+export async function checkReachable(
+  store: StateStore,
+  config: Pick<CleanerConfig, 'redisUrl' | 'etcdEndpoints'>,
+): Promise<void> {
+  try {
+    await store.redis.ping();
+  } catch (err) {
+    throw new UnreachableError(
+      `redisUrl (--redis-url, SDC_REDIS_URL) ${maskUrl(config.redisUrl)}: Redis does not answer: ${(err as Error).message}`,
+    );
+  }
+  if (!store.etcd) return;
+  try {
+    await store.etcd.get('spark-driver-cleaner/ping').exec();
+  } catch (err) {
+    throw new UnreachableError(
+      `etcdEndpoints (--etcd-endpoints, SDC_ETCD_ENDPOINTS) ${config.etcdEndpoints.join(',')}: etcd does not answer: ${(err as Error).message.split('\n')[0]}`,
+    );
+  }
 }
 
 /** Opens the Redis connection (at most one reconnect, 5 s connect timeout) and the etcd client. */

@@ -313,4 +313,29 @@ describe('status and explain: why is this pod still here?', () => {
     expect(e.kind).toBe('being-deleted');
     expect(cluster().server.requests.deletesByUid().get(uidOf(running))).toBeUndefined();
   }, 60_000);
+
+  it('bad input: exit 2 naming the field or the pod reference, exit 3 naming the store that does not answer', async () => {
+    const base = { SDC_TARGETS: 'why:why-here', KUBECONFIG: cluster().server.kubeconfigPath };
+    const [badConfig, badRef, noRedis, noEtcd] = await Promise.all([
+      cli(['status'], { ...base, SDC_REDIS_URL: cluster().redis.url, SDC_RETENTION: 'soon' }),
+      cli(['explain', 'just-a-name'], { ...base, SDC_REDIS_URL: cluster().redis.url }),
+      cli(['status'], { ...base, SDC_REDIS_URL: 'redis://:secret@127.0.0.1:1' }),
+      cli(['explain', '--offline', 'why:why-here/p'], {
+        ...base,
+        SDC_REDIS_URL: cluster().redis.url,
+        SDC_ETCD_ENDPOINTS: 'http://127.0.0.1:1',
+      }),
+    ]);
+    expect(badConfig.status).toBe(2);
+    expect(badConfig.stderr).toContain('SDC_RETENTION');
+    expect(badRef.status).toBe(2);
+    expect(badRef.stderr).toContain('expected context:namespace/pod');
+    expect(noRedis.status).toBe(3);
+    expect(noRedis.stderr).toMatch(/redisUrl .* redis:\/\/:\*\*\*@127\.0\.0\.1:1: Redis does not answer/);
+    expect(noRedis.stderr).not.toContain('secret');
+    expect(noEtcd.status).toBe(3);
+    expect(noEtcd.stderr).toContain(
+      'etcdEndpoints (--etcd-endpoints, SDC_ETCD_ENDPOINTS) http://127.0.0.1:1',
+    );
+  }, 60_000);
 });
