@@ -3,7 +3,8 @@
  * and the two commands run as the operator runs them (`src/cli.ts status|explain`, the replicas' SDC_*
  * configuration). One case per answer the issue asks for: accepted, pending, kept by policy, not matching,
  * being deleted by someone else, leaderless target (with an overdue job); `/api/v1/explain` behind the
- * same auth as the rest of `/api/`; and the state API showing a running driver being deleted as such.
+ * same auth as the rest of `/api/`; the state API showing a running driver being deleted as such; the
+ * single-server mode (no etcd); the bad-input exit codes.
  */
 import { execFile } from 'node:child_process';
 import type { V1Pod } from '@kubernetes/client-node';
@@ -76,6 +77,7 @@ interface StatusJson {
   targets: {
     target: string;
     leader: string | null;
+    leaderFrom: string;
     consumingSince: string | null;
     jobs: Record<string, number>;
     nextDeadline: string | null;
@@ -338,4 +340,35 @@ describe('status and explain: why is this pod still here?', () => {
       'etcdEndpoints (--etcd-endpoints, SDC_ETCD_ENDPOINTS) http://127.0.0.1:1',
     );
   }, 60_000);
+
+  it('without etcd (single-server mode): the leader is the replica whose worker consumes; none → no leader', async () => {
+    const ns = 'why-single';
+    const single = { ...env([ns]), SDC_ETCD_ENDPOINTS: '', SDC_QUEUE_PREFIX: 'why-single' };
+    const r = cluster().startReplica('why-single-1', single);
+    try {
+      // Local leadership logs no election: its first reconcile says it leads.
+      await r.waitForLine((l) => l.msg === 'reconciled' && l.namespace === ns, 30_000);
+      const p = driver(ns, 'single', 0);
+      await r.waitForLine((l) => l.msg === 'enqueue' && l.uid === uidOf(p) && l.result === 'added', 30_000);
+      const ok = await cli(['status', '--json'], single);
+      expect(ok.status, ok.stderr).toBe(0);
+      expect((JSON.parse(ok.stdout) as StatusJson).targets[0]).toMatchObject({
+        leader: 'why-single-1',
+        leaderFrom: 'redis-workers',
+        jobs: expect.objectContaining({ delayed: 1 }),
+      });
+      const single2 = await cli(['explain', '--json', `${cluster().context}:${ns}/${nameOf(p)}`], single);
+      expect((JSON.parse(single2.stdout) as ExplainJson).verdict).toMatch(
+        /^will be deleted at .* by why-single-1$/,
+      );
+      await stopAll([r]);
+      const none = await cli(['status', '--json'], single);
+      expect(none.status).toBe(1);
+      expect((JSON.parse(none.stdout) as StatusJson).targets[0]?.problems).toEqual([
+        'no leader: no worker consumes',
+      ]);
+    } finally {
+      await stopAll([r]);
+    }
+  }, 90_000);
 });
