@@ -219,7 +219,12 @@ export function explain(f: ExplainFacts, r: ExplainRules): Explanation {
             `${noLeader}; its deadline ${deadline !== undefined && deadline <= now ? 'passed' : 'is'} ${t(deadline)}`,
           ];
         const at = Math.max(deadline ?? 0, job.nextRunMs ?? 0);
-        return ['pending', `will be deleted at ${t(at)} by ${f.leader}`];
+        if (at > now) return ['pending', `will be deleted at ${t(at)} by ${f.leader}`];
+        // Due: a healthy leader takes it within moments; one that lasts is what `status` counts as overdue.
+        return [
+          'pending',
+          `due since ${t(at)}: ${f.leader} deletes it when its worker takes the job (if this lasts, see status and ${f.leader}'s log)`,
+        ];
       }
     }
   })();

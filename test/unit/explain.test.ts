@@ -100,6 +100,15 @@ describe('explain: the verdict', () => {
       `will be deleted at ${at(NOW + 5 * MIN)} (in 5 min) by replica-2`,
     ],
     [
+      'job waiting, deadline passed 2 min ago, leader → due, the leader takes it (or see status)',
+      facts({
+        pod: { read: 'present', object: pod(12 * MIN) },
+        job: job('waiting', { deadlineMs: NOW - 2 * MIN }),
+      }),
+      'pending',
+      `due since ${at(NOW - 2 * MIN)} (2 min ago): replica-2 deletes it when its worker takes the job (if this lasts, see status and replica-2's log)`,
+    ],
+    [
       'failed driver, policy COMPLETED → kept',
       facts({ pod: { read: 'present', object: pod(5 * MIN, { exitCode: 1 }) } }),
       'kept',
