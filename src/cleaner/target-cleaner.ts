@@ -103,6 +103,8 @@ export interface TargetCleaner {
   readonly leadershipState: Leadership;
   /** The target's queue (the dashboard and the metrics read it). */
   readonly queue: CleanupQueue;
+  /** The target's pod API (rate-limited, shared by the context): `/api/v1/explain`'s live GET. */
+  readonly pods: PodApi;
   /** The overdue pods of the target as this replica's informer sees them (the self-check). */
   overdue(): OverdueReport;
 }
@@ -448,6 +450,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
 
   return {
     target: opts.target,
+    pods: opts.pods,
     observe,
     elected() {
       if (stopped) return;

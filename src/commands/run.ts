@@ -6,8 +6,6 @@
  */
 import type { Command } from 'commander';
 import { monotonicClock, systemClock } from '../clock.ts';
-import { envName, FIELDS, flagName } from '../config/fields.ts';
-import { ConfigError, loadConfig } from '../config/load.ts';
 import { redactConfig } from '../config/redact.ts';
 import { configWarnings } from '../config/warnings.ts';
 import { startHttpServer } from '../http/server.ts';
@@ -15,25 +13,20 @@ import { KubeconfigError } from '../kube/kubeconfig.ts';
 import { startReplica } from '../replica.ts';
 import { createLogger } from '../telemetry/log.ts';
 import { createTelemetry } from '../telemetry/telemetry.ts';
+import { addConfigOptions, loadConfigOrExit } from './config-options.ts';
 
 /** Registers `run` on the program. */
 export function registerRunCommand(program: Command): void {
   const cmd = program
     .command('run')
     .description('Run one replica: watch, enqueue, and clean up while leading.');
-  cmd.option('--config <file>', 'YAML file with any of the fields below (env: SDC_CONFIG)');
   cmd.option(
     '--check',
     'validate the configuration and exit: the effective configuration as JSON on stdout (secrets masked), ' +
       'warnings on stderr; exit 0, or 2 naming each bad field. Contacts nothing (kubeconfig contexts, ' +
       'Redis, etcd and the API server are checked at start)',
   );
-  for (const f of FIELDS) {
-    const def = f.default !== undefined ? ` (default: ${f.default})` : '';
-    const range = f.range ? ` (range: ${f.range.min} to ${f.range.max})` : '';
-    const flag = f.flag ? flagName(f.key) : `${flagName(f.key)} <value>`;
-    cmd.option(flag, `${f.help}${def}${range} [env: ${envName(f.key)}]`);
-  }
+  addConfigOptions(cmd);
   cmd.action(async (flags: Record<string, unknown>) => {
     await runReplica(flags);
   });
@@ -44,16 +37,7 @@ export function registerRunCommand(program: Command): void {
  * `flags.check`, prints the configuration and its warnings and returns without starting anything.
  */
 export async function runReplica(flags: Record<string, unknown>): Promise<void> {
-  let config: ReturnType<typeof loadConfig>;
-  try {
-    config = loadConfig({ flags });
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`spark-driver-cleaner: ${err.message}\n`);
-      process.exit(2);
-    }
-    throw err;
-  }
+  const config = loadConfigOrExit(flags);
   if (flags.check === true) {
     process.stdout.write(`${JSON.stringify(redactConfig(config), null, 2)}\n`);
     for (const w of configWarnings(config))

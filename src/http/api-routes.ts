@@ -6,15 +6,23 @@
  *   overdue pods as this replica's informer sees them (the self-check, src/cleaner/self-check.ts);
  * - `GET /api/v1/applications?tag=T` → the application of the driver pod labelled `kyuubi-unique-tag=T`,
  *   as Kyuubi's `getApplicationInfoByTag` answers it (newest pod when several carry the tag);
- * - `GET /api/v1/applications/{namespace}/{pod}[?context=C]` → the application of that driver pod.
+ * - `GET /api/v1/applications/{namespace}/{pod}[?context=C]` → the application of that driver pod;
+ * - `GET /api/v1/explain/{namespace}/{pod}[?context=C]` → why that pod is still here (or where it went):
+ *   {@link Explanation}, from a live GET, the queue, the tombstone and the election (src/status/explain.ts);
+ *   the namespace must be one of this replica's targets (else 404).
  *
  * An application is {@link ApplicationView}; an unknown tag or pod is 404 `{ error }`.
  */
 import type { FastifyInstance } from 'fastify';
+import { systemClock } from '../clock.ts';
+import type { CleanerConfig } from '../config/schema.ts';
 import { type ApplicationState, podState } from '../kube/app-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
+import { parseLabelSelector } from '../kube/label-selector.ts';
 import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
 import type { Replica } from '../replica.ts';
+import { type Explanation, explain } from '../status/explain.ts';
+import { gatherFacts } from '../status/explain-facts.ts';
 
 /** Label Kyuubi puts on the driver pods it submits (KyuubiConf `kyuubi.engine.tag`'s pod label). */
 export const KYUUBI_TAG_LABEL = 'kyuubi-unique-tag';
@@ -39,24 +47,37 @@ export interface ApplicationView {
   readonly uid: string | null;
   /** ISO-8601, when the driver has finished and the status says when. */
   readonly finishedAt: string | null;
+  /** Someone has asked the API server to delete the pod (`metadata.deletionTimestamp` is set). */
+  readonly deleting: boolean;
+  /** `metadata.deletionTimestamp` (RFC 3339), or null. */
+  readonly deletionTimestamp: string | null;
 }
 
-/** The application view of one cached pod. Pure. */
+/**
+ * The application view of one cached pod. Pure. A pod being deleted (`deletionTimestamp`) before its driver
+ * finished is KILLED, with the deletion as its error: its phase still says Running (or Pending) through the
+ * grace period, or for as long as finalizers hold it, but the application is being killed, and a client
+ * polling for the end must not wait for a RUNNING that will never finish. A finished driver keeps its state.
+ */
 export function applicationView(pod: DriverPod, target: TargetRef): ApplicationView {
   const labels = pod.metadata?.labels ?? {};
   const s = podState(pod);
+  const deletionTimestamp = pod.metadata?.deletionTimestamp ?? null;
+  const killed = deletionTimestamp !== null && !s.terminal;
   return {
     id: labels['spark-app-selector'] ?? null,
     name: labels['spark-app-name'] ?? null,
-    state: s.state,
+    state: killed ? 'KILLED' : s.state,
     url: null,
-    error: s.error ?? null,
+    error: killed ? `pod is being deleted (deletionTimestamp ${deletionTimestamp})` : (s.error ?? null),
     tag: labels[KYUUBI_TAG_LABEL] ?? null,
     context: target.context,
     namespace: target.namespace,
     pod: pod.metadata?.name ?? '',
     uid: pod.metadata?.uid ?? null,
     finishedAt: s.finishedAtMs !== undefined ? new Date(s.finishedAtMs).toISOString() : null,
+    deleting: deletionTimestamp !== null,
+    deletionTimestamp,
   };
 }
 
@@ -65,8 +86,14 @@ const created = (p: DriverPod) => {
   return t ? new Date(t).getTime() : 0;
 };
 
-/** Adds the `/api/v1/` routes. */
-export function registerApiRoutes(app: FastifyInstance, opts: { replica: Replica }): void {
+/**
+ * Adds the `/api/v1/` routes. `explain` holds the rules `/api/v1/explain` judges by (the replica's own
+ * configuration); without it that route is not served.
+ */
+export function registerApiRoutes(
+  app: FastifyInstance,
+  opts: { replica: Replica; explain?: Pick<CleanerConfig, 'labelSelector' | 'policy' | 'retentionMs'> },
+): void {
   const { replica } = opts;
 
   app.get('/api/v1/leaders', async () => {
@@ -118,6 +145,43 @@ export function registerApiRoutes(app: FastifyInstance, opts: { replica: Replica
       return reply
         .code(404)
         .send({ error: `no driver pod ${namespace}/${pod}${context ? ` in context ${context}` : ''}` });
+    },
+  );
+
+  const rules = opts.explain;
+  if (!rules) return;
+  const selector = parseLabelSelector(rules.labelSelector);
+  app.get<{ Params: { namespace: string; pod: string }; Querystring: { context?: string } }>(
+    '/api/v1/explain/:namespace/:pod',
+    async (req, reply): Promise<Explanation | undefined> => {
+      const { namespace, pod } = req.params;
+      const context = req.query.context;
+      const c = replica.cleaners.find(
+        (x) => x.target.namespace === namespace && (context === undefined || x.target.context === context),
+      );
+      if (!c) {
+        await reply.code(404).send({
+          error: `${context ? `${context}:` : ''}${namespace} is not a target of this replica`,
+        });
+        return undefined;
+      }
+      const facts = await gatherFacts(
+        {
+          target: c.target,
+          queue: c.queue.queue,
+          redis: replica.redis,
+          etcd: replica.etcd,
+          getPod: (ns, name) => c.pods.get(ns, name),
+        },
+        { name: pod },
+      );
+      return explain(facts, {
+        selector,
+        selectorText: rules.labelSelector,
+        policy: rules.policy,
+        retentionMs: rules.retentionMs,
+        nowMs: systemClock(),
+      });
     },
   );
 }

@@ -4,7 +4,7 @@
  * - `/healthz`, `/readyz` — probes (health-routes.ts), always open;
  * - `/metrics` — Prometheus text format, always open;
  * - `/ui` — the Bull dashboard (dashboard.ts), read-only unless `dashboardReadOnly` is false;
- * - `/api/v1/leaders`, `/api/v1/applications…` — this replica's view (api-routes.ts).
+ * - `/api/v1/leaders`, `/api/v1/applications…`, `/api/v1/explain…` — this replica's view (api-routes.ts).
  *
  * With `dashboardUser`/`dashboardPassword` set, `/ui` (with the dashboard's own API) and `/api/v1/`
  * require HTTP Basic credentials.
@@ -22,7 +22,11 @@ import { registerHealthRoutes } from './health-routes.ts';
 
 /** Options of {@link startHttpServer}. */
 export interface HttpServerOptions {
-  config: Pick<CleanerConfig, 'httpHost' | 'httpPort' | 'dashboard'>;
+  /** `labelSelector`, `policy` and `retentionMs` are the rules `/api/v1/explain` judges a pod by. */
+  config: Pick<
+    CleanerConfig,
+    'httpHost' | 'httpPort' | 'dashboard' | 'labelSelector' | 'policy' | 'retentionMs'
+  >;
   replica: Replica;
   log: Logger;
   /** The monotonic clock, ms (src/clock.ts), for the probes' intervals. */
@@ -71,7 +75,7 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
     const { text, contentType } = await metrics.scrape();
     return reply.type(contentType).send(text);
   });
-  registerApiRoutes(app, { replica });
+  registerApiRoutes(app, { replica, explain: config });
   registerDashboard(app, {
     replica,
     readOnly: config.dashboard.readOnly,

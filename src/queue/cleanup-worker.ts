@@ -31,6 +31,7 @@ import {
   type StoredCleanupJobData,
 } from './cleanup-queue.ts';
 import { queueName, type TargetRef } from './job-identity.ts';
+import { recordLastAccepted } from './last-accepted.ts';
 import { createLockLossLog } from './lock-loss-log.ts';
 
 /** A failed API call, thrown so that BullMQ retries the job. Carries `Retry-After`, ms. */
@@ -241,6 +242,15 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
           `${outcome.step} ${outcome.code ?? ''} ${outcome.reason}: ${outcome.message}`,
           outcome.retryAfterMs,
         );
+      case 'accepted':
+        // For `status` ("last accepted DELETE"): one SET, after the DELETE, never failing the job.
+        await recordLastAccepted(opts.connection, opts.prefix, opts.target, {
+          pod: data.pod,
+          uid: data.uid,
+          atMs: opts.deps.now(),
+          replica: opts.replicaId,
+        });
+        return outcome;
       default:
         return outcome;
     }

@@ -71,3 +71,12 @@ export function jobKey(prefix: string, t: TargetRef, uid: string): string {
 export function electionPrefix(t: TargetRef): string {
   return `spark-driver-cleaner/election/${encodeURIComponent(t.context)}/${t.namespace}/`;
 }
+
+/**
+ * Redis key of a target's last accepted DELETE (`{ pod, uid, atMs, replica }` as JSON), written by the worker
+ * on each `accepted` outcome so that `status` can tell when the target last deleted something; shares the
+ * queue's hash tag.
+ */
+export function lastAcceptedKey(prefix: string, t: TargetRef): string {
+  return `${prefix}:${queueName(t)}:last-accepted`;
+}

@@ -176,6 +176,8 @@ describe('/api/v1/applications', () => {
       pod: running.metadata?.name,
       uid: running.metadata?.uid,
       finishedAt: null,
+      deleting: false,
+      deletionTimestamp: null,
     });
     const byName = await waitFor('the killed driver in the cache', async () => {
       const res = await http(url(), `/api/v1/applications/ops-b/${killed.metadata?.name}`, { auth: AUTH });

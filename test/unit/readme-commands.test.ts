@@ -65,6 +65,31 @@ const COVERAGE: Record<string, Coverage> = {
     expect: ({ stdout }) =>
       expect(JSON.parse(stdout)).toMatchObject({ targets: ['kind-a:spark'], retentionMs: 300_000 }),
   },
+  'npx node src/cli.ts explain prod-eu:spark-jobs/kyuubi-etl-0f3a9c2e-driver': {
+    run: 'elsewhere',
+    file: 'test/ops/status-explain.test.ts',
+    invocation: "cli(['explain', ref, '--json']",
+    why: 'explain needs Redis, etcd and a cluster: run against replica processes for each verdict',
+  },
+  'npx node src/cli.ts status': {
+    run: 'elsewhere',
+    file: 'test/ops/status-explain.test.ts',
+    invocation: "cli(['status'], env([NS]))",
+    why: 'status needs Redis and etcd: run against replica processes, a healthy and a leaderless target',
+  },
+  'npx node src/cli.ts status --json': {
+    run: 'elsewhere',
+    file: 'test/ops/status-explain.test.ts',
+    invocation: "cli(['status', '--json'], env([NS, ORPHAN]))",
+    why: 'the same, parsed as JSON, exit 0 and exit 1',
+  },
+  'npx node src/cli.ts status --help': {
+    run: 'as-written',
+    expect: ({ stdout }) => {
+      expect(stdout).toContain('--json');
+      for (const f of FIELDS) expect(stdout, f.key).toContain(flagName(f.key));
+    },
+  },
   'npm run bench -- --quick': {
     run: 'elsewhere',
     file: 'test/bench/quick.test.ts',

@@ -1,0 +1,160 @@
+/**
+ * One target's status from Redis and etcd alone (no API server): who leads and since when, the cleanup
+ * jobs by state, the next deadline, the overdue jobs and the last accepted DELETE. What `status` prints.
+ *
+ * Where each answer comes from:
+ * - **leader**: etcd's election (src/status/election-read.ts); without etcd (single-server mode), the replica
+ *   whose BullMQ worker consumes the queue;
+ * - **since**: etcd keeps no time with a key, so it is when the leader's worker connected to Redis (CLIENT
+ *   LIST `age`): the worker starts when its replica is elected, so this is "consuming since". A Redis
+ *   reconnect restarts it, so it can be later than the election, never earlier;
+ * - **overdue**: from the jobs' stored deadlines, not from pods: a job still delayed or waiting after
+ *   `deadline + grace` (the self-check's grace, src/cleaner/self-check.ts). A job that ran is not counted,
+ *   even when its pod is still there (a failed DELETE is in `failed`); the replicas' own self-check
+ *   (`/api/v1/leaders`) counts pods from their informers;
+ * - **last accepted DELETE**: the key the worker writes on each `accepted` outcome (src/queue/last-accepted.ts).
+ */
+import type { Job, Queue } from 'bullmq';
+import type { Etcd3 } from 'etcd3';
+import type { Redis } from 'ioredis';
+import type { StoredCleanupJobData } from '../queue/cleanup-queue.ts';
+import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
+import { type LastAccepted, readLastAccepted } from '../queue/last-accepted.ts';
+import { readElection } from './election-read.ts';
+
+/** One target's status. Times are epoch ms. */
+export interface TargetStatus {
+  /** `context:namespace`. */
+  readonly target: string;
+  /** The leading replica, or null when no replica leads (no candidate in etcd, or no consuming worker without etcd). */
+  readonly leader: string | null;
+  /** Where `leader` was read: the etcd election, or the workers connected to Redis (single-server mode). */
+  readonly leaderFrom: 'etcd' | 'redis-workers';
+  /** When the leader's worker connected to Redis (see the module comment); null when unknown. */
+  readonly consumingSinceMs: number | null;
+  /** Replicas whose worker consumes the queue now (the leader's, normally exactly one). */
+  readonly consumers: readonly string[];
+  /** The other candidates in etcd, next leader first. */
+  readonly candidates: readonly string[];
+  readonly jobs: {
+    readonly delayed: number;
+    readonly waiting: number;
+    readonly active: number;
+    readonly failed: number;
+    readonly completed: number;
+  };
+  /** The earliest deadline of a delayed job; null when none is delayed. */
+  readonly nextDeadlineMs: number | null;
+  /** Jobs still delayed or waiting after `deadline + grace`. */
+  readonly overdue: number;
+  /** The grace used for `overdue`, ms. */
+  readonly overdueGraceMs: number;
+  readonly lastAccepted: LastAccepted | null;
+}
+
+/** What {@link readTargetStatus} reads with. */
+export interface StatusSources {
+  /** The target's BullMQ queue (a plain `Queue` on the same name and prefix as the replicas'). */
+  readonly queue: Queue<StoredCleanupJobData>;
+  readonly redis: Redis;
+  /** undefined: single-server mode, the leader is whoever consumes. */
+  readonly etcd: Etcd3 | undefined;
+  readonly prefix: string;
+  /** Epoch ms. */
+  readonly nowMs: number;
+  /** How long past its deadline a job may still wait before it counts as overdue, ms. */
+  readonly overdueGraceMs: number;
+}
+
+/** At most this many jobs are read to count the overdue ones: a target this far behind is counted as ≥ it. */
+const OVERDUE_SCAN_LIMIT = 10_000;
+const PAGE = 200;
+
+const deadlineOf = (job: Job<StoredCleanupJobData> | undefined): number | undefined => {
+  const d = job?.data?.deadlineMs;
+  return typeof d === 'number' && Number.isFinite(d) ? d : undefined;
+};
+
+/**
+ * Counts the jobs of `state` whose deadline is past `cutoffMs`. Delayed jobs come in deadline order (BullMQ
+ * scores them by due time), so the scan stops at the first one not yet overdue; waiting jobs are all read
+ * (up to the limit): they are due already, and their number is small unless nothing consumes.
+ */
+async function countOverdue(
+  queue: Queue<StoredCleanupJobData>,
+  state: 'delayed' | 'waiting',
+  cutoffMs: number,
+): Promise<number> {
+  let n = 0;
+  for (let start = 0; start < OVERDUE_SCAN_LIMIT; start += PAGE) {
+    const jobs = await queue.getJobs([state], start, start + PAGE - 1, true);
+    for (const job of jobs) {
+      const d = deadlineOf(job);
+      if (d === undefined) continue;
+      if (d <= cutoffMs) n += 1;
+      else if (state === 'delayed') return n;
+    }
+    if (jobs.length < PAGE) return n;
+  }
+  return n;
+}
+
+/**
+ * Reads one target's status.
+ * @throws the Redis or etcd client's error when either cannot be reached.
+ */
+export async function readTargetStatus(target: TargetRef, src: StatusSources): Promise<TargetStatus> {
+  const { queue } = src;
+  const [counts, election, workers, firstDelayed, lastAccepted] = await Promise.all([
+    queue.getJobCounts('delayed', 'waiting', 'active', 'failed', 'completed'),
+    src.etcd ? readElection(src.etcd, target) : undefined,
+    queue.getWorkers() as Promise<{ rawname?: string; age?: string }[]>,
+    queue.getDelayed(0, 0),
+    readLastAccepted(src.redis, src.prefix, target),
+  ]);
+  const connections = workers.map(({ rawname = '', age }) => {
+    const at = rawname.indexOf(':w:');
+    return { name: at < 0 ? rawname : rawname.slice(at + 3), ageSeconds: Number(age) };
+  });
+  const consumers = [...new Set(connections.map((c) => c.name))];
+  const leader = election ? (election.leader ?? null) : (consumers[0] ?? null);
+  // The most recent connection of the leader's worker: "consuming since at least then".
+  const ages = connections
+    .filter((c) => c.name === leader && Number.isFinite(c.ageSeconds))
+    .map((c) => c.ageSeconds);
+  const consumingSinceMs = ages.length > 0 ? src.nowMs - Math.min(...ages) * 1000 : null;
+  const cutoffMs = src.nowMs - src.overdueGraceMs;
+  const overdue =
+    (await countOverdue(queue, 'delayed', cutoffMs)) + (await countOverdue(queue, 'waiting', cutoffMs));
+  return {
+    target: targetLabel(target),
+    leader,
+    leaderFrom: src.etcd ? 'etcd' : 'redis-workers',
+    consumingSinceMs,
+    consumers,
+    candidates: election?.candidates ?? [],
+    jobs: {
+      delayed: counts.delayed ?? 0,
+      waiting: counts.waiting ?? 0,
+      active: counts.active ?? 0,
+      failed: counts.failed ?? 0,
+      completed: counts.completed ?? 0,
+    },
+    nextDeadlineMs: deadlineOf(firstDelayed[0] as Job<StoredCleanupJobData> | undefined) ?? null,
+    overdue,
+    overdueGraceMs: src.overdueGraceMs,
+    lastAccepted: lastAccepted ?? null,
+  };
+}
+
+/** Why a target fails the check (the reasons `status` exits non-zero for); empty when healthy. */
+export function statusProblems(s: TargetStatus): string[] {
+  const problems: string[] = [];
+  if (s.leader === null)
+    problems.push(
+      s.leaderFrom === 'etcd' ? 'no leader: no replica campaigns in etcd' : 'no leader: no worker consumes',
+    );
+  if (s.overdue > 0)
+    problems.push(`${s.overdue} overdue job(s): past deadline + ${s.overdueGraceMs / 1000} s`);
+  return problems;
+}
