@@ -1,16 +1,13 @@
 #!/usr/bin/env node
 /**
- * The `spark-driver-cleaner` command line: `run` (one replica), `demo` (the whole system on one
- * machine), `apiserver` (the sandbox Kubernetes API server) and `bench` (benchmarks).
+ * The `spark-driver-cleaner` command line: `run` (one replica), the only thing the image ships.
+ * The demo, the sandbox API server and the benchmarks have their own entry point, harness/cli.ts.
  *
  * Each subcommand lives in its own module; this file only parses arguments and dispatches.
  * Exit codes: 0 success, 1 runtime failure, 2 bad configuration or usage.
  */
 import { Command } from 'commander';
-import { registerBenchCommand } from './commands/bench.ts';
-import { registerDemoCommand } from './commands/demo.ts';
 import { registerRunCommand } from './commands/run.ts';
-import { registerApiserverCommand } from './sandbox/apiserver-command.ts';
 
 const program = new Command()
   .name('spark-driver-cleaner')
@@ -23,8 +20,5 @@ const program = new Command()
   });
 
 registerRunCommand(program);
-registerDemoCommand(program);
-registerApiserverCommand(program);
-registerBenchCommand(program);
 
 await program.parseAsync(process.argv);

@@ -3,7 +3,7 @@
  * sandbox API servers. Every assertion about DELETEs reads the sandbox's request log.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sparkDriverPod, startSparkWorkload } from '../../src/sandbox/workload.ts';
+import { sparkDriverPod, startSparkWorkload } from '../../harness/sandbox/workload.ts';
 import {
   createTerminatedDrivers,
   deletesPer,

@@ -1,11 +1,11 @@
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type LocalService, startRedis } from '../../harness/sandbox/local-services.ts';
 import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
 import { type CleanupJobData, cleanupJobDataOf, createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
 import { createCleanupWorker } from '../../src/queue/cleanup-worker.ts';
-import { type LocalService, startRedis } from '../../src/sandbox/local-services.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 

@@ -5,6 +5,7 @@
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type LocalService, startRedis } from '../../harness/sandbox/local-services.ts';
 import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
 import { FencedError } from '../../src/leadership/fenced-error.ts';
@@ -15,7 +16,6 @@ import {
   type RefusedJob,
 } from '../../src/queue/cleanup-worker.ts';
 import { jobKey } from '../../src/queue/job-identity.ts';
-import { type LocalService, startRedis } from '../../src/sandbox/local-services.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 

@@ -5,6 +5,8 @@
  * stream parsing corner cases against a scripted transport (lines split across chunks, HTTP 410, bad JSON).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
+import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
 import type { ClusterAccess } from '../../src/kube/cluster-access.ts';
 import { DRIVER_CONTAINER, type DriverPod } from '../../src/kube/driver-pod.ts';
 import { createKubeHttp, type KubeHttp, type KubeStream } from '../../src/kube/kube-http.ts';
@@ -14,8 +16,6 @@ import {
   type PodInformer,
   type PodInformerOptions,
 } from '../../src/kube/pod-informer.ts';
-import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
-import { sparkDriverPod } from '../../src/sandbox/workload.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../sandbox/helpers.ts';
 

@@ -8,6 +8,9 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
+import { type LocalService, startRedis } from '../../harness/sandbox/local-services.ts';
+import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
 import {
   createTargetCleaner,
   type TargetCleaner,
@@ -22,9 +25,6 @@ import { createPodInformer } from '../../src/kube/pod-informer.ts';
 import { createRateLimiter } from '../../src/kube/rate-limiter.ts';
 import { type CleanupQueue, createCleanupQueue, jobDataFor } from '../../src/queue/cleanup-queue.ts';
 import { createCleanupWorker } from '../../src/queue/cleanup-worker.ts';
-import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
-import { type LocalService, startRedis } from '../../src/sandbox/local-services.ts';
-import { sparkDriverPod } from '../../src/sandbox/workload.ts';
 import { type DrivenLeadership, drivenLeadership } from '../helpers/driven-leadership.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';

@@ -7,10 +7,10 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
 import { monotonicClock } from '../../src/clock.ts';
 import { type HttpServer, startHttpServer } from '../../src/http/server.ts';
 import { cleanupJobId, queueName } from '../../src/queue/job-identity.ts';
-import { sparkDriverPod } from '../../src/sandbox/workload.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { createTerminatedDriver, http, type OpsEnv, type OpsReplica, startOpsEnv } from './ops-env.ts';
 import { ensureTool } from './test-tools.ts';

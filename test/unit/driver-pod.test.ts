@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
 import { decide, malformedReason, podState } from '../../src/kube/app-state.ts';
 import { DRIVER_CONTAINER, trimPod } from '../../src/kube/driver-pod.ts';
 import { parseLabelSelector } from '../../src/kube/label-selector.ts';
-import { sparkDriverPod } from '../../src/sandbox/workload.ts';
 import { expected, fixturePods } from '../helpers/fixtures.ts';
 
 const selectors = [parseLabelSelector('spark-role=driver,kyuubi-unique-tag'), parseLabelSelector('')];
