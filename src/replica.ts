@@ -8,20 +8,21 @@
  */
 import type { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
+import { cleanupDriverPod } from '../workers/cleanup-driver-pod.ts';
 import { selfCheckSettings } from './cleaner/self-check.ts';
 import { createTargetCleaner, type TargetCleaner } from './cleaner/target-cleaner.ts';
 import type { Clock, MonotonicClock } from './clock.ts';
+import { parseLabelSelector } from './config/label-selector.ts';
 import type { CleanerConfig } from './config/schema.ts';
 import { openContexts } from './kube/context-clients.ts';
 import type { DriverPod } from './kube/driver-pod.ts';
-import { parseLabelSelector } from './kube/label-selector.ts';
 import { createPodInformer } from './kube/pod-informer.ts';
 import { createEtcdClient } from './leadership/etcd-client.ts';
 import { createEtcdLeadership } from './leadership/etcd-leadership.ts';
 import { createLocalLeadership } from './leadership/local-leadership.ts';
+import type { Logger } from './log.ts';
 import { createCleanupQueue } from './queue/cleanup-queue.ts';
 import { electionPrefix, targetLabel } from './queue/job-identity.ts';
-import type { Logger } from './telemetry/log.ts';
 import type { Telemetry } from './telemetry/telemetry.ts';
 
 /** A running replica. */
@@ -114,6 +115,7 @@ export async function startReplica(
       concurrency: config.concurrency,
       reconcileIntervalMs: config.reconcileIntervalMs,
       queue,
+      handler: cleanupDriverPod,
       connection: redis,
       prefix: config.queuePrefix,
       pods: clients.pods,

@@ -6,13 +6,14 @@
  * {@link spawnBaselineReplica} runs it as a real child process (`harness/cli.ts baseline-replica`,
  * configured by the same `SDC_*` variables as `run`), for the demo and the benchmarks.
  */
+
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { CleanerConfig } from '../../src/config/schema.ts';
 import { openContexts } from '../../src/kube/context-clients.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import { createPodInformer } from '../../src/kube/pod-informer.ts';
+import type { Logger } from '../../src/log.ts';
 import { targetLabel } from '../../src/queue/job-identity.ts';
-import type { Logger } from '../../src/telemetry/log.ts';
 import {
   HARNESS_CLI_PATH,
   type ReplicaProcess,

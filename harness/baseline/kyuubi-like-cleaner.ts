@@ -14,15 +14,16 @@
  * always does; it changes no count, only protects a re-created pod), and stopping does not delete
  * pending pods early (Kyuubi does on shutdown), so that stopping the demo does not skew its counts.
  */
+
+import { deadlineMs, decide, malformedReason } from '../../src/cleanup/decision.ts';
 import { NODE_TIMER_MAX_MS } from '../../src/config/fields.ts';
+import type { LabelSelector } from '../../src/config/label-selector.ts';
 import type { Policy } from '../../src/config/schema.ts';
-import { deadlineMs, decide, malformedReason } from '../../src/kube/app-state.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
-import type { LabelSelector } from '../../src/kube/label-selector.ts';
 import { KubeApiError, type PodApi } from '../../src/kube/pod-api.ts';
 import type { PodEvent, PodInformer } from '../../src/kube/pod-informer.ts';
+import type { Logger } from '../../src/log.ts';
 import type { TargetRef } from '../../src/queue/job-identity.ts';
-import type { Logger } from '../../src/telemetry/log.ts';
 
 /** Options of {@link createKyuubiLikeCleaner}. */
 export interface KyuubiLikeCleanerOptions {

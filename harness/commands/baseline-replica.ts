@@ -8,7 +8,7 @@ import type { Command } from 'commander';
 import { systemClock } from '../../src/clock.ts';
 import { ConfigError, loadConfig } from '../../src/config/load.ts';
 import { KubeconfigError } from '../../src/kube/kubeconfig.ts';
-import { createLogger } from '../../src/telemetry/log.ts';
+import { createLogger } from '../../src/log.ts';
 import { startBaselineReplica } from '../baseline/baseline-replica.ts';
 
 /** Registers the hidden `baseline-replica` subcommand. */

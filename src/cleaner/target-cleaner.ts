@@ -11,19 +11,17 @@
  */
 import type { Redis } from 'ioredis';
 import pLimit from 'p-limit';
+import { deadlineMs, decide, malformedReason } from '../cleanup/decision.ts';
+import type { CleanupHandler } from '../cleanup/handler.ts';
+import type { CleanupJobData } from '../cleanup/job-data.ts';
+import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy, RecheckMode } from '../config/schema.ts';
-import { deadlineMs, decide, malformedReason } from '../kube/app-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
-import type { LabelSelector } from '../kube/label-selector.ts';
 import type { PodApi } from '../kube/pod-api.ts';
 import type { PodEvent, PodInformer } from '../kube/pod-informer.ts';
 import type { Leadership } from '../leadership/leadership.ts';
-import {
-  type CleanupJobData,
-  type CleanupQueue,
-  type EnqueueResult,
-  jobDataFor,
-} from '../queue/cleanup-queue.ts';
+import type { Logger } from '../log.ts';
+import { type CleanupQueue, type EnqueueResult, jobDataFor } from '../queue/cleanup-queue.ts';
 import {
   type CleanupWorker,
   type CleanupWorkerOptions,
@@ -31,7 +29,6 @@ import {
   type RefusedJob,
 } from '../queue/cleanup-worker.ts';
 import { isCleanupJobId, type TargetRef } from '../queue/job-identity.ts';
-import type { Logger } from '../telemetry/log.ts';
 import type { EnqueueTrigger, TargetTelemetry } from '../telemetry/target-telemetry.ts';
 import { createCacheTrust } from './cache-trust.ts';
 import { createLeaderTerms, sleepInTerm, type Term, waitInTerm } from './leader-terms.ts';
@@ -51,6 +48,8 @@ export interface TargetCleanerOptions {
   /** Period of the leader's full reconcile, ms. */
   reconcileIntervalMs: number;
   queue: CleanupQueue;
+  /** The job handler (workers/cleanup-driver-pod.ts): the composition root hands it down. */
+  handler: CleanupHandler;
   connection: Redis;
   prefix: string;
   pods: PodApi;
@@ -156,6 +155,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     onProcessed: () => {
       lastProcessedMs = monotonicNow();
     },
+    handler: opts.handler,
     deps: {
       pods: {
         get: (namespace, name, signal) => opts.pods.get(namespace, name, signal),

@@ -14,7 +14,7 @@ import type { FastifyInstance } from 'fastify';
 import { type ApplicationState, podState } from '../kube/app-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
-import type { Replica } from '../replica.ts';
+import type { ServedReplica } from './served-replica.ts';
 
 /** Label Kyuubi puts on the driver pods it submits (KyuubiConf `kyuubi.engine.tag`'s pod label). */
 export const KYUUBI_TAG_LABEL = 'kyuubi-unique-tag';
@@ -66,7 +66,7 @@ const created = (p: DriverPod) => {
 };
 
 /** Adds the `/api/v1/` routes. */
-export function registerApiRoutes(app: FastifyInstance, opts: { replica: Replica }): void {
+export function registerApiRoutes(app: FastifyInstance, opts: { replica: ServedReplica }): void {
   const { replica } = opts;
 
   app.get('/api/v1/leaders', async () => {

@@ -14,7 +14,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, InjectOptions } from 'fastify';
 import Fastify from 'fastify';
 import { targetLabel } from '../queue/job-identity.ts';
-import type { Replica } from '../replica.ts';
+import type { ServedReplica } from './served-replica.ts';
 
 /** Where the dashboard is served. */
 export const DASHBOARD_PATH = '/ui';
@@ -24,7 +24,7 @@ const EXTERNAL_FONTS = /<link[^>]*fonts\.(?:googleapis|gstatic)\.com[^>]*>\s*/g;
 
 /** Options of {@link registerDashboard}. */
 export interface DashboardOptions {
-  replica: Replica;
+  replica: ServedReplica;
   /** Refuse retry/remove and every other mutating action (default true). */
   readOnly: boolean;
   /** Longest wait for the dashboard's answer (it reads Redis) before a 503, ms (default 10 000). */

@@ -10,11 +10,11 @@
 import type { FastifyInstance } from 'fastify';
 import type { MonotonicClock } from '../clock.ts';
 import { targetLabel } from '../queue/job-identity.ts';
-import type { Replica } from '../replica.ts';
+import type { ServedReplica } from './served-replica.ts';
 
 /** Options of {@link registerHealthRoutes}. */
 export interface HealthOptions {
-  replica: Replica;
+  replica: ServedReplica;
   /** The monotonic clock, ms (src/clock.ts): how long an informer is down, event-loop stalls. */
   monotonicNow: MonotonicClock;
   /** An informer down longer than this fails /readyz (and is listed by /healthz), ms (default 120 000). */

@@ -24,7 +24,7 @@
  */
 import { StringDecoder } from 'node:string_decoder';
 import { type Clock, type MonotonicClock, monotonicClock } from '../clock.ts';
-import type { Logger } from '../telemetry/log.ts';
+import type { Logger } from '../log.ts';
 import { retryAfterMs, statusOf } from './api-status.ts';
 import { type DriverPod, trimPod } from './driver-pod.ts';
 import type { KubeHttp } from './kube-http.ts';

@@ -20,7 +20,7 @@
  */
 import type { Etcd3, Lease, Namespace } from 'etcd3';
 import type { MonotonicClock } from '../clock.ts';
-import type { Logger } from '../telemetry/log.ts';
+import type { Logger } from '../log.ts';
 import { FencedError } from './fenced-error.ts';
 import type { Leadership, LeadershipEvents } from './leadership.ts';
 

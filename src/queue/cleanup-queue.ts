@@ -8,8 +8,9 @@
  */
 import { Job, type JobJson, type JobProgress, type JobsOptions, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
+import type { CleanupJobData } from '../cleanup/job-data.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
-import type { Logger } from '../telemetry/log.ts';
+import type { Logger } from '../log.ts';
 import {
   cleanupJobId,
   isCleanupJobId,
@@ -18,25 +19,6 @@ import {
   type TargetRef,
   tombstoneKey,
 } from './job-identity.ts';
-
-/**
- * A cleanup job as the handler sees it. Times are epoch ms. Redis stores only part of it
- * ({@link StoredJobData}); the worker rebuilds the rest from the job's id, name and target.
- */
-export interface CleanupJobData {
-  readonly context: string;
-  readonly namespace: string;
-  readonly pod: string;
-  readonly uid: string;
-  /** finishedAt + retention: the job must not DELETE before this. */
-  readonly deadlineMs: number;
-  /** Enqueue side only: not stored in Redis, so absent on a job the worker processes. */
-  readonly finishedAtMs?: number;
-  /** Replica that added the job. Enqueue side only: not stored in Redis. */
-  readonly enqueuedBy?: string;
-  /** W3C trace context of the enqueue span, so processing continues the same trace. */
-  readonly traceparent?: string;
-}
 
 /**
  * The `data` a job stores in Redis. The rest of {@link CleanupJobData} is elsewhere: the UID is the job

@@ -1,7 +1,7 @@
 /**
- * The thin adapter between BullMQ and the cleanup handler (workers/cleanup-driver-pod.ts): it runs a
- * Worker on a target's queue while this replica leads, maps each {@link Outcome} onto BullMQ, and writes
- * the outcome's log line.
+ * The thin adapter between BullMQ and the cleanup handler (workers/cleanup-driver-pod.ts, passed in as
+ * `handler`): it runs a Worker on a target's queue while this replica leads, maps each {@link Outcome}
+ * onto BullMQ, and writes the outcome's log line.
  *
  * - final outcomes → the job completes with the outcome as its return value;
  * - `failed` → throw: BullMQ retries with our backoff (exponential, jitter, at least `Retry-After`, at most
@@ -21,15 +21,11 @@
  */
 import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { type CleanupDeps, cleanupDriverPod, type Outcome } from '../../workers/cleanup-driver-pod.ts';
-import type { Logger } from '../telemetry/log.ts';
-import type { TargetTelemetry } from '../telemetry/target-telemetry.ts';
-import {
-  type CleanupJobData,
-  cleanupJobDataOf,
-  InvalidJobDataError,
-  type StoredCleanupJobData,
-} from './cleanup-queue.ts';
+import type { CleanupDeps, CleanupHandler } from '../cleanup/handler.ts';
+import type { CleanupJobData } from '../cleanup/job-data.ts';
+import type { Outcome } from '../cleanup/outcome.ts';
+import type { Logger } from '../log.ts';
+import { cleanupJobDataOf, InvalidJobDataError, type StoredCleanupJobData } from './cleanup-queue.ts';
 import { queueName, type TargetRef } from './job-identity.ts';
 import { createLockLossLog } from './lock-loss-log.ts';
 
@@ -59,11 +55,21 @@ export interface RefusedJob {
   readonly pod: string | undefined;
 }
 
+/**
+ * Wraps each processing attempt: `run` processes the job, the wrapper records it (span, outcome metrics).
+ * Declared here, by its user; src/telemetry/target-telemetry.ts implements it.
+ */
+export interface ProcessTelemetry {
+  process(data: CleanupJobData, run: () => Promise<Outcome>): Promise<Outcome>;
+}
+
 /** Options of {@link createCleanupWorker}. */
 export interface CleanupWorkerOptions {
   target: TargetRef;
   connection: Redis;
   prefix: string;
+  /** The job handler (workers/cleanup-driver-pod.ts, handed down by the composition root). */
+  handler: CleanupHandler;
   deps: CleanupDeps;
   /** Jobs processed in parallel (≥ 1). */
   concurrency: number;
@@ -76,7 +82,7 @@ export interface CleanupWorkerOptions {
   backoffMs?: number;
   maxBackoffMs?: number;
   /** Wraps each processing attempt (consumer span, outcome metrics); the outcome log line is written inside it. */
-  telemetry?: Pick<TargetTelemetry, 'process'>;
+  telemetry?: ProcessTelemetry;
   /**
    * Called once a job refused for its data has been removed from Redis, so that its pod can be enqueued again
    * from a trusted copy (the informer's). Without it the next reconcile finds the pod without a job.
@@ -220,7 +226,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
       throw err;
     }
     const handle = async () => {
-      const o = await cleanupDriverPod(data, opts.deps, sig);
+      const o = await opts.handler(data, opts.deps, sig);
       logOutcome(opts.log, data, job.attemptsMade, o);
       return o;
     };

@@ -8,7 +8,7 @@
  * lease keepalive age, informer restarts and sync — so a scrape shows the state *now*, not a stale copy.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import type { Outcome } from '../../workers/cleanup-driver-pod.ts';
+import type { Outcome } from '../cleanup/outcome.ts';
 import type { TargetRef } from '../queue/job-identity.ts';
 
 /** BullMQ job states counted per target (`Queue.getJobCounts`). */

@@ -24,9 +24,9 @@ import {
 } from '../../harness/sandbox/local-services.ts';
 import { type LogLine, type ReplicaProcess, spawnReplica } from '../../harness/sandbox/replica-process.ts';
 import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
-import { decide } from '../../src/kube/app-state.ts';
+import { decide } from '../../src/cleanup/decision.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import { serviceEnv, tempFile } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
 

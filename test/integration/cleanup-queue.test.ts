@@ -2,10 +2,12 @@ import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalService, startRedis } from '../../harness/sandbox/local-services.ts';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
+import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
-import { type CleanupJobData, cleanupJobDataOf, createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
+import { cleanupJobDataOf, createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
 import { createCleanupWorker } from '../../src/queue/cleanup-worker.ts';
+import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -161,6 +163,7 @@ describe('compact jobs (Redis memory)', () => {
 
     const seen: CleanupJobData[] = [];
     const worker = createCleanupWorker({
+      handler: cleanupDriverPod,
       target,
       connection: connect(),
       prefix: 'm2',

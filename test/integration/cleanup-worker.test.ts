@@ -6,16 +6,18 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalService, startRedis } from '../../harness/sandbox/local-services.ts';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
+import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
 import { FencedError } from '../../src/leadership/fenced-error.ts';
-import { type CleanupJobData, createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
+import { createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
 import {
   type CleanupWorkerOptions,
   createCleanupWorker,
   type RefusedJob,
 } from '../../src/queue/cleanup-worker.ts';
 import { jobKey } from '../../src/queue/job-identity.ts';
+import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -52,6 +54,7 @@ function worker(
   onRefused?: CleanupWorkerOptions['onRefused'],
 ) {
   return createCleanupWorker({
+    handler: cleanupDriverPod,
     onRefused,
     target,
     connection: connect(),

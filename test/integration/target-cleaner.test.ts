@@ -16,15 +16,16 @@ import {
   type TargetCleaner,
   type TargetCleanerOptions,
 } from '../../src/cleaner/target-cleaner.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { RecheckMode } from '../../src/config/schema.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
 import { createKubeHttp, type KubeHttp } from '../../src/kube/kube-http.ts';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import { createPodApi, type PodApi } from '../../src/kube/pod-api.ts';
 import { createPodInformer } from '../../src/kube/pod-informer.ts';
 import { createRateLimiter } from '../../src/kube/rate-limiter.ts';
 import { type CleanupQueue, createCleanupQueue, jobDataFor } from '../../src/queue/cleanup-queue.ts';
 import { createCleanupWorker } from '../../src/queue/cleanup-worker.ts';
+import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { type DrivenLeadership, drivenLeadership } from '../helpers/driven-leadership.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -104,6 +105,7 @@ async function startCleaner(
   let lead: DrivenLeadership | undefined;
   let cleaner: TargetCleaner | undefined;
   cleaner = createTargetCleaner({
+    handler: cleanupDriverPod,
     target,
     replicaId: `${namespace}-r1`,
     selector: parseLabelSelector(SELECTOR),
@@ -175,6 +177,7 @@ describe('term transitions (real worker, Redis, sandbox)', () => {
 
   it('worker: run() while a stop() is closing → a Worker runs once the close has finished', async () => {
     const worker = createCleanupWorker({
+      handler: cleanupDriverPod,
       target: { context: CONTEXT, namespace: 'tc-worker' },
       connection: connect(),
       prefix: 'tc-worker',

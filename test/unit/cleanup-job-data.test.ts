@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
 import {
-  type CleanupJobData,
   cleanupJobDataOf,
   finishedWithoutDeleting,
   InvalidJobDataError,

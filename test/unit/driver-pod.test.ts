@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
-import { decide, malformedReason, podState } from '../../src/kube/app-state.ts';
+import { decide, malformedReason } from '../../src/cleanup/decision.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
+import { podState } from '../../src/kube/app-state.ts';
 import { DRIVER_CONTAINER, trimPod } from '../../src/kube/driver-pod.ts';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import { expected, fixturePods } from '../helpers/fixtures.ts';
 
 const selectors = [parseLabelSelector('spark-role=driver,kyuubi-unique-tag'), parseLabelSelector('')];

@@ -6,8 +6,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createKyuubiLikeCleaner } from '../../harness/baseline/kyuubi-like-cleaner.ts';
 import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
 import type { PodInformer } from '../../src/kube/pod-informer.ts';
 import { memoryLogger } from '../helpers/log.ts';

@@ -8,12 +8,13 @@ import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { createTargetCleaner, type TargetCleaner } from '../../src/cleaner/target-cleaner.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
 import type { PodInformer } from '../../src/kube/pod-informer.ts';
 import type { CleanupQueue, StoredCleanupJobData } from '../../src/queue/cleanup-queue.ts';
 import type { CleanupWorker, CleanupWorkerOptions } from '../../src/queue/cleanup-worker.ts';
+import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { type DrivenLeadership, drivenLeadership } from '../helpers/driven-leadership.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -168,6 +169,7 @@ function setup(
   let leadership: DrivenLeadership | undefined;
   let cleaner: TargetCleaner | undefined;
   cleaner = createTargetCleaner({
+    handler: cleanupDriverPod,
     target: { context: 'c', namespace: 'spark' },
     replicaId: 'r1',
     selector: SELECTOR,
