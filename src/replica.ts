@@ -9,6 +9,7 @@
 import type { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
 import { cleanupDriverPod } from '../workers/cleanup-driver-pod.ts';
+import { backoffMs } from './backoff.ts';
 import { selfCheckSettings } from './cleaner/self-check.ts';
 import { createTargetCleaner, type TargetCleaner } from './cleaner/target-cleaner.ts';
 import type { Clock, MonotonicClock } from './clock.ts';
@@ -64,7 +65,8 @@ export async function startReplica(
   const redis = new Redis(config.redisUrl, {
     maxRetriesPerRequest: null, // BullMQ requirement: commands wait for the connection instead of failing
     connectionName: `sdc:${config.replicaId}`,
-    retryStrategy: (times) => Math.min(5000, 100 * 2 ** Math.min(times, 6)),
+    // ioredis counts reconnect attempts from 1: 200 ms, 400 ms, … at most 5 s, no jitter.
+    retryStrategy: (times) => backoffMs(times + 1, { baseMs: 100, maxMs: 5000 }),
   });
   let redisDownLogged = false;
   redis.on('error', (err) => {

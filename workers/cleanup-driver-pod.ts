@@ -25,8 +25,9 @@ import { decide } from '../src/cleanup/decision.ts';
 import type { CleanupDeps } from '../src/cleanup/handler.ts';
 import type { CleanupJobData } from '../src/cleanup/job-data.ts';
 import type { Outcome } from '../src/cleanup/outcome.ts';
+import { KubeApiError } from '../src/kube/api-status.ts';
 import type { DriverPod } from '../src/kube/driver-pod.ts';
-import { type DeletePreconditions, KubeApiError } from '../src/kube/pod-api.ts';
+import type { DeletePreconditions } from '../src/kube/pod-api.ts';
 import { FencedError } from '../src/leadership/fenced-error.ts';
 
 function failure(step: 'get' | 'delete', err: unknown): Outcome {

@@ -19,8 +19,9 @@ import { deadlineMs, decide, malformedReason } from '../../src/cleanup/decision.
 import { NODE_TIMER_MAX_MS } from '../../src/config/fields.ts';
 import type { LabelSelector } from '../../src/config/label-selector.ts';
 import type { Policy } from '../../src/config/schema.ts';
+import { KubeApiError } from '../../src/kube/api-status.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
-import { KubeApiError, type PodApi } from '../../src/kube/pod-api.ts';
+import type { PodApi } from '../../src/kube/pod-api.ts';
 import type { PodEvent, PodInformer } from '../../src/kube/pod-informer.ts';
 import type { Logger } from '../../src/log.ts';
 import type { TargetRef } from '../../src/queue/job-identity.ts';

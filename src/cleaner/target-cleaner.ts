@@ -29,9 +29,10 @@ import {
   type RefusedJob,
 } from '../queue/cleanup-worker.ts';
 import { isCleanupJobId, type TargetRef } from '../queue/job-identity.ts';
+import { sleep } from '../sleep.ts';
 import type { EnqueueTrigger, TargetTelemetry } from '../telemetry/target-telemetry.ts';
 import { createCacheTrust } from './cache-trust.ts';
-import { createLeaderTerms, sleepInTerm, type Term, waitInTerm } from './leader-terms.ts';
+import { createLeaderTerms, type Term, waitInTerm } from './leader-terms.ts';
 import type { OverdueReport } from './overdue.ts';
 import { createSelfCheck, type SelfCheckSettings, selfCheckSettings } from './self-check.ts';
 
@@ -342,7 +343,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     while (!term.signal.aborted) {
       const names = new Set(await opts.queue.workerNames().catch(() => []));
       if (!names.has(opts.replicaId) && monotonicNow() < firstLookBy) {
-        await sleepInTerm(200, term.signal);
+        await sleep(200, term.signal, { unref: true });
         continue;
       }
       if (names.size > 1 && !term.signal.aborted) {
@@ -351,7 +352,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
           'another worker consumes this queue: replicas are uncoordinated (configure etcdEndpoints)',
         );
       }
-      await sleepInTerm(30_000, term.signal);
+      await sleep(30_000, term.signal, { unref: true });
     }
   }
 

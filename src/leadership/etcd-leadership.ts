@@ -19,8 +19,10 @@
  * starts when it settles.
  */
 import type { Etcd3, Lease, Namespace } from 'etcd3';
+import { backoffMs } from '../backoff.ts';
 import type { MonotonicClock } from '../clock.ts';
 import type { Logger } from '../log.ts';
+import { sleep } from '../sleep.ts';
 import { FencedError } from './fenced-error.ts';
 import type { Leadership, LeadershipEvents } from './leadership.ts';
 
@@ -75,8 +77,6 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   });
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** At most this many keepalives awaiting their answer are remembered (etcd3 sends one every TTL/3). */
 const MAX_PENDING_KEEPALIVES = 16;
@@ -340,7 +340,8 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
         // Revoke so that the next candidate is elected at once instead of after the TTL.
         if (l) await withTimeout(l.revoke(), 2000, 'lease revoke').catch(() => undefined);
       }
-      if (running) await sleep(Math.min(5000, 200 * 2 ** failures) * (0.5 + Math.random() / 2));
+      // 200 ms after a term that ended normally, doubling per failed campaign up to 5 s, with jitter.
+      if (running) await sleep(backoffMs(failures + 1, { baseMs: 200, maxMs: 5000, jitter: true }));
     }
   }
 

@@ -21,6 +21,7 @@
  */
 import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { backoffMs } from '../backoff.ts';
 import type { CleanupDeps, CleanupHandler } from '../cleanup/handler.ts';
 import type { CleanupJobData } from '../cleanup/job-data.ts';
 import type { Outcome } from '../cleanup/outcome.ts';
@@ -123,7 +124,7 @@ export function retryDelayMs(
   maxMs: number,
   random: () => number = Math.random,
 ): number {
-  const expo = Math.min(maxMs, baseMs * 2 ** Math.max(0, attemptsMade - 1)) * (0.5 + random() / 2);
+  const expo = backoffMs(attemptsMade, { baseMs, maxMs, jitter: true, random });
   return Math.round(Math.min(maxMs, Math.max(expo, retryAfterMs ?? 0)));
 }
 

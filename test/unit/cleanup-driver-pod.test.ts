@@ -2,8 +2,9 @@ import { describe, expect, it } from 'vitest';
 import type { CleanupDeps } from '../../src/cleanup/handler.ts';
 import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
+import { KubeApiError } from '../../src/kube/api-status.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
-import { type DeleteResult, KubeApiError, type PodApi } from '../../src/kube/pod-api.ts';
+import type { DeleteResult, PodApi } from '../../src/kube/pod-api.ts';
 import { FencedError } from '../../src/leadership/fenced-error.ts';
 import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 
