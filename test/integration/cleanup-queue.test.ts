@@ -206,7 +206,17 @@ describe('compact jobs (Redis memory)', () => {
 
       // removeOnComplete is now the worker's: a completion after keepFinishedMs trims the completed set of
       // the jobs finished before (BullMQ trims by the setting of the job completing, here a compact one).
-      await new Promise((r) => setTimeout(r, 1200));
+      // Wait for the condition itself: both earlier completions (BullMQ's finishedOn) more than
+      // keepFinishedMs ago.
+      const finishedOn = await Promise.all(
+        [compact, old].map(
+          async (uid) => (await q.queue.getJob(uid))?.finishedOn ?? Number.POSITIVE_INFINITY,
+        ),
+      );
+      await waitFor(
+        'keepFinishedMs past both completions',
+        () => Date.now() > Math.max(...finishedOn) + q.keepFinishedMs,
+      );
       await q.enqueue({ ...data(later), deadlineMs: Date.now() - 10 });
       await waitFor('third job completed', async () => (await q.queue.getJobState(later)) === 'completed');
       expect(await q.queue.getJobState(compact)).toBe('unknown');
