@@ -16,7 +16,6 @@ import type { Clock, MonotonicClock } from './clock.ts';
 import { parseLabelSelector } from './config/label-selector.ts';
 import type { CleanerConfig } from './config/schema.ts';
 import { openContexts } from './kube/context-clients.ts';
-import type { DriverPod } from './kube/driver-pod.ts';
 import { createPodInformer } from './kube/pod-informer.ts';
 import { createEtcdClient } from './leadership/etcd-client.ts';
 import { createEtcdLeadership } from './leadership/etcd-leadership.ts';
@@ -100,13 +99,26 @@ export async function startReplica(
       log: tlog,
       now,
     });
-    let cleaner: TargetCleaner | undefined;
-    const onEvent = (event: 'added' | 'updated' | 'deleted', pod: DriverPod) => cleaner?.observe(event, pod);
-    const events = {
-      onElected: () => cleaner?.elected(),
-      onLost: (reason: string) => cleaner?.lost(reason),
-    };
-    cleaner = createTargetCleaner({
+    const informer = createPodInformer({
+      http: clients.http,
+      namespace: ref.namespace,
+      labelSelector: config.labelSelector,
+      log: tlog,
+      now,
+      monotonicNow,
+    });
+    const leadership = etcd
+      ? createEtcdLeadership({
+          client: etcd,
+          prefix: electionPrefix(ref),
+          replicaId: config.replicaId,
+          ttlSeconds: config.electionTtlSeconds,
+          log: tlog,
+          monotonicNow,
+          initialCampaignDelayMs: campaignDelays[cleaners.length],
+        })
+      : createLocalLeadership({ replicaId: config.replicaId });
+    const cleaner = createTargetCleaner({
       target: ref,
       replicaId: config.replicaId,
       selector,
@@ -129,29 +141,8 @@ export async function startReplica(
       maxBackoffMs: config.retryMaxDelayMs,
       warnIfNotAlone: !etcd,
       telemetry: deps.telemetry?.forTarget(ref),
-      informer: () =>
-        createPodInformer({
-          http: clients.http,
-          namespace: ref.namespace,
-          labelSelector: config.labelSelector,
-          log: tlog,
-          onEvent,
-          now,
-          monotonicNow,
-        }),
-      leadership: () =>
-        etcd
-          ? createEtcdLeadership({
-              client: etcd,
-              prefix: electionPrefix(ref),
-              replicaId: config.replicaId,
-              ttlSeconds: config.electionTtlSeconds,
-              log: tlog,
-              monotonicNow,
-              initialCampaignDelayMs: campaignDelays[cleaners.length],
-              ...events,
-            })
-          : createLocalLeadership({ replicaId: config.replicaId, ...events }),
+      informer,
+      leadership,
     });
     cleaners.push(cleaner);
   }

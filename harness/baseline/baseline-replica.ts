@@ -10,7 +10,6 @@
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { CleanerConfig } from '../../src/config/schema.ts';
 import { openContexts } from '../../src/kube/context-clients.ts';
-import type { DriverPod } from '../../src/kube/driver-pod.ts';
 import { createPodInformer } from '../../src/kube/pod-informer.ts';
 import type { Logger } from '../../src/log.ts';
 import { targetLabel } from '../../src/queue/job-identity.ts';
@@ -48,8 +47,7 @@ export async function startBaselineReplica(
     const { context, http, pods } = clients;
     const target = { context, namespace };
     const tlog = log.child({ context, namespace });
-    let cleaner: KyuubiLikeCleaner | undefined;
-    cleaner = createKyuubiLikeCleaner({
+    const cleaner = createKyuubiLikeCleaner({
       target,
       selector,
       policy: config.policy,
@@ -57,15 +55,13 @@ export async function startBaselineReplica(
       pods,
       log: tlog,
       now,
-      informer: () =>
-        createPodInformer({
-          http,
-          namespace,
-          labelSelector: config.labelSelector,
-          log: tlog,
-          now,
-          onEvent: (event: 'added' | 'updated' | 'deleted', pod: DriverPod) => cleaner?.observe(event, pod),
-        }),
+      informer: createPodInformer({
+        http,
+        namespace,
+        labelSelector: config.labelSelector,
+        log: tlog,
+        now,
+      }),
     });
     cleaners.push(cleaner);
   }

@@ -34,8 +34,8 @@ export interface KyuubiLikeCleanerOptions {
   /** Retention period after the driver finished, ms. */
   retentionMs: number;
   pods: PodApi;
-  /** Builds the informer; the caller wires its `onEvent` to this cleaner's `observe`. */
-  informer: () => PodInformer;
+  /** The target's informer, not started: the cleaner subscribes its `observe` to it. */
+  informer: PodInformer;
   /** Logger carrying `context` and `namespace`. */
   log: Logger;
   /** Clock, epoch ms. */
@@ -62,7 +62,7 @@ export function createKyuubiLikeCleaner(opts: KyuubiLikeCleanerOptions): KyuubiL
   /** UIDs whose timer already fired: Kyuubi's cache forgets them, we don't, so each replica sends one DELETE per pod. */
   const fired = new Set<string>();
   let stopped = false;
-  const informer = opts.informer();
+  const informer = opts.informer;
 
   async function fire(pod: DriverPod, deadline: number): Promise<void> {
     const namespace = pod.metadata?.namespace ?? '';
@@ -129,6 +129,7 @@ export function createKyuubiLikeCleaner(opts: KyuubiLikeCleanerOptions): KyuubiL
     arm();
   }
 
+  informer.addEventHandler(observe);
   return {
     target: opts.target,
     observe,

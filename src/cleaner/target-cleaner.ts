@@ -54,10 +54,10 @@ export interface TargetCleanerOptions {
   connection: Redis;
   prefix: string;
   pods: PodApi;
-  /** Built by the caller with `onEvent` = this cleaner's `observe`. */
-  informer: () => PodInformer;
-  /** Built by the caller with onElected/onLost = this cleaner's `elected`/`lost`. */
-  leadership: () => Leadership;
+  /** The target's informer, not started: the cleaner subscribes to it and starts it. */
+  informer: PodInformer;
+  /** The target's leadership, not started: the cleaner subscribes to it and starts it. */
+  leadership: Leadership;
   log: Logger;
   /** Wall clock, epoch ms: deadlines from Kubernetes timestamps. */
   now: () => number;
@@ -87,7 +87,10 @@ export interface TargetCleanerOptions {
   selfCheck?: SelfCheckSettings;
 }
 
-/** One target's cleaner. `observe`, `elected` and `lost` are the informer's and leadership's callbacks. */
+/**
+ * One target's cleaner. `observe`, `elected` and `lost` are the informer's and leadership's callbacks: the
+ * cleaner subscribes them itself.
+ */
 export interface TargetCleaner {
   readonly target: TargetRef;
   start(): Promise<void>;
@@ -133,8 +136,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   let lastProcessedMs: number | undefined;
   let selfCheckTimer: NodeJS.Timeout | undefined;
 
-  const informer = opts.informer();
-  const leadership = opts.leadership();
+  const { informer, leadership } = opts;
   const cacheTrust = createCacheTrust({
     informer,
     monotonicNow,
@@ -447,7 +449,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       log.error({ err: { message: (err as Error).message }, step }, 'leadership term transition failed'),
   });
 
-  return {
+  const cleaner: TargetCleaner = {
     target: opts.target,
     observe,
     elected() {
@@ -489,4 +491,11 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       await opts.queue.close();
     },
   };
+  // Subscribed after construction (client-go's AddEventHandler): no forward reference to this cleaner.
+  informer.addEventHandler(observe);
+  leadership.addEventHandler({
+    onElected: () => cleaner.elected(),
+    onLost: (reason) => cleaner.lost(reason),
+  });
+  return cleaner;
 }

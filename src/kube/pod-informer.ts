@@ -42,8 +42,6 @@ export interface PodInformerOptions {
   /** Applied server-side to the list and the watch ('' for none). */
   labelSelector: string;
   log: Logger;
-  /** Called for every event; must not throw (errors are logged) and makes no API calls. */
-  onEvent: (event: PodEvent, pod: DriverPod) => void;
   /** Called after each successful list (the first, and every relist) once the cache is reconciled. */
   onSynced?: () => void;
   /** First restart delay, ms (default 500); doubles up to `maxBackoffMs` (default 30 000). */
@@ -60,8 +58,16 @@ export interface PodInformerOptions {
   monotonicNow?: MonotonicClock;
 }
 
+/** Told about every event; must not throw (errors are logged) and makes no API calls. */
+export type PodEventHandler = (event: PodEvent, pod: DriverPod) => void;
+
 /** A running informer. */
 export interface PodInformer {
+  /**
+   * Subscribes `handler` to every event from now on, as client-go's `AddEventHandler`: add handlers before
+   * `start()` to see the first list.
+   */
+  addEventHandler(handler: PodEventHandler): void;
   /** Starts watching; resolves once the first list has been loaded (the cache is synced). Never rejects. */
   start(): Promise<void>;
   /** Aborts the list or watch in flight and stops restarting; resolves once the loop has ended. */
@@ -130,14 +136,17 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
     firstSync = resolve;
   });
 
+  const handlers: PodEventHandler[] = [];
   function emit(event: PodEvent, pod: DriverPod): void {
-    try {
-      opts.onEvent(event, pod);
-    } catch (err) {
-      log.error(
-        { err, event, pod: pod.metadata?.name, uid: pod.metadata?.uid },
-        'informer event handler failed',
-      );
+    for (const handler of handlers) {
+      try {
+        handler(event, pod);
+      } catch (err) {
+        log.error(
+          { err, event, pod: pod.metadata?.name, uid: pod.metadata?.uid },
+          'informer event handler failed',
+        );
+      }
     }
   }
 
@@ -409,6 +418,9 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
   }
 
   return {
+    addEventHandler(handler) {
+      handlers.push(handler);
+    },
     async start() {
       if (!started && !stopped) {
         started = true;

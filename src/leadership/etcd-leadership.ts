@@ -24,10 +24,10 @@ import type { MonotonicClock } from '../clock.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
 import { FencedError } from './fenced-error.ts';
-import type { Leadership, LeadershipEvents } from './leadership.ts';
+import { type Leadership, leadershipSubscribers } from './leadership.ts';
 
 /** Options of {@link createEtcdLeadership}. */
-export interface EtcdLeadershipOptions extends LeadershipEvents {
+export interface EtcdLeadershipOptions {
   client: Etcd3;
   /** Election key prefix of the target (ends with `/`). */
   prefix: string;
@@ -88,6 +88,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
   // Stop DELETEs a little before the server can expire the lease: its clock's rate and ours, timer granularity.
   const freshMs = ttlMs - Math.min(1000, ttlMs / 5);
   const fenceTimeoutMs = opts.fenceTimeoutMs ?? Math.max(500, ttlMs / 3);
+  const events = leadershipSubscribers();
   let running = false;
   let resigned = false;
   let leader = false;
@@ -132,7 +133,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
       leader = false;
       if (how === 'lost') opts.log.warn({ reason }, 'leadership lost');
       else opts.log.info({ reason }, 'leadership ended');
-      opts.onLost(reason);
+      events.onLost(reason);
     }
   }
 
@@ -295,7 +296,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
     const ended = new Promise<void>((resolve) => end.signal.addEventListener('abort', () => resolve()));
     leader = true;
     opts.log.info({ leaseId, createRevision: myRevision }, 'elected leader');
-    opts.onElected();
+    events.onElected();
     // Watchdog: etcd3 notices a dead lease late; we stop as soon as it may have expired on the server.
     const watchdog = setInterval(
       () => {
@@ -346,6 +347,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
   }
 
   return {
+    addEventHandler: (e) => events.add(e),
     start() {
       if (running || resigned) return;
       running = true;

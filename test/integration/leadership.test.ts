@@ -38,9 +38,11 @@ function candidate(
     ttlSeconds,
     log: memoryLogger().log,
     monotonicNow: monotonicClock,
+    ...extra,
+  });
+  leadership.addEventHandler({
     onElected: () => events.push('elected'),
     onLost: (r) => events.push(`lost: ${r}`),
-    ...extra,
   });
   return { id, client, leadership, events };
 }

@@ -13,8 +13,8 @@ import { createKubeHttp, type KubeHttp, type KubeStream } from '../../src/kube/k
 import {
   createPodInformer,
   type PodEvent,
+  type PodEventHandler,
   type PodInformer,
-  type PodInformerOptions,
 } from '../../src/kube/pod-informer.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../sandbox/helpers.ts';
@@ -114,15 +114,15 @@ function startInformer(
     now: Date.now,
     backoffMs: extra.backoffMs ?? 50,
     pageSize: extra.pageSize,
-    onEvent: (event, pod) => {
-      events.push({
-        event,
-        name: nameOf(pod),
-        uid: pod.metadata?.uid ?? '',
-        rv: pod.metadata?.resourceVersion ?? '',
-      });
-      extra.onEvent?.();
-    },
+  });
+  informer.addEventHandler((event, pod) => {
+    events.push({
+      event,
+      name: nameOf(pod),
+      uid: pod.metadata?.uid ?? '',
+      rv: pod.metadata?.resourceVersion ?? '',
+    });
+    extra.onEvent?.();
   });
   running.push(informer);
   return {
@@ -632,7 +632,7 @@ const line = (type: string, object: unknown) => `${JSON.stringify({ type, object
 /** An informer over a scripted transport, namespace `n`, restarting after 5 ms unless told otherwise. */
 function scriptedInformer(
   t: KubeHttp,
-  opts: { labelSelector?: string; backoffMs?: number; onEvent?: PodInformerOptions['onEvent'] } = {},
+  opts: { labelSelector?: string; backoffMs?: number; onEvent?: PodEventHandler } = {},
 ) {
   const { log, lines } = memoryLogger();
   const inf = createPodInformer({
@@ -642,8 +642,8 @@ function scriptedInformer(
     log,
     now: Date.now,
     backoffMs: opts.backoffMs ?? 5,
-    onEvent: opts.onEvent ?? (() => {}),
   });
+  if (opts.onEvent) inf.addEventHandler(opts.onEvent);
   return { inf, lines };
 }
 

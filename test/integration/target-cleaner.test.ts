@@ -102,9 +102,8 @@ async function startCleaner(
     log,
     now: Date.now,
   });
-  let lead: DrivenLeadership | undefined;
-  let cleaner: TargetCleaner | undefined;
-  cleaner = createTargetCleaner({
+  const lead = drivenLeadership();
+  const cleaner = createTargetCleaner({
     handler: cleanupDriverPod,
     target,
     replicaId: `${namespace}-r1`,
@@ -123,29 +122,20 @@ async function startCleaner(
     now: Date.now,
     backoffMs: 200,
     maxBackoffMs: 2000,
-    informer: () =>
-      createPodInformer({
-        http,
-        namespace,
-        labelSelector: SELECTOR,
-        log,
-        onEvent: (event, pod) => cleaner?.observe(event, pod),
-        now: Date.now,
-        backoffMs: 100,
-        maxBackoffMs: 500,
-      }),
-    leadership: () => {
-      lead = drivenLeadership({
-        onElected: () => cleaner?.elected(),
-        onLost: (reason) => cleaner?.lost(reason),
-      });
-      return lead;
-    },
+    informer: createPodInformer({
+      http,
+      namespace,
+      labelSelector: SELECTOR,
+      log,
+      now: Date.now,
+      backoffMs: 100,
+      maxBackoffMs: 500,
+    }),
+    leadership: lead,
     ...extra,
   });
   running.push(cleaner);
   await cleaner.start();
-  if (!lead) throw new Error('leadership not built');
   return { cleaner, lead, queue, lines: mem.lines };
 }
 

@@ -33,6 +33,7 @@ describe('baseline timer', () => {
         },
       };
       const informer = {
+        addEventHandler: () => undefined,
         start: async () => undefined,
         stop: async () => undefined,
       } as unknown as PodInformer;
@@ -42,7 +43,7 @@ describe('baseline timer', () => {
         policy: 'ALL',
         retentionMs: retentionDays * DAY,
         pods,
-        informer: () => informer,
+        informer,
         log: memoryLogger().log,
         now: () => Date.now(),
       });
