@@ -66,7 +66,7 @@ export async function cleanupDriverPod(
     const cached = deps.cached(job.pod);
     const version = cached?.metadata?.resourceVersion;
     if (cached && version) {
-      const noOp = recheck(cached, job, deps);
+      const noOp = noOpFor(cached, job, deps);
       // Only what a stale cache cannot get wrong is final here: a deletionTimestamp is never unset. A copy
       // that looks re-created, not terminal or relabelled may be behind the API server: ask it (GET below).
       if (noOp?.outcome === 'already-deleting') return noOp;
@@ -92,7 +92,7 @@ export async function cleanupDriverPod(
       return failure('get', err);
     }
   }
-  const noOp = recheck(pod, job, deps);
+  const noOp = noOpFor(pod, job, deps);
   if (noOp) return noOp;
   const sent = await sendDelete(job, deps, signal, { uid: job.uid });
   return sent === 'conflict' ? { outcome: 'replaced' } : sent;
@@ -110,8 +110,11 @@ async function fence(deps: CleanupDeps, signal: AbortSignal): Promise<Outcome | 
   }
 }
 
-/** The re-check of a pod copy: the no-op outcome that stops the job, or undefined when it may be deleted. */
-function recheck(pod: DriverPod | undefined, job: CleanupJobData, deps: CleanupDeps): Outcome | undefined {
+/**
+ * The re-check of a pod copy: the no-op outcome that stops the job, or undefined when it may be deleted.
+ * (`recheck` names the mode, `deps.recheck`: where the copy comes from.)
+ */
+function noOpFor(pod: DriverPod | undefined, job: CleanupJobData, deps: CleanupDeps): Outcome | undefined {
   if (!pod) return { outcome: 'already-absent' };
   // Same name, other UID: the pod was re-created; the old pod's job must never touch it.
   if (pod.metadata?.uid !== job.uid) return { outcome: 'replaced' };

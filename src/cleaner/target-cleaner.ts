@@ -102,8 +102,8 @@ export interface TargetCleaner {
   /** Runs one reconcile now (leader only); returns how many jobs it added or retried. */
   reconcile(): Promise<number>;
   readonly isLeader: boolean;
-  readonly informerState: PodInformer;
-  readonly leadershipState: Leadership;
+  readonly informer: PodInformer;
+  readonly leadership: Leadership;
   /** The target's queue (the dashboard and the metrics read it). */
   readonly queue: CleanupQueue;
   /** The overdue pods of the target as this replica's informer sees them (the self-check). */
@@ -114,11 +114,12 @@ export interface TargetCleaner {
 export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   const log = opts.log;
   /**
-   * UIDs this replica has already handed to Redis, so informer resyncs don't repeat the round trip; and
+   * What this replica last did for each UID. UIDs it has already handed to Redis (`enqueued`, `cancelled`),
+   * so informer resyncs don't repeat the round trip; and
    * UIDs its own worker deleted (`deleted`): their job is finished and kept as long as a tombstone, so the
    * DELETE event that follows needs no cancel round trip (other replicas still write the tombstone).
    */
-  const handled = new Map<string, 'enqueued' | 'cancelled' | 'deleted'>();
+  const lastActionByUid = new Map<string, 'enqueued' | 'cancelled' | 'deleted'>();
   /**
    * The informer's enqueues and cancels, at most 32 in flight: an initial list of 10,000 terminated pods
    * would otherwise start 10,000 Redis round trips at once, and the heap they need stays in the RSS.
@@ -166,16 +167,16 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
           // Marked before the request: the informer's events of the deletion may arrive before its answer.
           // Should the DELETE not be accepted, a skipped cancel costs at most one more no-op run of the job.
           const { uid } = preconditions;
-          const before = handled.get(uid);
-          handled.set(uid, 'deleted');
+          const before = lastActionByUid.get(uid);
+          lastActionByUid.set(uid, 'deleted');
           let result: Awaited<ReturnType<PodApi['delete']>> | undefined;
           try {
             result = await opts.pods.delete(namespace, name, preconditions, signal, beforeSend);
             return result;
           } finally {
-            if (result !== 'accepted' && handled.get(uid) === 'deleted') {
-              if (before) handled.set(uid, before);
-              else handled.delete(uid);
+            if (result !== 'accepted' && lastActionByUid.get(uid) === 'deleted') {
+              if (before) lastActionByUid.set(uid, before);
+              else lastActionByUid.delete(uid);
             }
           }
         },
@@ -231,7 +232,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     const send = async (data: CleanupJobData) => {
       // Outside dry run, a job that completed as `would-delete` (dry run was on) is replaced, not kept a day.
       const result = await opts.queue.enqueue(data, { dryRun: opts.dryRun });
-      handled.set(uid, 'enqueued');
+      lastActionByUid.set(uid, 'enqueued');
       log.debug({ ...podFields(pod), result, deadline: new Date(times.deadlineMs).toISOString() }, 'enqueue');
       return result;
     };
@@ -242,17 +243,17 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
 
   async function cancel(pod: DriverPod, why: string): Promise<void> {
     const uid = pod.metadata?.uid ?? '';
-    const state = handled.get(uid);
+    const state = lastActionByUid.get(uid);
     if (state === 'cancelled' || state === 'deleted') return;
     const result = await opts.queue.cancel(uid);
-    handled.set(uid, 'cancelled');
+    lastActionByUid.set(uid, 'cancelled');
     log.debug({ ...podFields(pod), why, result }, 'cleanup cancelled: tombstoned');
   }
 
   /** A DELETED event without evidence of deletion: the pod left the watch and may come back; no tombstone. */
   async function unschedule(pod: DriverPod): Promise<void> {
     const uid = pod.metadata?.uid ?? '';
-    const state = handled.get(uid);
+    const state = lastActionByUid.get(uid);
     if (state === 'cancelled' || state === 'deleted') return;
     const result = await opts.queue.unschedule(uid);
     log.debug(
@@ -272,7 +273,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     const pod =
       named?.metadata?.uid === job.uid ? named : informer.list().find((p) => p.metadata?.uid === job.uid);
     if (!pod) return;
-    handled.delete(job.uid);
+    lastActionByUid.delete(job.uid);
     observe('updated', pod);
   }
 
@@ -302,7 +303,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
         )
         // Forget it: a deleted UID never comes back (the Redis tombstone remains for other replicas); one that
         // left the selector is enqueued again if it comes back into it.
-        .finally(() => handled.delete(uid));
+        .finally(() => lastActionByUid.delete(uid));
       firstSeenTerminal.delete(uid);
       return;
     }
@@ -311,7 +312,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       void redisOps(() => cancel(pod, 'deletionTimestamp set')).catch((err) =>
         log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'cancel failed'),
       );
-    } else if (decision.action === 'enqueue' && !handled.has(uid)) {
+    } else if (decision.action === 'enqueue' && !lastActionByUid.has(uid)) {
       void redisOps(() => enqueue(pod, decision.state.finishedAtMs, event)).catch((err) => {
         // Redis unreachable: the leader's reconcile will add it later.
         log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'enqueue failed');
@@ -466,8 +467,8 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     get isLeader() {
       return leadership.isLeader;
     },
-    informerState: informer,
-    leadershipState: leadership,
+    informer: informer,
+    leadership: leadership,
     queue: opts.queue,
     async start() {
       void informer.start();

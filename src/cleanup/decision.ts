@@ -6,7 +6,7 @@
  */
 import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy } from '../config/schema.ts';
-import { type PodState, podState } from '../kube/app-state.ts';
+import { type PodState, podState } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 
 /**

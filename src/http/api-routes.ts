@@ -11,7 +11,7 @@
  * An application is {@link ApplicationView}; an unknown tag or pod is 404 `{ error }`.
  */
 import type { FastifyInstance } from 'fastify';
-import { type ApplicationState, podState } from '../kube/app-state.ts';
+import { type ApplicationState, podState } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
 import type { ServedReplica } from './served-replica.ts';
@@ -72,7 +72,7 @@ export function registerApiRoutes(app: FastifyInstance, opts: { replica: ServedR
   app.get('/api/v1/leaders', async () => {
     const rows = await Promise.all(
       replica.cleaners.map(async (c) => {
-        const leader = (await c.leadershipState.currentLeader().catch(() => null)) ?? null;
+        const leader = (await c.leadership.currentLeader().catch(() => null)) ?? null;
         const overdue = c.overdue();
         return {
           target: targetLabel(c.target),
@@ -94,7 +94,7 @@ export function registerApiRoutes(app: FastifyInstance, opts: { replica: ServedR
     const tag = req.query.tag;
     if (!tag) return reply.code(400).send({ error: 'query parameter "tag" is required' });
     const matches = replica.cleaners.flatMap((c) =>
-      c.informerState
+      c.informer
         .list()
         .filter((p) => p.metadata?.labels?.[KYUUBI_TAG_LABEL] === tag)
         .map((p) => ({ pod: p, target: c.target })),
@@ -112,7 +112,7 @@ export function registerApiRoutes(app: FastifyInstance, opts: { replica: ServedR
       for (const c of replica.cleaners) {
         if (c.target.namespace !== namespace || (context !== undefined && c.target.context !== context))
           continue;
-        const cached = c.informerState.get(pod);
+        const cached = c.informer.get(pod);
         if (cached) return applicationView(cached, c.target);
       }
       return reply

@@ -94,7 +94,7 @@ async function buildDashboard(opts: DashboardOptions): Promise<FastifyInstance> 
     queues: opts.replica.cleaners.map(
       (c) =>
         // bull-board's adapter takes an untyped Queue; ours stores compact job data (job name = pod name).
-        new BullMQAdapter(c.queue.queue as ConstructorParameters<typeof BullMQAdapter>[0], {
+        new BullMQAdapter(c.queue.bullQueue as ConstructorParameters<typeof BullMQAdapter>[0], {
           readOnlyMode: opts.readOnly,
           displayName: targetLabel(c.target),
           description: `cleanup jobs of terminated Spark driver pods in ${targetLabel(c.target)}`,

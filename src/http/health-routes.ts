@@ -58,7 +58,7 @@ export function registerHealthRoutes(app: FastifyInstance, opts: HealthOptions):
   const informersDown = () =>
     replica.cleaners
       .filter((c) => {
-        const since = c.informerState.downSinceMs;
+        const since = c.informer.downSinceMs;
         return since !== undefined && monotonicNow() - since > downThreshold;
       })
       .map((c) => targetLabel(c.target));
@@ -75,9 +75,7 @@ export function registerHealthRoutes(app: FastifyInstance, opts: HealthOptions):
   });
 
   app.get('/readyz', async (_req, reply) => {
-    const unsynced = replica.cleaners
-      .filter((c) => !c.informerState.synced)
-      .map((c) => targetLabel(c.target));
+    const unsynced = replica.cleaners.filter((c) => !c.informer.synced).map((c) => targetLabel(c.target));
     // status 'ready' alone misses a hung Redis (paused, partitioned): the socket stays open. Ask it.
     let redisTimer: NodeJS.Timeout | undefined;
     const redis =

@@ -70,7 +70,7 @@ function labelsOf(v: unknown): Record<string, string> | undefined {
  * Trims a pod as received from the API server (parsed JSON of a list item, a watch event's object or a
  * GET; client-node `V1Pod` objects with `Date` timestamps are accepted too) to a {@link DriverPod}.
  * Never throws: missing or malformed fields are left out, so {@link malformedReason} and the state mapping
- * (src/kube/app-state.ts) see exactly what is missing. A malformed `containerStatuses` (not an array) is
+ * (src/kube/application-state.ts) see exactly what is missing. A malformed `containerStatuses` (not an array) is
  * kept as is for them to report.
  */
 export function trimPod(raw: unknown): DriverPod {

@@ -178,7 +178,8 @@ export interface CleanupQueueOptions {
 
 /** A target's cleanup queue. */
 export interface CleanupQueue {
-  readonly queue: Queue<StoredCleanupJobData>;
+  /** The BullMQ queue underneath (the dashboard, the metrics and the tests read it). */
+  readonly bullQueue: Queue<StoredCleanupJobData>;
   readonly name: string;
   /**
    * How long the worker keeps finished jobs, ms: as long as tombstones, so that re-adding a completed UID
@@ -268,7 +269,7 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
     (await redis.exists(tombstoneKey(opts.prefix, opts.target, uid))) === 1;
 
   return {
-    queue,
+    bullQueue: queue,
     name,
     keepFinishedMs: opts.tombstoneTtlMs,
     isTombstoned,

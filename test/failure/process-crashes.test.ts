@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { monotonicClock } from '../../src/clock.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
-import { podState } from '../../src/kube/app-state.ts';
+import { podState } from '../../src/kube/application-state.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
 import { createKubeHttp } from '../../src/kube/kube-http.ts';
 import { loadClusterAccess } from '../../src/kube/kubeconfig.ts';

@@ -55,7 +55,7 @@ describe('cleanup queue (real Redis)', () => {
     const replicas = [replicaQueue('t1'), replicaQueue('t1'), replicaQueue('t1')];
     const uid = '0b1c1a52-2c4e-4c55-9a0e-000000000001';
     await Promise.all(replicas.flatMap((q) => [q.enqueue(data(uid)), q.enqueue(data(uid))]));
-    const q = replicas[0]?.queue;
+    const q = replicas[0]?.bullQueue;
     expect(await q?.getDelayedCount()).toBe(1);
     const job = await q?.getJob(uid);
     expect(job && cleanupJobDataOf(target, job)).toMatchObject({ uid, pod: data(uid).pod });
@@ -90,10 +90,10 @@ describe('cleanup queue (real Redis)', () => {
     const uid = '0b1c1a52-2c4e-4c55-9a0e-000000000002';
     expect(await a?.enqueue(data(uid))).toBe('added');
     expect(await b?.cancel(uid)).toBe('removed');
-    expect(await a?.queue.getJob(uid)).toBeUndefined();
+    expect(await a?.bullQueue.getJob(uid)).toBeUndefined();
     expect(await a?.enqueue(data(uid))).toBe('tombstoned');
     expect(await b?.enqueue(data(uid))).toBe('tombstoned');
-    expect(await a?.queue.getDelayedCount()).toBe(0);
+    expect(await a?.bullQueue.getDelayedCount()).toBe(0);
     const ttl = await conns[0]?.pttl(`t2:${a?.name}:tombstone:${uid}`);
     expect(ttl).toBeGreaterThan(55_000);
   });
@@ -104,7 +104,7 @@ describe('cleanup queue (real Redis)', () => {
       const uid = `0b1c1a52-2c4e-4c55-9a0e-1000000000${String(i).padStart(2, '0')}`;
       await Promise.all([qs[0]?.enqueue(data(uid)), qs[1]?.cancel(uid), qs[2]?.enqueue(data(uid))]);
     }
-    expect(await qs[0]?.queue.getDelayedCount()).toBe(0);
+    expect(await qs[0]?.bullQueue.getDelayedCount()).toBe(0);
   });
 });
 
@@ -125,7 +125,7 @@ describe('compact jobs (Redis memory)', () => {
     for (const v of Object.values(hash ?? {})) expect(v.length).toBeLessThanOrEqual(64);
     expect(await conns[0]?.object('ENCODING', key)).toBe('listpack');
     // The handler's view comes back whole, but for what is not stored.
-    const job = await q.queue.getJob(uid);
+    const job = await q.bullQueue.getJob(uid);
     expect(job && cleanupJobDataOf(target, job)).toEqual({
       context: d.context,
       namespace: d.namespace,
@@ -137,7 +137,7 @@ describe('compact jobs (Redis memory)', () => {
     const traced = '5e0c2f4a-6a1d-4d7e-9b1a-000000000002';
     const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
     await q.enqueue({ ...data(traced), traceparent });
-    const tj = await q.queue.getJob(traced);
+    const tj = await q.bullQueue.getJob(traced);
     expect(tj && cleanupJobDataOf(target, tj).traceparent).toBe(traceparent);
   });
 
@@ -191,7 +191,7 @@ describe('compact jobs (Redis memory)', () => {
     });
     try {
       worker.run();
-      await waitFor('both jobs completed', async () => (await q.queue.getCompletedCount()) === 2);
+      await waitFor('both jobs completed', async () => (await q.bullQueue.getCompletedCount()) === 2);
       const byUid = new Map(seen.map((d) => [d.uid, d]));
       expect(byUid.get(compact)).toEqual({
         context: target.context,
@@ -202,7 +202,7 @@ describe('compact jobs (Redis memory)', () => {
         traceparent,
       });
       expect(byUid.get(old)).toEqual(oldData);
-      expect((await q.queue.getJob(compact))?.returnvalue).toEqual({ outcome: 'already-absent' });
+      expect((await q.bullQueue.getJob(compact))?.returnvalue).toEqual({ outcome: 'already-absent' });
 
       // removeOnComplete is now the worker's: a completion after keepFinishedMs trims the completed set of
       // the jobs finished before (BullMQ trims by the setting of the job completing, here a compact one).
@@ -210,7 +210,7 @@ describe('compact jobs (Redis memory)', () => {
       // keepFinishedMs ago.
       const finishedOn = await Promise.all(
         [compact, old].map(
-          async (uid) => (await q.queue.getJob(uid))?.finishedOn ?? Number.POSITIVE_INFINITY,
+          async (uid) => (await q.bullQueue.getJob(uid))?.finishedOn ?? Number.POSITIVE_INFINITY,
         ),
       );
       await waitFor(
@@ -218,9 +218,12 @@ describe('compact jobs (Redis memory)', () => {
         () => Date.now() > Math.max(...finishedOn) + q.keepFinishedMs,
       );
       await q.enqueue({ ...data(later), deadlineMs: Date.now() - 10 });
-      await waitFor('third job completed', async () => (await q.queue.getJobState(later)) === 'completed');
-      expect(await q.queue.getJobState(compact)).toBe('unknown');
-      expect(await q.queue.getJobState(old)).toBe('unknown');
+      await waitFor(
+        'third job completed',
+        async () => (await q.bullQueue.getJobState(later)) === 'completed',
+      );
+      expect(await q.bullQueue.getJobState(compact)).toBe('unknown');
+      expect(await q.bullQueue.getJobState(old)).toBe('unknown');
     } finally {
       await worker.stop('test done');
     }
@@ -240,9 +243,9 @@ describe('cancel', () => {
     const due = (uid: string) => ({ ...data(uid), deadlineMs: Date.now() - 1000 });
 
     expect(await q.enqueue(due(waiting))).toBe('added');
-    expect(await q.queue.getJobState(waiting)).toBe('waiting');
+    expect(await q.bullQueue.getJobState(waiting)).toBe('waiting');
     expect(await q.cancel(waiting)).toBe('removed');
-    expect(await q.queue.getJobState(waiting)).toBe('unknown');
+    expect(await q.bullQueue.getJobState(waiting)).toBe('unknown');
     expect(await tomb(q, 'c1', waiting)).toBe(1);
 
     // A job a worker holds (locked, active): never removed by cancel.
@@ -252,7 +255,7 @@ describe('cancel', () => {
       const job = await worker.getNextJob('token-1');
       expect(job?.id).toBe(active);
       expect(await q.cancel(active)).toBe('none');
-      expect(await q.queue.getJobState(active)).toBe('active');
+      expect(await q.bullQueue.getJobState(active)).toBe('active');
       expect(await tomb(q, 'c1', active)).toBe(1);
 
       await q.enqueue(due(completed));
@@ -260,7 +263,7 @@ describe('cancel', () => {
       expect(next?.id).toBe(completed);
       await next?.moveToCompleted({ outcome: 'accepted' }, 'token-2', false);
       expect(await q.cancel(completed)).toBe('none');
-      expect(await q.queue.getJobState(completed)).toBe('completed');
+      expect(await q.bullQueue.getJobState(completed)).toBe('completed');
       expect(await tomb(q, 'c1', completed)).toBe(1);
     } finally {
       await worker.close(true);
@@ -274,11 +277,11 @@ describe('cancel', () => {
   it('removes a job of a paused queue', async () => {
     const q = replicaQueue('c2');
     const uid = '7d3e1b2c-0f4a-4b5c-8d6e-000000000011';
-    await q.queue.pause();
+    await q.bullQueue.pause();
     await q.enqueue({ ...data(uid), deadlineMs: Date.now() - 1000 });
-    expect(await q.queue.getJobState(uid)).toBe('waiting');
+    expect(await q.bullQueue.getJobState(uid)).toBe('waiting');
     expect(await q.cancel(uid)).toBe('removed');
-    expect(await q.queue.getJobState(uid)).toBe('unknown');
+    expect(await q.bullQueue.getJobState(uid)).toBe('unknown');
   });
 });
 
@@ -288,7 +291,7 @@ describe('tombstones only for deletions; finished jobs that deleted nothing are 
     const uid = '8e4f2c3d-1a5b-4c6d-9e7f-000000000001';
     expect(await q.enqueue(data(uid))).toBe('added');
     expect(await q.unschedule(uid)).toBe('removed');
-    expect(await q.queue.getJobState(uid)).toBe('unknown');
+    expect(await q.bullQueue.getJobState(uid)).toBe('unknown');
     expect(await q.isTombstoned(uid)).toBe(false);
     expect(await q.enqueue(data(uid))).toBe('added');
     expect(await q.unschedule('8e4f2c3d-1a5b-4c6d-9e7f-000000000002')).toBe('none');
@@ -317,14 +320,14 @@ describe('tombstones only for deletions; finished jobs that deleted nothing are 
         const job = await worker.getNextJob(`t-${uid}`);
         await job?.moveToCompleted(outcomes.get(job.id ?? ''), `t-${uid}`, false);
       }
-      for (const uid of ids) expect(await q.queue.getJobState(uid)).toBe('completed');
+      for (const uid of ids) expect(await q.bullQueue.getJobState(uid)).toBe('completed');
       // Still in dry run: the would-delete job stays (the pod is not re-run every reconcile).
       expect(await q.enqueue(due(wouldDelete), { dryRun: true })).toBe('exists');
       expect(await q.enqueue(due(accepted))).toBe('exists');
       expect(await q.enqueue(due(absent))).toBe('exists');
       // Dry run switched off: a new job in its place, due at once.
       expect(await q.enqueue(due(wouldDelete), { dryRun: false })).toBe('replaced');
-      expect(await q.queue.getJobState(wouldDelete)).toBe('waiting');
+      expect(await q.bullQueue.getJobState(wouldDelete)).toBe('waiting');
       expect(await q.enqueue(due(wouldDelete))).toBe('exists');
       // A pod skipped when its job ran (relabelled, say) and eligible again gets a new job.
       expect(await q.enqueue(due(skipped))).toBe('replaced');

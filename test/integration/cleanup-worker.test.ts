@@ -109,7 +109,7 @@ describe('lost job locks (a leader woken from a freeze)', () => {
       w.run();
       await waitFor('5 jobs held', () => entered >= n);
       // What a freeze past lockDuration does: the locks expire in Redis while the worker holds the jobs.
-      await conns[0]?.del(...Array.from({ length: n }, (_, i) => q.queue.toKey(`${uidOf(i)}:lock`)));
+      await conns[0]?.del(...Array.from({ length: n }, (_, i) => q.bullQueue.toKey(`${uidOf(i)}:lock`)));
       const summary = await waitFor('the lock-loss summary', () =>
         lines.find((l) => String(l.msg).startsWith('lost the locks of')),
       );
@@ -181,18 +181,18 @@ describe('job data that cannot be trusted (real Redis, a real worker)', () => {
     try {
       w.run();
       await waitFor('4 jobs refused and the good one done', async () => {
-        const counts = await q.queue.getJobCounts('completed', 'failed', 'delayed', 'wait', 'active');
+        const counts = await q.bullQueue.getJobCounts('completed', 'failed', 'delayed', 'wait', 'active');
         return refused.length === 4 && counts.completed === 1 && !counts.delayed && !counts.wait;
       });
       // Only the good job reached the API (its pod is gone: a no-op); nobody asked for /pods/undefined.
       expect(calls).toEqual([`get spark/${due(2).pod}`]);
-      expect(await q.queue.getJobState(good)).toBe('completed');
+      expect(await q.bullQueue.getJobState(good)).toBe('completed');
       // The refused jobs are gone from Redis, in no state: a reconcile sees them as missing.
       for (const id of [lost, other, 'not-a-uid', badDeadline]) {
-        expect(await q.queue.getJobState(id)).toBe('unknown');
-        expect(await conns[0]?.exists(q.queue.toKey(id))).toBe(0);
+        expect(await q.bullQueue.getJobState(id)).toBe('unknown');
+        expect(await conns[0]?.exists(q.bullQueue.toKey(id))).toBe(0);
       }
-      expect(await q.queue.getFailedCount()).toBe(0);
+      expect(await q.bullQueue.getFailedCount()).toBe(0);
       expect(refused.map((r) => r.uid).sort()).toEqual([lost, other, badDeadline, 'not-a-uid'].sort());
       const warned = lines.filter((l) => l.outcome === 'refused');
       expect(warned.map((l) => [l.uid, l.field]).sort()).toEqual(

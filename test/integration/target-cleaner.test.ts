@@ -145,13 +145,13 @@ describe('term transitions (real worker, Redis, sandbox)', () => {
     // recheck live: the job is held in its GET (a slow answer), which the loss aborts before any DELETE.
     const { lead, queue } = await startCleaner(ns, 'live');
     const pod = createDriver(ns, 'held');
-    await waitFor('job enqueued', async () => (await queue.queue.getJob(uidOf(pod))) !== undefined);
+    await waitFor('job enqueued', async () => (await queue.bullQueue.getJob(uidOf(pod))) !== undefined);
     server.faults.inject({ verb: 'get', path: podPath(ns, nameOf(pod)), latencyMs: 30_000, count: 1 });
     const getsBefore = server.requests.countsByVerb().get ?? 0;
     lead.elect();
     await waitFor('job in flight in its GET', async () => {
       const inGet = (server.requests.countsByVerb().get ?? 0) > getsBefore;
-      return inGet && (await queue.queue.getActiveCount()) === 1;
+      return inGet && (await queue.bullQueue.getActiveCount()) === 1;
     });
     // Re-elected within the same tick: far under 200 ms, while the old worker is still closing.
     lead.lose('lease lost (test)');
@@ -222,13 +222,16 @@ describe('a dead informer (sandbox list/watch faults)', () => {
       const ns = `tc-dead-${recheck}`;
       const { cleaner, lead, queue, lines } = await startCleaner(ns, recheck, { staleCacheAfterMs: 300 });
       const relabelled = createDriver(ns, 'relabelled');
-      await waitFor('job enqueued', async () => (await queue.queue.getJob(uidOf(relabelled))) !== undefined);
+      await waitFor(
+        'job enqueued',
+        async () => (await queue.bullQueue.getJob(uidOf(relabelled))) !== undefined,
+      );
       // The informer's list and watch now fail (RBAC or the watch path broken); end the open watch.
       server.faults.inject({ verb: 'list', path: podPath(ns), status: 500 });
       server.faults.inject({ verb: 'watch', path: podPath(ns), status: 500 });
       server.dropWatches();
       await waitFor('informer down for over 300 ms', () => {
-        const since = cleaner.informerState.downSinceMs;
+        const since = cleaner.informer.downSinceMs;
         return since !== undefined && performance.now() - since > 600;
       });
       // Unseen by the informer: the pod leaves the selector, and another driver finishes, enqueued by
@@ -243,12 +246,14 @@ describe('a dead informer (sandbox list/watch faults)', () => {
       );
       lead.elect();
       await waitFor('both jobs finished', async () => {
-        const states = await Promise.all([relabelled, unseen].map((p) => queue.queue.getJobState(uidOf(p))));
+        const states = await Promise.all(
+          [relabelled, unseen].map((p) => queue.bullQueue.getJobState(uidOf(p))),
+        );
         return states.every((s) => s === 'completed');
       });
       expect(deletesOf(relabelled)).toEqual([]);
       expect(gone(relabelled)).toBe(false);
-      expect((await queue.queue.getJob(uidOf(relabelled)))?.returnvalue).toEqual({
+      expect((await queue.bullQueue.getJob(uidOf(relabelled)))?.returnvalue).toEqual({
         outcome: 'skipped',
         reason: 'not-selected',
       });

@@ -248,11 +248,11 @@ describe('dashboard actions', () => {
       });
       expect(res.status, action).toBe(405);
     }
-    expect(await cleaner?.queue.queue.getJobState(job)).toBe('completed');
+    expect(await cleaner?.queue.bullQueue.getJobState(job)).toBe('completed');
 
     const removed = await http(writable.url, `/ui/api/queues/${queue}/${job}/clean`, { method: 'PUT' });
     expect(removed.status).toBe(204);
-    expect(await cleaner?.queue.queue.getJobState(job)).toBe('unknown');
+    expect(await cleaner?.queue.bullQueue.getJobState(job)).toBe('unknown');
   });
 });
 

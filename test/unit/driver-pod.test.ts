@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
 import { decide, malformedReason } from '../../src/cleanup/decision.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
-import { podState } from '../../src/kube/app-state.ts';
+import { podState } from '../../src/kube/application-state.ts';
 import { DRIVER_CONTAINER, trimPod } from '../../src/kube/driver-pod.ts';
 import { expected, fixturePods } from '../helpers/fixtures.ts';
 

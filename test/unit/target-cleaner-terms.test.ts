@@ -76,7 +76,7 @@ function fakeQueue() {
   let hold: PromiseWithResolvers<number> | undefined;
   const state = { reconciles: 0, closed: false };
   const queue: CleanupQueue = {
-    queue: {} as Queue<StoredCleanupJobData>,
+    bullQueue: {} as Queue<StoredCleanupJobData>,
     name: 'fake',
     keepFinishedMs: 60_000,
     async enqueue(data) {
