@@ -6,8 +6,8 @@
  * choice (`dashboardReadOnly: false`): a "retry" of a cleanup job is harmless (the handler re-checks and
  * deletes with the UID precondition), a "remove" forgets a pending cleanup until the next reconcile.
  *
- * Loaded on the first request under `/ui`: bull-board is ~15 MiB of resident code that a replica nobody
- * looks at should not carry. Fastify cannot add routes once it listens, so the dashboard runs in its own
+ * Loaded on the first request under `/ui`: bull-board's resident code (bench/README.md, "Measurements behind
+ * design choices") is not carried by a replica nobody looks at. Fastify cannot add routes once it listens, so the dashboard runs in its own
  * Fastify instance that is never bound to a port, and `/ui` forwards to it in process (`inject`). The
  * main server's hooks (basic auth) run before the forwarding.
  */

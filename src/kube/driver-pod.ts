@@ -3,11 +3,11 @@
  * names and shapes as `V1Pod`, timestamps as RFC 3339 strings as on the wire), holding only what the
  * cleanup decision, the logs and the applications API read.
  *
- * Why: a full Spark driver pod is 5–20 KiB of JSON (env, volumes, managedFields, every container status)
- * and @kubernetes/client-node's informer keeps each as a deserialized object graph, ~15–20 KiB of heap;
- * a replica watching 10,000 pods spent ~200 MiB on it. client-go's informers solve the same problem with a
- * transform function applied before objects enter the cache (`cache.TransformFunc`, SharedIndexInformer's
- * `SetTransform`, k8s.io/client-go/tools/cache); {@link trimPod} is ours. A trimmed pod is ~1 KiB.
+ * Why: a full Spark driver pod carries env, volumes, managedFields and every container status, none of which
+ * the cleaner reads, and a replica keeps every watched pod (the sizes: bench/README.md, "Measurements behind
+ * design choices"). client-go's informers solve the same problem with a transform function applied before
+ * objects enter the cache (`cache.TransformFunc`, SharedIndexInformer's `SetTransform`,
+ * k8s.io/client-go/tools/cache); {@link trimPod} is ours.
  */
 
 /** A container's terminated state, as `V1ContainerStateTerminated` (only the fields we read). */

@@ -17,8 +17,8 @@
  *   whole list+watch restarts after an exponential backoff with jitter (500 ms · 2ⁿ · U(0.5, 1), at most
  *   30 s; `Retry-After` honoured), forever, until `stop()`, logging the API Status (code, reason, message).
  *
- * Only trimmed pods are kept (~1 KiB each instead of a full pod's 15–20 KiB of heap): list pages and
- * watch objects are dropped once trimmed. The cache is keyed by name (the namespace is fixed):
+ * Only trimmed pods are kept (src/kube/driver-pod.ts): list pages and watch objects are dropped once
+ * trimmed. The cache is keyed by name (the namespace is fixed):
  * consumers compare UIDs themselves. Events are delivered synchronously, in order; a throwing handler is
  * logged and does not break the informer.
  */

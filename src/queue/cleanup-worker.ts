@@ -16,8 +16,8 @@
  * BullMQ facts this relies on: delayed jobs are promoted only by a running Worker of the queue;
  * `close()` does not abort a running processor, so `stop()` calls `cancelAllJobs()` first, which aborts
  * each processor's AbortSignal. `run()` and `stop()` take effect one after another, in call order: a `run()`
- * made while a close is in progress starts a new Worker once the close has finished (it used to return at
- * once, leaving a re-elected leader with no consumer).
+ * made while a close is in progress starts a new Worker once the close has finished, so a leader re-elected
+ * during the close still consumes (docs/failure-modes.md, issue 13).
  */
 import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
