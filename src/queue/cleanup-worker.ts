@@ -11,7 +11,7 @@
  *   pod re-enqueued from the informer (`onRefused`). It never completes: a completed job stands for its UID.
  *
  * Jobs store only part of the handler's {@link CleanupJobData} (see `StoredJobData`); the adapter rebuilds
- * it from the job's id, name and this worker's target, and accepts jobs stored whole by older versions.
+ * it from the job's id, name and this worker's target.
  *
  * BullMQ facts this relies on: delayed jobs are promoted only by a running Worker of the queue;
  * `close()` does not abort a running processor, so `stop()` calls `cancelAllJobs()` first, which aborts
@@ -26,7 +26,7 @@ import type { CleanupDeps, CleanupHandler } from '../cleanup/handler.ts';
 import type { CleanupJobData } from '../cleanup/job-data.ts';
 import type { Outcome } from '../cleanup/outcome.ts';
 import type { Logger } from '../log.ts';
-import { cleanupJobDataOf, InvalidJobDataError, type StoredCleanupJobData } from './cleanup-queue.ts';
+import { cleanupJobDataOf, InvalidJobDataError, type StoredJobData } from './cleanup-queue.ts';
 import { queueName, type TargetRef } from './job-identity.ts';
 import { createLockLossLog } from './lock-loss-log.ts';
 
@@ -177,7 +177,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
   const base = opts.backoffMs ?? 1000;
   const max = opts.maxBackoffMs ?? 300_000;
   const keep = { age: Math.ceil(opts.keepFinishedMs / 1000) };
-  let worker: Worker<StoredCleanupJobData, Outcome> | undefined;
+  let worker: Worker<StoredJobData, Outcome> | undefined;
   let closing = false;
   /** The last `run()`/`stop()`: the next one starts after it (a failed step does not block the next). */
   let lastStep: Promise<void> = Promise.resolve();
@@ -196,7 +196,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
    * the pod from the informer's copy.
    * @throws RefusedJobError always
    */
-  const refuse = (job: Job<StoredCleanupJobData, Outcome>, err: InvalidJobDataError): never => {
+  const refuse = (job: Job<StoredJobData, Outcome>, err: InvalidJobDataError): never => {
     opts.log.warn(
       {
         context: opts.target.context,
@@ -214,7 +214,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
   };
 
   const processor = async (
-    job: Job<StoredCleanupJobData, Outcome>,
+    job: Job<StoredJobData, Outcome>,
     token?: string,
     signal?: AbortSignal,
   ): Promise<Outcome> => {
@@ -256,7 +256,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
   /** Creates and runs a new BullMQ Worker, unless one runs. */
   function start(): void {
     if (worker) return;
-    const w = new Worker<StoredCleanupJobData, Outcome>(queueName(opts.target), processor, {
+    const w = new Worker<StoredJobData, Outcome>(queueName(opts.target), processor, {
       connection: opts.connection,
       prefix: opts.prefix,
       autorun: false,

@@ -135,7 +135,7 @@ describe('lost job locks (a leader woken from a freeze)', () => {
 });
 
 describe('job data that cannot be trusted (real Redis, a real worker)', () => {
-  it('a lost hash, another namespace, a non-UID id, a deadline that is no number → refused: warned, removed, never acted on', async () => {
+  it('a lost hash, a non-UID id, a deadline that is no number → refused: warned, removed, never acted on', async () => {
     const prefix = 'rf1';
     const q = createCleanupQueue({
       target,
@@ -146,13 +146,11 @@ describe('job data that cannot be trusted (real Redis, a real worker)', () => {
       now: Date.now,
     });
     const raw = new Queue(q.name, { connection: connect(), prefix });
-    const [lost, good, other, badDeadline] = [1, 2, 3, 5].map(uidOf) as [string, string, string, string];
+    const [lost, good, badDeadline] = [1, 2, 5].map(uidOf) as [string, string, string];
     // A delayed job whose hash is deleted by hand (or lost) while its id waits in the delayed set.
     await q.enqueue({ ...due(1), deadlineMs: Date.now() + 1500 });
     await conns[0]?.del(jobKey(prefix, target, lost));
     await q.enqueue(due(2));
-    // Jobs stored whole (the format of older versions) for another namespace of the same context.
-    await raw.add('cleanup-driver-pod', { ...due(3), namespace: 'other' }, { jobId: other });
     // An id that is not a UID (BullMQ itself refuses all digits and ':'), and a deadline that is no number.
     await raw.add('p-x-driver', { deadlineMs: Date.now() }, { jobId: 'not-a-uid' });
     await raw.add('p-5-driver', { deadlineMs: 'soon' }, { jobId: badDeadline });
@@ -180,25 +178,24 @@ describe('job data that cannot be trusted (real Redis, a real worker)', () => {
     );
     try {
       w.run();
-      await waitFor('4 jobs refused and the good one done', async () => {
+      await waitFor('3 jobs refused and the good one done', async () => {
         const counts = await q.bullQueue.getJobCounts('completed', 'failed', 'delayed', 'wait', 'active');
-        return refused.length === 4 && counts.completed === 1 && !counts.delayed && !counts.wait;
+        return refused.length === 3 && counts.completed === 1 && !counts.delayed && !counts.wait;
       });
       // Only the good job reached the API (its pod is gone: a no-op); nobody asked for /pods/undefined.
       expect(calls).toEqual([`get spark/${due(2).pod}`]);
       expect(await q.bullQueue.getJobState(good)).toBe('completed');
       // The refused jobs are gone from Redis, in no state: a reconcile sees them as missing.
-      for (const id of [lost, other, 'not-a-uid', badDeadline]) {
+      for (const id of [lost, 'not-a-uid', badDeadline]) {
         expect(await q.bullQueue.getJobState(id)).toBe('unknown');
         expect(await conns[0]?.exists(q.bullQueue.toKey(id))).toBe(0);
       }
       expect(await q.bullQueue.getFailedCount()).toBe(0);
-      expect(refused.map((r) => r.uid).sort()).toEqual([lost, other, badDeadline, 'not-a-uid'].sort());
+      expect(refused.map((r) => r.uid).sort()).toEqual([lost, badDeadline, 'not-a-uid'].sort());
       const warned = lines.filter((l) => l.outcome === 'refused');
       expect(warned.map((l) => [l.uid, l.field]).sort()).toEqual(
         [
           [lost, 'pod'],
-          [other, 'namespace'],
           ['not-a-uid', 'uid'],
           [badDeadline, 'deadlineMs'],
         ].sort(),

@@ -12,7 +12,7 @@ import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
 import type { PodEventHandler, PodInformer } from '../../src/kube/pod-informer.ts';
-import type { CleanupQueue, StoredCleanupJobData } from '../../src/queue/cleanup-queue.ts';
+import type { CleanupQueue, StoredJobData } from '../../src/queue/cleanup-queue.ts';
 import type { CleanupWorker, CleanupWorkerOptions } from '../../src/queue/cleanup-worker.ts';
 import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { drivenLeadership } from '../helpers/driven-leadership.ts';
@@ -76,7 +76,7 @@ function fakeQueue() {
   let hold: PromiseWithResolvers<number> | undefined;
   const state = { reconciles: 0, closed: false };
   const queue: CleanupQueue = {
-    bullQueue: {} as Queue<StoredCleanupJobData>,
+    bullQueue: {} as Queue<StoredJobData>,
     name: 'fake',
     keepFinishedMs: 60_000,
     async enqueue(data) {
