@@ -13,7 +13,7 @@ import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
-import type { SandboxApiServer } from '../src/sandbox/apiserver/server.ts';
+import type { SandboxApiServer } from '../harness/sandbox/apiserver/server.ts';
 
 /** A pod to DELETE. */
 export interface DeleteTarget {
@@ -177,8 +177,8 @@ async function runClient(input: ClientInput): Promise<RawDeleteRate> {
 }
 
 async function standalone(): Promise<void> {
-  const { startSandboxApiServer } = await import('../src/sandbox/apiserver/server.ts');
-  const { sparkDriverPod } = await import('../src/sandbox/workload.ts');
+  const { startSandboxApiServer } = await import('../harness/sandbox/apiserver/server.ts');
+  const { sparkDriverPod } = await import('../harness/sandbox/workload.ts');
   const { values } = parseArgs({
     options: {
       pods: { type: 'string', default: '10000' },

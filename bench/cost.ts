@@ -10,8 +10,8 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { ReplicaProcess } from '../harness/sandbox/replica-process.ts';
 import { queueName } from '../src/queue/job-identity.ts';
-import type { ReplicaProcess } from '../src/sandbox/replica-process.ts';
 import {
   BENCH_CONTEXT,
   type BenchEnv,

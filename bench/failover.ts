@@ -5,7 +5,7 @@
  * election of a new leader, its reconcile, and its worker picking up due jobs. After each trial a fresh
  * replica replaces the one that left, so every trial starts with the same fleet size.
  */
-import type { ReplicaProcess } from '../src/sandbox/replica-process.ts';
+import type { ReplicaProcess } from '../harness/sandbox/replica-process.ts';
 import {
   type BenchEnv,
   createDrivers,

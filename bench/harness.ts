@@ -8,12 +8,17 @@
 import { readFileSync } from 'node:fs';
 import type { V1Pod } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
-import { spawnBaselineReplica } from '../src/baseline/baseline-replica.ts';
+import { spawnBaselineReplica } from '../harness/baseline/baseline-replica.ts';
+import { type SandboxApiServer, startSandboxApiServer } from '../harness/sandbox/apiserver/server.ts';
+import {
+  type LocalEtcd,
+  type LocalService,
+  startEtcd,
+  startRedis,
+} from '../harness/sandbox/local-services.ts';
+import { type ReplicaProcess, spawnReplica } from '../harness/sandbox/replica-process.ts';
+import { sparkDriverPod } from '../harness/sandbox/workload.ts';
 import type { RecheckMode } from '../src/config/schema.ts';
-import { type SandboxApiServer, startSandboxApiServer } from '../src/sandbox/apiserver/server.ts';
-import { type LocalEtcd, type LocalService, startEtcd, startRedis } from '../src/sandbox/local-services.ts';
-import { type ReplicaProcess, spawnReplica } from '../src/sandbox/replica-process.ts';
-import { sparkDriverPod } from '../src/sandbox/workload.ts';
 
 /** A benchmark step did not reach its condition in time. */
 export class BenchTimeoutError extends Error {

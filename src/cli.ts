@@ -1,19 +1,16 @@
 #!/usr/bin/env node
 /**
- * The `spark-driver-cleaner` command line: `run` (one replica), `status` and `explain` (what the cleaner
- * knows, from Redis and etcd), `demo` (the whole system on one machine), `apiserver` (the sandbox
- * Kubernetes API server) and `bench` (benchmarks).
+ * The `spark-driver-cleaner` command line, the only one the image ships: `run` (one replica), `status` and
+ * `explain` (what the cleaner knows, from Redis and etcd). The demo, the sandbox API server and the
+ * benchmarks have their own entry point, harness/cli.ts.
  *
  * Each subcommand lives in its own module; this file only parses arguments and dispatches.
  * Exit codes: 0 success, 1 runtime failure, 2 bad configuration or usage.
  */
 import { Command } from 'commander';
-import { registerBenchCommand } from './commands/bench.ts';
-import { registerDemoCommand } from './commands/demo.ts';
 import { registerExplainCommand } from './commands/explain.ts';
 import { registerRunCommand } from './commands/run.ts';
 import { registerStatusCommand } from './commands/status.ts';
-import { registerApiserverCommand } from './sandbox/apiserver-command.ts';
 
 const program = new Command()
   .name('spark-driver-cleaner')
@@ -28,8 +25,5 @@ const program = new Command()
 registerRunCommand(program);
 registerStatusCommand(program);
 registerExplainCommand(program);
-registerDemoCommand(program);
-registerApiserverCommand(program);
-registerBenchCommand(program);
 
 await program.parseAsync(process.argv);

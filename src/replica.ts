@@ -8,20 +8,21 @@
  */
 import type { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
+import { cleanupDriverPod } from '../workers/cleanup-driver-pod.ts';
+import { backoffMs } from './backoff.ts';
 import { selfCheckSettings } from './cleaner/self-check.ts';
 import { createTargetCleaner, type TargetCleaner } from './cleaner/target-cleaner.ts';
 import type { Clock, MonotonicClock } from './clock.ts';
+import { parseLabelSelector } from './config/label-selector.ts';
 import type { CleanerConfig } from './config/schema.ts';
 import { openContexts } from './kube/context-clients.ts';
-import type { DriverPod } from './kube/driver-pod.ts';
-import { parseLabelSelector } from './kube/label-selector.ts';
 import { createPodInformer } from './kube/pod-informer.ts';
 import { createEtcdClient } from './leadership/etcd-client.ts';
 import { createEtcdLeadership } from './leadership/etcd-leadership.ts';
 import { createLocalLeadership } from './leadership/local-leadership.ts';
+import type { Logger } from './log.ts';
 import { createCleanupQueue } from './queue/cleanup-queue.ts';
 import { electionPrefix, targetLabel } from './queue/job-identity.ts';
-import type { Logger } from './telemetry/log.ts';
 import type { Telemetry } from './telemetry/telemetry.ts';
 
 /** A running replica. */
@@ -63,7 +64,8 @@ export async function startReplica(
   const redis = new Redis(config.redisUrl, {
     maxRetriesPerRequest: null, // BullMQ requirement: commands wait for the connection instead of failing
     connectionName: `sdc:${config.replicaId}`,
-    retryStrategy: (times) => Math.min(5000, 100 * 2 ** Math.min(times, 6)),
+    // ioredis counts reconnect attempts from 1: 200 ms, 400 ms, … at most 5 s, no jitter.
+    retryStrategy: (times) => backoffMs(times + 1, { baseMs: 100, maxMs: 5000 }),
   });
   let redisDownLogged = false;
   redis.on('error', (err) => {
@@ -97,13 +99,26 @@ export async function startReplica(
       log: tlog,
       now,
     });
-    let cleaner: TargetCleaner | undefined;
-    const onEvent = (event: 'added' | 'updated' | 'deleted', pod: DriverPod) => cleaner?.observe(event, pod);
-    const events = {
-      onElected: () => cleaner?.elected(),
-      onLost: (reason: string) => cleaner?.lost(reason),
-    };
-    cleaner = createTargetCleaner({
+    const informer = createPodInformer({
+      http: clients.http,
+      namespace: ref.namespace,
+      labelSelector: config.labelSelector,
+      log: tlog,
+      now,
+      monotonicNow,
+    });
+    const leadership = etcd
+      ? createEtcdLeadership({
+          client: etcd,
+          prefix: electionPrefix(ref),
+          replicaId: config.replicaId,
+          ttlSeconds: config.electionTtlSeconds,
+          log: tlog,
+          monotonicNow,
+          initialCampaignDelayMs: campaignDelays[cleaners.length],
+        })
+      : createLocalLeadership({ replicaId: config.replicaId });
+    const cleaner = createTargetCleaner({
       target: ref,
       replicaId: config.replicaId,
       selector,
@@ -114,6 +129,7 @@ export async function startReplica(
       concurrency: config.concurrency,
       reconcileIntervalMs: config.reconcileIntervalMs,
       queue,
+      handler: cleanupDriverPod,
       connection: redis,
       prefix: config.queuePrefix,
       pods: clients.pods,
@@ -125,29 +141,8 @@ export async function startReplica(
       maxBackoffMs: config.retryMaxDelayMs,
       warnIfNotAlone: !etcd,
       telemetry: deps.telemetry?.forTarget(ref),
-      informer: () =>
-        createPodInformer({
-          http: clients.http,
-          namespace: ref.namespace,
-          labelSelector: config.labelSelector,
-          log: tlog,
-          onEvent,
-          now,
-          monotonicNow,
-        }),
-      leadership: () =>
-        etcd
-          ? createEtcdLeadership({
-              client: etcd,
-              prefix: electionPrefix(ref),
-              replicaId: config.replicaId,
-              ttlSeconds: config.electionTtlSeconds,
-              log: tlog,
-              monotonicNow,
-              initialCampaignDelayMs: campaignDelays[cleaners.length],
-              ...events,
-            })
-          : createLocalLeadership({ replicaId: config.replicaId, ...events }),
+      informer,
+      leadership,
     });
     cleaners.push(cleaner);
   }

@@ -17,66 +17,18 @@
  * while, src/cleaner/cache-trust.ts), both cache modes re-check as `live` does.
  * The UID precondition always closes the window between the check and the DELETE against re-created pods.
  * No no-op is ever a warning.
- * The handler never touches BullMQ: `src/queue/cleanup-worker.ts` maps outcomes onto it.
+ * The handler never touches BullMQ: `src/queue/cleanup-worker.ts` maps outcomes onto it. Its contract
+ * (`CleanupDeps`, `CleanupHandler`) and the `Outcome` type live in src/cleanup/.
  */
-import type { Policy, RecheckMode } from '../src/config/schema.ts';
-import { decide } from '../src/kube/app-state.ts';
+
+import { decide } from '../src/cleanup/decision.ts';
+import type { CleanupDeps } from '../src/cleanup/handler.ts';
+import type { CleanupJobData } from '../src/cleanup/job-data.ts';
+import type { Outcome } from '../src/cleanup/outcome.ts';
+import { KubeApiError } from '../src/kube/api-status.ts';
 import type { DriverPod } from '../src/kube/driver-pod.ts';
-import type { LabelSelector } from '../src/kube/label-selector.ts';
-import { type DeletePreconditions, KubeApiError, type PodApi } from '../src/kube/pod-api.ts';
+import type { DeletePreconditions } from '../src/kube/pod-api.ts';
 import { FencedError } from '../src/leadership/fenced-error.ts';
-import type { CleanupJobData } from '../src/queue/cleanup-queue.ts';
-
-/** What a cleanup job ended with. The first seven are final; `not-yet`, `fenced`, `aborted` put the job back. */
-export type Outcome =
-  | { readonly outcome: 'accepted'; readonly latenessMs: number }
-  | { readonly outcome: 'already-absent' }
-  | { readonly outcome: 'replaced' }
-  | { readonly outcome: 'already-deleting' }
-  | { readonly outcome: 'skipped'; readonly reason: string }
-  | { readonly outcome: 'would-delete'; readonly latenessMs: number }
-  | {
-      readonly outcome: 'failed';
-      readonly step: 'get' | 'delete';
-      readonly code: number | undefined;
-      readonly reason: string;
-      readonly message: string;
-      readonly retryAfterMs: number | undefined;
-    }
-  | { readonly outcome: 'not-yet'; readonly dueInMs: number }
-  | { readonly outcome: 'fenced'; readonly reason: string }
-  | { readonly outcome: 'aborted' };
-
-/** Names of the final no-op outcomes (logged at debug). */
-export const NOOP_OUTCOMES = [
-  'already-absent',
-  'replaced',
-  'already-deleting',
-  'skipped',
-  'would-delete',
-] as const;
-
-/** What the handler needs. Test doubles implement the same shapes. */
-export interface CleanupDeps {
-  pods: PodApi;
-  /** The informer's cached pod of that name (`cache` and `resource-version` modes). */
-  cached: (name: string) => DriverPod | undefined;
-  recheck: RecheckMode;
-  /**
-   * True when the informer's cache may be behind the API server (its list or watch failing for longer than a
-   * threshold): the re-check then GETs the pod whatever `recheck` says. Absent: the cache is trusted.
-   */
-  cacheUntrusted?: () => boolean;
-  /** Resolves when this replica may still DELETE for the target; rejects with {@link FencedError} otherwise. */
-  fence: (signal: AbortSignal) => Promise<void>;
-  /** Synchronous, I/O-free part of the fence (lease freshness), checked again right before the DELETE. */
-  stillLeader: () => boolean;
-  selector: LabelSelector;
-  policy: Policy;
-  dryRun: boolean;
-  /** Epoch ms. */
-  now: () => number;
-}
 
 function failure(step: 'get' | 'delete', err: unknown): Outcome {
   if (err instanceof KubeApiError) {
@@ -114,7 +66,7 @@ export async function cleanupDriverPod(
     const cached = deps.cached(job.pod);
     const version = cached?.metadata?.resourceVersion;
     if (cached && version) {
-      const noOp = recheck(cached, job, deps);
+      const noOp = noOpFor(cached, job, deps);
       // Only what a stale cache cannot get wrong is final here: a deletionTimestamp is never unset. A copy
       // that looks re-created, not terminal or relabelled may be behind the API server: ask it (GET below).
       if (noOp?.outcome === 'already-deleting') return noOp;
@@ -140,7 +92,7 @@ export async function cleanupDriverPod(
       return failure('get', err);
     }
   }
-  const noOp = recheck(pod, job, deps);
+  const noOp = noOpFor(pod, job, deps);
   if (noOp) return noOp;
   const sent = await sendDelete(job, deps, signal, { uid: job.uid });
   return sent === 'conflict' ? { outcome: 'replaced' } : sent;
@@ -158,8 +110,11 @@ async function fence(deps: CleanupDeps, signal: AbortSignal): Promise<Outcome | 
   }
 }
 
-/** The re-check of a pod copy: the no-op outcome that stops the job, or undefined when it may be deleted. */
-function recheck(pod: DriverPod | undefined, job: CleanupJobData, deps: CleanupDeps): Outcome | undefined {
+/**
+ * The re-check of a pod copy: the no-op outcome that stops the job, or undefined when it may be deleted.
+ * (`recheck` names the mode, `deps.recheck`: where the copy comes from.)
+ */
+function noOpFor(pod: DriverPod | undefined, job: CleanupJobData, deps: CleanupDeps): Outcome | undefined {
   if (!pod) return { outcome: 'already-absent' };
   // Same name, other UID: the pod was re-created; the old pod's job must never touch it.
   if (pod.metadata?.uid !== job.uid) return { outcome: 'replaced' };

@@ -15,7 +15,7 @@
  * request per pod); when they fail too, the jobs fail and are retried with backoff like any API failure.
  */
 import type { PodInformer } from '../kube/pod-informer.ts';
-import type { Logger } from '../telemetry/log.ts';
+import type { Logger } from '../log.ts';
 
 /**
  * True when the cache may be trusted: the informer is up, or down for at most `staleAfterMs`.

@@ -103,8 +103,3 @@ export function waitInTerm(
     );
   });
 }
-
-/** Sleeps `ms` within a term; resolves false at once when the term ends. */
-export async function sleepInTerm(ms: number, signal: AbortSignal): Promise<boolean> {
-  return (await waitInTerm(new Promise(() => {}), signal, ms)) === 'timeout';
-}

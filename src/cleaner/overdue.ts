@@ -9,10 +9,11 @@
  * start (informer sync, reconcile); the default grace is `2 × electionTtl + 30 s` so that one failover never
  * counts as overdue, while a target that stops being cleaned shows up within a minute.
  */
+
+import { deadlineMs, decide } from '../cleanup/decision.ts';
+import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy } from '../config/schema.ts';
-import { deadlineMs, decide } from '../kube/app-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
-import type { LabelSelector } from '../kube/label-selector.ts';
 
 /** One overdue pod. Times are epoch ms. */
 export interface OverduePod {

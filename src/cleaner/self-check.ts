@@ -15,10 +15,11 @@
  * Intervals between two moments of this process use the monotonic clock (`monotonicNow`); only deadlines
  * from Kubernetes timestamps use the wall clock (`now`).
  */
+
+import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy } from '../config/schema.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
-import type { LabelSelector } from '../kube/label-selector.ts';
-import type { Logger } from '../telemetry/log.ts';
+import type { Logger } from '../log.ts';
 import { findOverdue, NONE_OVERDUE, type OverdueReport } from './overdue.ts';
 
 /** Thresholds of the self-check, ms. */

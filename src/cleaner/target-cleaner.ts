@@ -11,19 +11,17 @@
  */
 import type { Redis } from 'ioredis';
 import pLimit from 'p-limit';
+import { deadlineMs, decide, malformedReason } from '../cleanup/decision.ts';
+import type { CleanupHandler } from '../cleanup/handler.ts';
+import type { CleanupJobData } from '../cleanup/job-data.ts';
+import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy, RecheckMode } from '../config/schema.ts';
-import { deadlineMs, decide, malformedReason } from '../kube/app-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
-import type { LabelSelector } from '../kube/label-selector.ts';
 import type { PodApi } from '../kube/pod-api.ts';
 import type { PodEvent, PodInformer } from '../kube/pod-informer.ts';
 import type { Leadership } from '../leadership/leadership.ts';
-import {
-  type CleanupJobData,
-  type CleanupQueue,
-  type EnqueueResult,
-  jobDataFor,
-} from '../queue/cleanup-queue.ts';
+import type { Logger } from '../log.ts';
+import { type CleanupQueue, type EnqueueResult, jobDataFor } from '../queue/cleanup-queue.ts';
 import {
   type CleanupWorker,
   type CleanupWorkerOptions,
@@ -31,10 +29,10 @@ import {
   type RefusedJob,
 } from '../queue/cleanup-worker.ts';
 import { isCleanupJobId, type TargetRef } from '../queue/job-identity.ts';
-import type { Logger } from '../telemetry/log.ts';
+import { sleep } from '../sleep.ts';
 import type { EnqueueTrigger, TargetTelemetry } from '../telemetry/target-telemetry.ts';
 import { createCacheTrust } from './cache-trust.ts';
-import { createLeaderTerms, sleepInTerm, type Term, waitInTerm } from './leader-terms.ts';
+import { createLeaderTerms, type Term, waitInTerm } from './leader-terms.ts';
 import type { OverdueReport } from './overdue.ts';
 import { createSelfCheck, type SelfCheckSettings, selfCheckSettings } from './self-check.ts';
 
@@ -51,13 +49,15 @@ export interface TargetCleanerOptions {
   /** Period of the leader's full reconcile, ms. */
   reconcileIntervalMs: number;
   queue: CleanupQueue;
+  /** The job handler (workers/cleanup-driver-pod.ts): the composition root hands it down. */
+  handler: CleanupHandler;
   connection: Redis;
   prefix: string;
   pods: PodApi;
-  /** Built by the caller with `onEvent` = this cleaner's `observe`. */
-  informer: () => PodInformer;
-  /** Built by the caller with onElected/onLost = this cleaner's `elected`/`lost`. */
-  leadership: () => Leadership;
+  /** The target's informer, not started: the cleaner subscribes to it and starts it. */
+  informer: PodInformer;
+  /** The target's leadership, not started: the cleaner subscribes to it and starts it. */
+  leadership: Leadership;
   log: Logger;
   /** Wall clock, epoch ms: deadlines from Kubernetes timestamps. */
   now: () => number;
@@ -87,7 +87,10 @@ export interface TargetCleanerOptions {
   selfCheck?: SelfCheckSettings;
 }
 
-/** One target's cleaner. `observe`, `elected` and `lost` are the informer's and leadership's callbacks. */
+/**
+ * One target's cleaner. `observe`, `elected` and `lost` are the informer's and leadership's callbacks: the
+ * cleaner subscribes them itself.
+ */
 export interface TargetCleaner {
   readonly target: TargetRef;
   start(): Promise<void>;
@@ -99,8 +102,8 @@ export interface TargetCleaner {
   /** Runs one reconcile now (leader only); returns how many jobs it added or retried. */
   reconcile(): Promise<number>;
   readonly isLeader: boolean;
-  readonly informerState: PodInformer;
-  readonly leadershipState: Leadership;
+  readonly informer: PodInformer;
+  readonly leadership: Leadership;
   /** The target's queue (the dashboard and the metrics read it). */
   readonly queue: CleanupQueue;
   /** The target's pod API (rate-limited, shared by the context): `/api/v1/explain`'s live GET. */
@@ -113,11 +116,12 @@ export interface TargetCleaner {
 export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   const log = opts.log;
   /**
-   * UIDs this replica has already handed to Redis, so informer resyncs don't repeat the round trip; and
+   * What this replica last did for each UID. UIDs it has already handed to Redis (`enqueued`, `cancelled`),
+   * so informer resyncs don't repeat the round trip; and
    * UIDs its own worker deleted (`deleted`): their job is finished and kept as long as a tombstone, so the
    * DELETE event that follows needs no cancel round trip (other replicas still write the tombstone).
    */
-  const handled = new Map<string, 'enqueued' | 'cancelled' | 'deleted'>();
+  const lastActionByUid = new Map<string, 'enqueued' | 'cancelled' | 'deleted'>();
   /**
    * The informer's enqueues and cancels, at most 32 in flight: an initial list of 10,000 terminated pods
    * would otherwise start 10,000 Redis round trips at once, and the heap they need stays in the RSS.
@@ -135,8 +139,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   let lastProcessedMs: number | undefined;
   let selfCheckTimer: NodeJS.Timeout | undefined;
 
-  const informer = opts.informer();
-  const leadership = opts.leadership();
+  const { informer, leadership } = opts;
   const cacheTrust = createCacheTrust({
     informer,
     monotonicNow,
@@ -158,6 +161,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     onProcessed: () => {
       lastProcessedMs = monotonicNow();
     },
+    handler: opts.handler,
     deps: {
       pods: {
         get: (namespace, name, signal) => opts.pods.get(namespace, name, signal),
@@ -165,16 +169,16 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
           // Marked before the request: the informer's events of the deletion may arrive before its answer.
           // Should the DELETE not be accepted, a skipped cancel costs at most one more no-op run of the job.
           const { uid } = preconditions;
-          const before = handled.get(uid);
-          handled.set(uid, 'deleted');
+          const before = lastActionByUid.get(uid);
+          lastActionByUid.set(uid, 'deleted');
           let result: Awaited<ReturnType<PodApi['delete']>> | undefined;
           try {
             result = await opts.pods.delete(namespace, name, preconditions, signal, beforeSend);
             return result;
           } finally {
-            if (result !== 'accepted' && handled.get(uid) === 'deleted') {
-              if (before) handled.set(uid, before);
-              else handled.delete(uid);
+            if (result !== 'accepted' && lastActionByUid.get(uid) === 'deleted') {
+              if (before) lastActionByUid.set(uid, before);
+              else lastActionByUid.delete(uid);
             }
           }
         },
@@ -230,7 +234,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     const send = async (data: CleanupJobData) => {
       // Outside dry run, a job that completed as `would-delete` (dry run was on) is replaced, not kept a day.
       const result = await opts.queue.enqueue(data, { dryRun: opts.dryRun });
-      handled.set(uid, 'enqueued');
+      lastActionByUid.set(uid, 'enqueued');
       log.debug({ ...podFields(pod), result, deadline: new Date(times.deadlineMs).toISOString() }, 'enqueue');
       return result;
     };
@@ -241,17 +245,17 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
 
   async function cancel(pod: DriverPod, why: string): Promise<void> {
     const uid = pod.metadata?.uid ?? '';
-    const state = handled.get(uid);
+    const state = lastActionByUid.get(uid);
     if (state === 'cancelled' || state === 'deleted') return;
     const result = await opts.queue.cancel(uid);
-    handled.set(uid, 'cancelled');
+    lastActionByUid.set(uid, 'cancelled');
     log.debug({ ...podFields(pod), why, result }, 'cleanup cancelled: tombstoned');
   }
 
   /** A DELETED event without evidence of deletion: the pod left the watch and may come back; no tombstone. */
   async function unschedule(pod: DriverPod): Promise<void> {
     const uid = pod.metadata?.uid ?? '';
-    const state = handled.get(uid);
+    const state = lastActionByUid.get(uid);
     if (state === 'cancelled' || state === 'deleted') return;
     const result = await opts.queue.unschedule(uid);
     log.debug(
@@ -271,7 +275,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     const pod =
       named?.metadata?.uid === job.uid ? named : informer.list().find((p) => p.metadata?.uid === job.uid);
     if (!pod) return;
-    handled.delete(job.uid);
+    lastActionByUid.delete(job.uid);
     observe('updated', pod);
   }
 
@@ -301,7 +305,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
         )
         // Forget it: a deleted UID never comes back (the Redis tombstone remains for other replicas); one that
         // left the selector is enqueued again if it comes back into it.
-        .finally(() => handled.delete(uid));
+        .finally(() => lastActionByUid.delete(uid));
       firstSeenTerminal.delete(uid);
       return;
     }
@@ -310,7 +314,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       void redisOps(() => cancel(pod, 'deletionTimestamp set')).catch((err) =>
         log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'cancel failed'),
       );
-    } else if (decision.action === 'enqueue' && !handled.has(uid)) {
+    } else if (decision.action === 'enqueue' && !lastActionByUid.has(uid)) {
       void redisOps(() => enqueue(pod, decision.state.finishedAtMs, event)).catch((err) => {
         // Redis unreachable: the leader's reconcile will add it later.
         log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'enqueue failed');
@@ -344,7 +348,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     while (!term.signal.aborted) {
       const names = new Set(await opts.queue.workerNames().catch(() => []));
       if (!names.has(opts.replicaId) && monotonicNow() < firstLookBy) {
-        await sleepInTerm(200, term.signal);
+        await sleep(200, term.signal, { unref: true });
         continue;
       }
       if (names.size > 1 && !term.signal.aborted) {
@@ -353,7 +357,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
           'another worker consumes this queue: replicas are uncoordinated (configure etcdEndpoints)',
         );
       }
-      await sleepInTerm(30_000, term.signal);
+      await sleep(30_000, term.signal, { unref: true });
     }
   }
 
@@ -448,7 +452,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       log.error({ err: { message: (err as Error).message }, step }, 'leadership term transition failed'),
   });
 
-  return {
+  const cleaner: TargetCleaner = {
     target: opts.target,
     pods: opts.pods,
     observe,
@@ -466,8 +470,8 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     get isLeader() {
       return leadership.isLeader;
     },
-    informerState: informer,
-    leadershipState: leadership,
+    informer: informer,
+    leadership: leadership,
     queue: opts.queue,
     async start() {
       void informer.start();
@@ -491,4 +495,11 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       await opts.queue.close();
     },
   };
+  // Subscribed after construction (client-go's AddEventHandler): no forward reference to this cleaner.
+  informer.addEventHandler(observe);
+  leadership.addEventHandler({
+    onElected: () => cleaner.elected(),
+    onLost: (reason) => cleaner.lost(reason),
+  });
+  return cleaner;
 }

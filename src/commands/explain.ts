@@ -6,9 +6,9 @@
  */
 import type { Command } from 'commander';
 import { systemClock } from '../clock.ts';
+import { parseLabelSelector } from '../config/label-selector.ts';
 import { openContexts } from '../kube/context-clients.ts';
 import { KubeconfigError } from '../kube/kubeconfig.ts';
-import { parseLabelSelector } from '../kube/label-selector.ts';
 import type { TargetRef } from '../queue/job-identity.ts';
 import { tombstoneKey } from '../queue/job-identity.ts';
 import { explain, formatExplanation } from '../status/explain.ts';

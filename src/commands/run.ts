@@ -10,8 +10,8 @@ import { redactConfig } from '../config/redact.ts';
 import { configWarnings } from '../config/warnings.ts';
 import { startHttpServer } from '../http/server.ts';
 import { KubeconfigError } from '../kube/kubeconfig.ts';
+import { createLogger } from '../log.ts';
 import { startReplica } from '../replica.ts';
-import { createLogger } from '../telemetry/log.ts';
 import { createTelemetry } from '../telemetry/telemetry.ts';
 import { addConfigOptions, loadConfigOrExit } from './config-options.ts';
 

@@ -11,8 +11,12 @@ import { fieldSpec, rangeMs } from './fields.ts';
 import { maskUrl } from './redact.ts';
 import { labelSelectorProblem } from './selector-scope.ts';
 
-/** A (context, namespace) pair to clean: Kyuubi's `KubernetesInfo`. `context` undefined = current/in-cluster. */
-export interface Target {
+/**
+ * A (context, namespace) pair as written in the configuration: Kyuubi's `KubernetesInfo`. `context` undefined =
+ * current/in-cluster. Resolved into a `TargetRef` (src/queue/job-identity.ts, context named) when the
+ * kubeconfig is read (src/kube/context-clients.ts).
+ */
+export interface TargetSpec {
   readonly context: string | undefined;
   readonly namespace: string;
 }
@@ -25,7 +29,7 @@ const HOSTNAME =
  * Parses `context:namespace` (the namespace is after the LAST colon, since context names such as EKS ARNs
  * contain colons) or a bare `namespace`.
  */
-export function parseTarget(text: string): Target | string {
+export function parseTarget(text: string): TargetSpec | string {
   const t = text.trim();
   const i = t.lastIndexOf(':');
   const context = i >= 0 ? t.slice(0, i) : undefined;
@@ -154,7 +158,7 @@ const lowerEnum = <T extends string>(values: readonly [T, ...T[]]) =>
 export const configSchema = z
   .object({
     targets: list.transform((items, ctx) => {
-      const targets: Target[] = [];
+      const targets: TargetSpec[] = [];
       for (const item of items) {
         const t = parseTarget(item);
         if (typeof t === 'string')

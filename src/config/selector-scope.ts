@@ -13,7 +13,7 @@ import {
   type LabelSelector,
   parseLabelSelector,
   type Requirement,
-} from '../kube/label-selector.ts';
+} from './label-selector.ts';
 
 /** The default selector (src/config/fields.ts), quoted as the example in messages. */
 const EXAMPLE = 'spark-role=driver,kyuubi-unique-tag';

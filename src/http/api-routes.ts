@@ -15,14 +15,14 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { systemClock } from '../clock.ts';
+import { parseLabelSelector } from '../config/label-selector.ts';
 import type { CleanerConfig } from '../config/schema.ts';
-import { type ApplicationState, podState } from '../kube/app-state.ts';
+import { type ApplicationState, podState } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
-import { parseLabelSelector } from '../kube/label-selector.ts';
 import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
-import type { Replica } from '../replica.ts';
 import { type Explanation, explain } from '../status/explain.ts';
 import { gatherFacts } from '../status/explain-facts.ts';
+import type { ServedReplica } from './served-replica.ts';
 
 /** Label Kyuubi puts on the driver pods it submits (KyuubiConf `kyuubi.engine.tag`'s pod label). */
 export const KYUUBI_TAG_LABEL = 'kyuubi-unique-tag';
@@ -92,14 +92,14 @@ const created = (p: DriverPod) => {
  */
 export function registerApiRoutes(
   app: FastifyInstance,
-  opts: { replica: Replica; explain?: Pick<CleanerConfig, 'labelSelector' | 'policy' | 'retentionMs'> },
+  opts: { replica: ServedReplica; explain?: Pick<CleanerConfig, 'labelSelector' | 'policy' | 'retentionMs'> },
 ): void {
   const { replica } = opts;
 
   app.get('/api/v1/leaders', async () => {
     const rows = await Promise.all(
       replica.cleaners.map(async (c) => {
-        const leader = (await c.leadershipState.currentLeader().catch(() => null)) ?? null;
+        const leader = (await c.leadership.currentLeader().catch(() => null)) ?? null;
         const overdue = c.overdue();
         return {
           target: targetLabel(c.target),
@@ -121,7 +121,7 @@ export function registerApiRoutes(
     const tag = req.query.tag;
     if (!tag) return reply.code(400).send({ error: 'query parameter "tag" is required' });
     const matches = replica.cleaners.flatMap((c) =>
-      c.informerState
+      c.informer
         .list()
         .filter((p) => p.metadata?.labels?.[KYUUBI_TAG_LABEL] === tag)
         .map((p) => ({ pod: p, target: c.target })),
@@ -139,7 +139,7 @@ export function registerApiRoutes(
       for (const c of replica.cleaners) {
         if (c.target.namespace !== namespace || (context !== undefined && c.target.context !== context))
           continue;
-        const cached = c.informerState.get(pod);
+        const cached = c.informer.get(pod);
         if (cached) return applicationView(cached, c.target);
       }
       return reply
@@ -168,7 +168,7 @@ export function registerApiRoutes(
       const facts = await gatherFacts(
         {
           target: c.target,
-          queue: c.queue.queue,
+          queue: c.queue.bullQueue,
           redis: replica.redis,
           etcd: replica.etcd,
           getPod: (ns, name) => c.pods.get(ns, name),

@@ -6,15 +6,15 @@
  * choice (`dashboardReadOnly: false`): a "retry" of a cleanup job is harmless (the handler re-checks and
  * deletes with the UID precondition), a "remove" forgets a pending cleanup until the next reconcile.
  *
- * Loaded on the first request under `/ui`: bull-board is ~15 MiB of resident code that a replica nobody
- * looks at should not carry. Fastify cannot add routes once it listens, so the dashboard runs in its own
+ * Loaded on the first request under `/ui`: bull-board's resident code (bench/README.md, "Measurements behind
+ * design choices") is not carried by a replica nobody looks at. Fastify cannot add routes once it listens, so the dashboard runs in its own
  * Fastify instance that is never bound to a port, and `/ui` forwards to it in process (`inject`). The
  * main server's hooks (basic auth) run before the forwarding.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest, InjectOptions } from 'fastify';
 import Fastify from 'fastify';
 import { targetLabel } from '../queue/job-identity.ts';
-import type { Replica } from '../replica.ts';
+import type { ServedReplica } from './served-replica.ts';
 
 /** Where the dashboard is served. */
 export const DASHBOARD_PATH = '/ui';
@@ -24,7 +24,7 @@ const EXTERNAL_FONTS = /<link[^>]*fonts\.(?:googleapis|gstatic)\.com[^>]*>\s*/g;
 
 /** Options of {@link registerDashboard}. */
 export interface DashboardOptions {
-  replica: Replica;
+  replica: ServedReplica;
   /** Refuse retry/remove and every other mutating action (default true). */
   readOnly: boolean;
   /** Longest wait for the dashboard's answer (it reads Redis) before a 503, ms (default 10 000). */
@@ -94,7 +94,7 @@ async function buildDashboard(opts: DashboardOptions): Promise<FastifyInstance> 
     queues: opts.replica.cleaners.map(
       (c) =>
         // bull-board's adapter takes an untyped Queue; ours stores compact job data (job name = pod name).
-        new BullMQAdapter(c.queue.queue as ConstructorParameters<typeof BullMQAdapter>[0], {
+        new BullMQAdapter(c.queue.bullQueue as ConstructorParameters<typeof BullMQAdapter>[0], {
           readOnlyMode: opts.readOnly,
           displayName: targetLabel(c.target),
           description: `cleanup jobs of terminated Spark driver pods in ${targetLabel(c.target)}`,

@@ -10,11 +10,11 @@
 import type { FastifyInstance } from 'fastify';
 import type { MonotonicClock } from '../clock.ts';
 import { targetLabel } from '../queue/job-identity.ts';
-import type { Replica } from '../replica.ts';
+import type { ServedReplica } from './served-replica.ts';
 
 /** Options of {@link registerHealthRoutes}. */
 export interface HealthOptions {
-  replica: Replica;
+  replica: ServedReplica;
   /** The monotonic clock, ms (src/clock.ts): how long an informer is down, event-loop stalls. */
   monotonicNow: MonotonicClock;
   /** An informer down longer than this fails /readyz (and is listed by /healthz), ms (default 120 000). */
@@ -58,7 +58,7 @@ export function registerHealthRoutes(app: FastifyInstance, opts: HealthOptions):
   const informersDown = () =>
     replica.cleaners
       .filter((c) => {
-        const since = c.informerState.downSinceMs;
+        const since = c.informer.downSinceMs;
         return since !== undefined && monotonicNow() - since > downThreshold;
       })
       .map((c) => targetLabel(c.target));
@@ -75,9 +75,7 @@ export function registerHealthRoutes(app: FastifyInstance, opts: HealthOptions):
   });
 
   app.get('/readyz', async (_req, reply) => {
-    const unsynced = replica.cleaners
-      .filter((c) => !c.informerState.synced)
-      .map((c) => targetLabel(c.target));
+    const unsynced = replica.cleaners.filter((c) => !c.informer.synced).map((c) => targetLabel(c.target));
     // status 'ready' alone misses a hung Redis (paused, partitioned): the socket stays open. Ask it.
     let redisTimer: NodeJS.Timeout | undefined;
     const redis =

@@ -12,13 +12,13 @@
 import Fastify from 'fastify';
 import type { MonotonicClock } from '../clock.ts';
 import type { CleanerConfig } from '../config/schema.ts';
-import type { Replica } from '../replica.ts';
-import type { Logger } from '../telemetry/log.ts';
+import type { Logger } from '../log.ts';
 import { type CleanerMetrics, createMetrics } from '../telemetry/metrics.ts';
 import { registerApiRoutes } from './api-routes.ts';
 import { registerBasicAuth } from './basic-auth.ts';
 import { DASHBOARD_PATH, registerDashboard } from './dashboard.ts';
 import { registerHealthRoutes } from './health-routes.ts';
+import type { ServedReplica } from './served-replica.ts';
 
 /** Options of {@link startHttpServer}. */
 export interface HttpServerOptions {
@@ -27,7 +27,7 @@ export interface HttpServerOptions {
     CleanerConfig,
     'httpHost' | 'httpPort' | 'dashboard' | 'labelSelector' | 'policy' | 'retentionMs'
   >;
-  replica: Replica;
+  replica: ServedReplica;
   log: Logger;
   /** The monotonic clock, ms (src/clock.ts), for the probes' intervals. */
   monotonicNow: MonotonicClock;

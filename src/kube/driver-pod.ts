@@ -3,11 +3,11 @@
  * names and shapes as `V1Pod`, timestamps as RFC 3339 strings as on the wire), holding only what the
  * cleanup decision, the logs and the applications API read.
  *
- * Why: a full Spark driver pod is 5–20 KiB of JSON (env, volumes, managedFields, every container status)
- * and @kubernetes/client-node's informer keeps each as a deserialized object graph, ~15–20 KiB of heap;
- * a replica watching 10,000 pods spent ~200 MiB on it. client-go's informers solve the same problem with a
- * transform function applied before objects enter the cache (`cache.TransformFunc`, SharedIndexInformer's
- * `SetTransform`, k8s.io/client-go/tools/cache); {@link trimPod} is ours. A trimmed pod is ~1 KiB.
+ * Why: a full Spark driver pod carries env, volumes, managedFields and every container status, none of which
+ * the cleaner reads, and a replica keeps every watched pod (the sizes: bench/README.md, "Measurements behind
+ * design choices"). client-go's informers solve the same problem with a transform function applied before
+ * objects enter the cache (`cache.TransformFunc`, SharedIndexInformer's `SetTransform`,
+ * k8s.io/client-go/tools/cache); {@link trimPod} is ours.
  */
 
 /** A container's terminated state, as `V1ContainerStateTerminated` (only the fields we read). */
@@ -70,7 +70,7 @@ function labelsOf(v: unknown): Record<string, string> | undefined {
  * Trims a pod as received from the API server (parsed JSON of a list item, a watch event's object or a
  * GET; client-node `V1Pod` objects with `Date` timestamps are accepted too) to a {@link DriverPod}.
  * Never throws: missing or malformed fields are left out, so {@link malformedReason} and the state mapping
- * (src/kube/app-state.ts) see exactly what is missing. A malformed `containerStatuses` (not an array) is
+ * (src/kube/application-state.ts) see exactly what is missing. A malformed `containerStatuses` (not an array) is
  * kept as is for them to report.
  */
 export function trimPod(raw: unknown): DriverPod {

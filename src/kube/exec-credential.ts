@@ -18,6 +18,7 @@
  * it has not expired, as before.
  */
 import { execFile, execFileSync } from 'node:child_process';
+import { backoffMs } from '../backoff.ts';
 import type { Clock, MonotonicClock } from '../clock.ts';
 
 /** The ExecCredential API versions we speak (v1alpha1 was removed from client-go in 1.24). */
@@ -37,10 +38,7 @@ export const EXEC_FAILURE_BACKOFF_MAX_MS = 5 * 60_000;
 
 /** The backoff after `failures` (≥ 1) consecutive failed runs: 1 s · 2^(failures−1), at most 5 min. */
 export function execFailureBackoffMs(failures: number): number {
-  return Math.min(
-    EXEC_FAILURE_BACKOFF_INITIAL_MS * 2 ** Math.max(0, failures - 1),
-    EXEC_FAILURE_BACKOFF_MAX_MS,
-  );
+  return backoffMs(failures, { baseMs: EXEC_FAILURE_BACKOFF_INITIAL_MS, maxMs: EXEC_FAILURE_BACKOFF_MAX_MS });
 }
 
 /** What the plugin runs with (paths already resolved against the kubeconfig's directory). */

@@ -3,10 +3,10 @@
  * keep-alive connection pool per context, TLS and auth headers from the context's {@link ClusterAccess}.
  *
  * Why not client-node's generated `CoreV1Api`: it builds a new undici Agent (and a TLS handshake) per
- * request, and (de)serializes every body through its `ObjectSerializer` into class instances. The cleaner
- * needs three verbs on one resource and reads a handful of fields: on a burst of 10,000 due pods that
- * overhead made the leader CPU-bound (bench/README.md). The wire protocol is the same; client-node's
- * conformance against the sandbox API server is still tested (test/sandbox).
+ * request, and (de)serializes every body through its `ObjectSerializer` into class instances, for three
+ * verbs on one resource of which we read a handful of fields (what it cost: bench/README.md, "Measurements
+ * behind design choices"). The wire protocol is the same; client-node's conformance against the sandbox API
+ * server is still tested (test/sandbox).
  */
 import { Agent, type Dispatcher, ProxyAgent, request } from 'undici';
 import type { ClusterAccess } from './cluster-access.ts';

@@ -1,5 +1,6 @@
 /**
- * Kubeconfig loading without @kubernetes/client-node (whose import alone costs ~70 MB of RSS): one
+ * Kubeconfig loading without @kubernetes/client-node (its import loads every generated API and model; the
+ * cost: bench/README.md, "Measurements behind design choices"): one
  * {@link ClusterAccess} per context, following kubectl/client-go (k8s.io/client-go/tools/clientcmd):
  *
  * - `$KUBECONFIG`-style lists (`a:b`) merge as kubectl merges them: the first file to define a cluster, user

@@ -11,27 +11,10 @@
  * DeleteOptions.preconditions, k8s.io/apimachinery/pkg/apis/meta/v1 `Preconditions`.
  */
 import { systemClock } from '../clock.ts';
-import { retryAfterMs, STATUS_REASONS, statusOf } from './api-status.ts';
+import { KubeApiError, statusError } from './api-status.ts';
 import { type DriverPod, trimPod } from './driver-pod.ts';
 import type { KubeHttp, KubeRequestOptions } from './kube-http.ts';
 import type { RateLimiter } from './rate-limiter.ts';
-
-/** A failed API call: an HTTP error Status from the API server, a timeout, or a network error. */
-export class KubeApiError extends Error {
-  override name = 'KubeApiError';
-  /** HTTP status code; undefined for network errors and timeouts. */
-  readonly code: number | undefined;
-  /** Status `reason` (Forbidden, TooManyRequests, InternalError, …), or `Timeout` / the socket error code. */
-  readonly reason: string;
-  /** `Retry-After` in ms, when the server sent one (429, 503). */
-  readonly retryAfterMs: number | undefined;
-  constructor(message: string, code: number | undefined, reason: string, retryAfterMs?: number) {
-    super(message);
-    this.code = code;
-    this.reason = reason;
-    this.retryAfterMs = retryAfterMs;
-  }
-}
 
 /**
  * Outcome of a DELETE: sent and accepted, or a no-op the API server told us about: the pod is gone (404),
@@ -95,24 +78,6 @@ export interface PodApiOptions {
   now?: () => number;
   /** Told about every request (telemetry); optional. */
   observer?: PodCallObserver;
-}
-
-/** A non-2xx answer as a {@link KubeApiError}: the Status body's reason and message, `Retry-After`. */
-export function statusError(
-  code: number,
-  body: unknown,
-  headers: Readonly<Record<string, string | string[] | undefined>>,
-  nowMs: number,
-): KubeApiError {
-  const status = statusOf(body);
-  // Proxies and some errors answer without a Status body: fall back to the HTTP code's reason.
-  const reason = status.reason || STATUS_REASONS[code] || 'Unknown';
-  return new KubeApiError(
-    status.message || reason,
-    code,
-    reason,
-    retryAfterMs(headers['retry-after'], nowMs),
-  );
 }
 
 /** Turns a transport failure into a {@link KubeApiError}. Abort reasons are rethrown as they are. */

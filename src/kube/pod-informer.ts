@@ -17,15 +17,17 @@
  *   whole list+watch restarts after an exponential backoff with jitter (500 ms · 2ⁿ · U(0.5, 1), at most
  *   30 s; `Retry-After` honoured), forever, until `stop()`, logging the API Status (code, reason, message).
  *
- * Only trimmed pods are kept (~1 KiB each instead of a full pod's 15–20 KiB of heap): list pages and
- * watch objects are dropped once trimmed. The cache is keyed by name (the namespace is fixed):
+ * Only trimmed pods are kept (src/kube/driver-pod.ts): list pages and watch objects are dropped once
+ * trimmed. The cache is keyed by name (the namespace is fixed):
  * consumers compare UIDs themselves. Events are delivered synchronously, in order; a throwing handler is
  * logged and does not break the informer.
  */
 import { StringDecoder } from 'node:string_decoder';
+import { backoffMs } from '../backoff.ts';
 import { type Clock, type MonotonicClock, monotonicClock } from '../clock.ts';
-import type { Logger } from '../telemetry/log.ts';
-import { retryAfterMs, statusOf } from './api-status.ts';
+import type { Logger } from '../log.ts';
+import { sleep } from '../sleep.ts';
+import { KubeApiError, statusError, statusOf } from './api-status.ts';
 import { type DriverPod, trimPod } from './driver-pod.ts';
 import type { KubeHttp } from './kube-http.ts';
 
@@ -40,8 +42,6 @@ export interface PodInformerOptions {
   /** Applied server-side to the list and the watch ('' for none). */
   labelSelector: string;
   log: Logger;
-  /** Called for every event; must not throw (errors are logged) and makes no API calls. */
-  onEvent: (event: PodEvent, pod: DriverPod) => void;
   /** Called after each successful list (the first, and every relist) once the cache is reconciled. */
   onSynced?: () => void;
   /** First restart delay, ms (default 500); doubles up to `maxBackoffMs` (default 30 000). */
@@ -58,8 +58,16 @@ export interface PodInformerOptions {
   monotonicNow?: MonotonicClock;
 }
 
+/** Told about every event; must not throw (errors are logged) and makes no API calls. */
+export type PodEventHandler = (event: PodEvent, pod: DriverPod) => void;
+
 /** A running informer. */
 export interface PodInformer {
+  /**
+   * Subscribes `handler` to every event from now on, as client-go's `AddEventHandler`: add handlers before
+   * `start()` to see the first list.
+   */
+  addEventHandler(handler: PodEventHandler): void;
   /** Starts watching; resolves once the first list has been loaded (the cache is synced). Never rejects. */
   start(): Promise<void>;
   /** Aborts the list or watch in flight and stops restarting; resolves once the loop has ended. */
@@ -78,39 +86,9 @@ export interface PodInformer {
   list(): readonly DriverPod[];
 }
 
-/** A failed list or watch: HTTP code (or undici's error code) and the API Status' reason and message. */
-class InformerError extends Error {
-  override name = 'InformerError';
-  readonly code: number | string | undefined;
-  readonly reason: string | undefined;
-  readonly retryAfterMs: number | undefined;
-  constructor(message: string, code: number | string | undefined, reason?: string, retryAfterMs?: number) {
-    super(message);
-    this.code = code;
-    this.reason = reason;
-    this.retryAfterMs = retryAfterMs;
-  }
-}
-
 /** The watch's resourceVersion is too old (410): relist. */
 class ExpiredError extends Error {
   override name = 'ExpiredError';
-}
-
-function httpError(
-  what: 'list' | 'watch',
-  statusCode: number,
-  body: unknown,
-  headers: Readonly<Record<string, string | string[] | undefined>>,
-  nowMs: number,
-): InformerError {
-  const s = statusOf(body);
-  return new InformerError(
-    s.message ?? `${what} answered HTTP ${statusCode}`,
-    statusCode,
-    s.reason,
-    retryAfterMs(headers['retry-after'], nowMs),
-  );
 }
 
 /** Reads a (small) error answer of a watch request as text (a Status for {@link statusOf}), at most 64 KiB. */
@@ -130,18 +108,6 @@ async function readErrorBody(body: AsyncIterable<Buffer> & { destroy(err?: Error
   }
   return Buffer.concat(chunks).toString('utf8');
 }
-
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 
 /** Creates the informer; call `start()`. */
 export function createPodInformer(opts: PodInformerOptions): PodInformer {
@@ -170,14 +136,17 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
     firstSync = resolve;
   });
 
+  const handlers: PodEventHandler[] = [];
   function emit(event: PodEvent, pod: DriverPod): void {
-    try {
-      opts.onEvent(event, pod);
-    } catch (err) {
-      log.error(
-        { err, event, pod: pod.metadata?.name, uid: pod.metadata?.uid },
-        'informer event handler failed',
-      );
+    for (const handler of handlers) {
+      try {
+        handler(event, pod);
+      } catch (err) {
+        log.error(
+          { err, event, pod: pod.metadata?.name, uid: pod.metadata?.uid },
+          'informer event handler failed',
+        );
+      }
     }
   }
 
@@ -221,13 +190,19 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
         continue;
       }
       if (res.statusCode < 200 || res.statusCode > 299)
-        throw httpError('list', res.statusCode, res.body, res.headers, opts.now());
+        throw statusError(
+          res.statusCode,
+          res.body,
+          res.headers,
+          opts.now(),
+          `list answered HTTP ${res.statusCode}`,
+        );
       const list = res.body as {
         metadata?: { resourceVersion?: unknown; continue?: unknown };
         items?: unknown;
       };
       if (typeof list !== 'object' || list === null || !Array.isArray(list.items))
-        throw new InformerError('list answer is not a PodList', res.statusCode, 'BadList');
+        throw new KubeApiError('list answer is not a PodList', res.statusCode, 'BadList');
       pages += 1;
       for (const item of list.items) pods.push(trimPod(item));
       // Every page carries the first page's resourceVersion: the list's.
@@ -236,7 +211,7 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
         typeof list.metadata?.continue === 'string' && list.metadata.continue ? list.metadata.continue : '';
       if (!cont || limit === 0) break;
     }
-    if (!resourceVersion) throw new InformerError('list answer has no resourceVersion', 200, 'BadList');
+    if (!resourceVersion) throw new KubeApiError('list answer has no resourceVersion', 200, 'BadList');
     return { pods, resourceVersion };
   }
 
@@ -283,26 +258,26 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
     return resourceVersion;
   }
 
-  /** Applies one watch line; returns the new resourceVersion. @throws ExpiredError, InformerError. */
+  /** Applies one watch line; returns the new resourceVersion. @throws ExpiredError, KubeApiError. */
   function applyLine(line: string, rv: string): string {
     let ev: { type?: unknown; object?: unknown };
     try {
       ev = JSON.parse(line);
     } catch {
-      throw new InformerError(`bad watch line: ${line.slice(0, 120)}`, undefined, 'BadWatchLine');
+      throw new KubeApiError(`bad watch line: ${line.slice(0, 120)}`, undefined, 'BadWatchLine');
     }
     const type = ev?.type;
     if (type === 'ERROR') {
       const s = statusOf(ev.object);
       if (s.code === 410 || s.reason === 'Expired' || s.reason === 'Gone')
         throw new ExpiredError(s.message ?? 'resourceVersion expired');
-      throw new InformerError(s.message ?? 'watch ERROR event', s.code, s.reason);
+      throw statusError(s.code, ev.object, {}, opts.now(), 'watch ERROR event');
     }
     const raw = ev?.object as { metadata?: { resourceVersion?: unknown } } | undefined;
     const next = typeof raw?.metadata?.resourceVersion === 'string' ? raw.metadata.resourceVersion : rv;
     if (type === 'BOOKMARK') return next;
     if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED')
-      throw new InformerError(`unknown watch event type ${JSON.stringify(type)}`, undefined, 'BadWatchLine');
+      throw new KubeApiError(`unknown watch event type ${JSON.stringify(type)}`, undefined, 'BadWatchLine');
     const pod = trimPod(raw);
     const name = pod.metadata?.name;
     if (type === 'DELETED') {
@@ -321,7 +296,7 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
 
   /**
    * One watch from `rv` until the server ends it; returns the last resourceVersion seen.
-   * @throws ExpiredError on 410, InformerError/undici errors on failures.
+   * @throws ExpiredError on 410, KubeApiError/undici errors on failures.
    */
   async function watch(rv: string): Promise<{ rv: string; events: number }> {
     const timeoutSeconds = 300 + Math.floor(Math.random() * 301);
@@ -340,7 +315,13 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
         throw new ExpiredError('watch answered 410 Gone');
       }
       if (res.statusCode < 200 || res.statusCode > 299)
-        throw httpError('watch', res.statusCode, await readErrorBody(res.body), res.headers, opts.now());
+        throw statusError(
+          res.statusCode,
+          await readErrorBody(res.body),
+          res.headers,
+          opts.now(),
+          `watch answered HTTP ${res.statusCode}`,
+        );
       const decoder = new StringDecoder('utf8');
       let buffered = '';
       try {
@@ -375,7 +356,7 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
     }
     if (events === 0 && monotonicNow() - startedAt < 1000 && !stopped) {
       // client-go's reflector: a server (or proxy) closing every watch at once must not make us spin.
-      throw new InformerError(
+      throw new KubeApiError(
         'very short watch: ended within a second without any event',
         undefined,
         'ShortWatch',
@@ -398,7 +379,7 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
         if (!(err instanceof ExpiredError) || stopped) throw err;
         expiredInARow += 1;
         // A server answering 410 to the resourceVersion of each fresh list, again and again: back off.
-        if (expiredInARow > 3) throw new InformerError(err.message, 410, 'Expired');
+        if (expiredInARow > 3) throw new KubeApiError(err.message, 410, 'Expired');
         log.info({ resourceVersion: rv, message: err.message }, 'watch expired (410 Gone); relisting');
         rv = await relist();
       }
@@ -416,7 +397,7 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
         if (at - lastFailureAt > backoffResetMs) failures = 0;
         lastFailureAt = at;
         failures += 1;
-        const backoff = Math.min(max, base * 2 ** (failures - 1)) * (0.5 + Math.random() / 2);
+        const backoff = backoffMs(failures, { baseMs: base, maxMs: max, jitter: true });
         const e = err as { code?: unknown; reason?: unknown; message?: unknown; retryAfterMs?: unknown };
         const retryAfter = typeof e.retryAfterMs === 'number' ? Math.min(max, e.retryAfterMs) : 0;
         const delay = Math.max(backoff, retryAfter);
@@ -437,6 +418,9 @@ export function createPodInformer(opts: PodInformerOptions): PodInformer {
   }
 
   return {
+    addEventHandler(handler) {
+      handlers.push(handler);
+    },
     async start() {
       if (!started && !stopped) {
         started = true;

@@ -5,6 +5,7 @@
  * owed 10 minutes of tokens and held every API call that long.
  */
 import type { MonotonicClock } from '../clock.ts';
+import { sleep } from '../sleep.ts';
 
 /** Rate limiter options. */
 export interface RateLimiterOptions {
@@ -36,19 +37,10 @@ export function createRateLimiter(opts: RateLimiterOptions): RateLimiter {
       tokens -= 1; // reserve, possibly going negative: the debt is the queue ahead of us
       if (tokens >= 0) return;
       const waitMs = -tokens * intervalMs;
-      await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(done, waitMs);
-        function done() {
-          signal?.removeEventListener('abort', onAbort);
-          resolve();
-        }
-        function onAbort() {
-          clearTimeout(timer);
-          tokens += 1; // give the reservation back
-          reject(signal?.reason);
-        }
-        signal?.addEventListener('abort', onAbort, { once: true });
-      });
+      if (!(await sleep(waitMs, signal))) {
+        tokens += 1; // aborted while waiting: give the reservation back
+        throw signal?.reason;
+      }
     },
   };
 }

@@ -19,13 +19,15 @@
  * starts when it settles.
  */
 import type { Etcd3, Lease, Namespace } from 'etcd3';
+import { backoffMs } from '../backoff.ts';
 import type { MonotonicClock } from '../clock.ts';
-import type { Logger } from '../telemetry/log.ts';
+import type { Logger } from '../log.ts';
+import { sleep } from '../sleep.ts';
 import { FencedError } from './fenced-error.ts';
-import type { Leadership, LeadershipEvents } from './leadership.ts';
+import { type Leadership, leadershipSubscribers } from './leadership.ts';
 
 /** Options of {@link createEtcdLeadership}. */
-export interface EtcdLeadershipOptions extends LeadershipEvents {
+export interface EtcdLeadershipOptions {
   client: Etcd3;
   /** Election key prefix of the target (ends with `/`). */
   prefix: string;
@@ -76,8 +78,6 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 /** At most this many keepalives awaiting their answer are remembered (etcd3 sends one every TTL/3). */
 const MAX_PENDING_KEEPALIVES = 16;
 
@@ -88,6 +88,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
   // Stop DELETEs a little before the server can expire the lease: its clock's rate and ours, timer granularity.
   const freshMs = ttlMs - Math.min(1000, ttlMs / 5);
   const fenceTimeoutMs = opts.fenceTimeoutMs ?? Math.max(500, ttlMs / 3);
+  const events = leadershipSubscribers();
   let running = false;
   let resigned = false;
   let leader = false;
@@ -132,7 +133,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
       leader = false;
       if (how === 'lost') opts.log.warn({ reason }, 'leadership lost');
       else opts.log.info({ reason }, 'leadership ended');
-      opts.onLost(reason);
+      events.onLost(reason);
     }
   }
 
@@ -295,7 +296,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
     const ended = new Promise<void>((resolve) => end.signal.addEventListener('abort', () => resolve()));
     leader = true;
     opts.log.info({ leaseId, createRevision: myRevision }, 'elected leader');
-    opts.onElected();
+    events.onElected();
     // Watchdog: etcd3 notices a dead lease late; we stop as soon as it may have expired on the server.
     const watchdog = setInterval(
       () => {
@@ -340,11 +341,13 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
         // Revoke so that the next candidate is elected at once instead of after the TTL.
         if (l) await withTimeout(l.revoke(), 2000, 'lease revoke').catch(() => undefined);
       }
-      if (running) await sleep(Math.min(5000, 200 * 2 ** failures) * (0.5 + Math.random() / 2));
+      // 200 ms after a term that ended normally, doubling per failed campaign up to 5 s, with jitter.
+      if (running) await sleep(backoffMs(failures + 1, { baseMs: 200, maxMs: 5000, jitter: true }));
     }
   }
 
   return {
+    addEventHandler: (e) => events.add(e),
     start() {
       if (running || resigned) return;
       running = true;

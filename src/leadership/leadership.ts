@@ -4,7 +4,7 @@
  * leadership ({@link createLocalLeadership}) where this replica always leads.
  */
 
-/** Callbacks of a leadership; they must not throw. */
+/** Callbacks of a leadership ({@link Leadership.addEventHandler}); they must not throw. */
 export interface LeadershipEvents {
   /** This replica became the leader (a new term). */
   onElected: () => void;
@@ -14,6 +14,11 @@ export interface LeadershipEvents {
 
 /** One target's leadership as seen from this replica. */
 export interface Leadership {
+  /**
+   * Subscribes `events` to every term from now on, as client-go's `AddEventHandler`: subscribe before
+   * `start()`.
+   */
+  addEventHandler(events: LeadershipEvents): void;
   /** Starts campaigning (idempotent). */
   start(): void;
   /** Leaves: revokes the lease so another replica is elected at once, and stops campaigning. Idempotent. */
@@ -41,4 +46,25 @@ export interface Leadership {
   readonly keepaliveAgeMs: number | undefined;
   /** The replica id of the current leader of this target, if known. */
   currentLeader(): Promise<string | undefined>;
+}
+
+/** The subscribers of one leadership: each told in subscription order. */
+export interface LeadershipSubscribers extends LeadershipEvents {
+  add(events: LeadershipEvents): void;
+}
+
+/** Creates an empty {@link LeadershipSubscribers}, for the implementations of {@link Leadership}. */
+export function leadershipSubscribers(): LeadershipSubscribers {
+  const all: LeadershipEvents[] = [];
+  return {
+    add: (events) => {
+      all.push(events);
+    },
+    onElected: () => {
+      for (const e of all) e.onElected();
+    },
+    onLost: (reason) => {
+      for (const e of all) e.onLost(reason);
+    },
+  };
 }

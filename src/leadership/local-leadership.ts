@@ -4,13 +4,15 @@
  * worker on the same queue.
  */
 import { FencedError } from './fenced-error.ts';
-import type { Leadership, LeadershipEvents } from './leadership.ts';
+import { type Leadership, leadershipSubscribers } from './leadership.ts';
 
 /** Creates local leadership for one target: elected on `start()`, lost on `resign()`. */
-export function createLocalLeadership(events: LeadershipEvents & { replicaId: string }): Leadership {
+export function createLocalLeadership(opts: { replicaId: string }): Leadership {
   let leader = false;
   let resigned = false;
+  const events = leadershipSubscribers();
   return {
+    addEventHandler: (e) => events.add(e),
     start() {
       if (leader || resigned) return;
       leader = true;
@@ -39,7 +41,7 @@ export function createLocalLeadership(events: LeadershipEvents & { replicaId: st
       return leader ? 0 : undefined;
     },
     async currentLeader() {
-      return leader ? events.replicaId : undefined;
+      return leader ? opts.replicaId : undefined;
     },
   };
 }

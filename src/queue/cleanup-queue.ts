@@ -8,8 +8,9 @@
  */
 import { Job, type JobJson, type JobProgress, type JobsOptions, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
+import type { CleanupJobData } from '../cleanup/job-data.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
-import type { Logger } from '../telemetry/log.ts';
+import type { Logger } from '../log.ts';
 import {
   cleanupJobId,
   isCleanupJobId,
@@ -18,25 +19,6 @@ import {
   type TargetRef,
   tombstoneKey,
 } from './job-identity.ts';
-
-/**
- * A cleanup job as the handler sees it. Times are epoch ms. Redis stores only part of it
- * ({@link StoredJobData}); the worker rebuilds the rest from the job's id, name and target.
- */
-export interface CleanupJobData {
-  readonly context: string;
-  readonly namespace: string;
-  readonly pod: string;
-  readonly uid: string;
-  /** finishedAt + retention: the job must not DELETE before this. */
-  readonly deadlineMs: number;
-  /** Enqueue side only: not stored in Redis, so absent on a job the worker processes. */
-  readonly finishedAtMs?: number;
-  /** Replica that added the job. Enqueue side only: not stored in Redis. */
-  readonly enqueuedBy?: string;
-  /** W3C trace context of the enqueue span, so processing continues the same trace. */
-  readonly traceparent?: string;
-}
 
 /**
  * The `data` a job stores in Redis. The rest of {@link CleanupJobData} is elsewhere: the UID is the job
@@ -50,9 +32,6 @@ export interface StoredJobData {
   readonly traceparent?: string;
 }
 
-/** A job's `data` in Redis: jobs added before the compact format stored the whole {@link CleanupJobData}. */
-export type StoredCleanupJobData = StoredJobData | CleanupJobData;
-
 /** The part of {@link CleanupJobData} stored as the job's `data`. */
 export function storedJobData(data: CleanupJobData): StoredJobData {
   return data.traceparent
@@ -63,7 +42,7 @@ export function storedJobData(data: CleanupJobData): StoredJobData {
 /** A job's stored data cannot be trusted: it is refused (removed, never acted on). `field` names the culprit. */
 export class InvalidJobDataError extends Error {
   override name = 'InvalidJobDataError';
-  readonly field: 'uid' | 'pod' | 'context' | 'namespace' | 'deadlineMs';
+  readonly field: 'uid' | 'pod' | 'deadlineMs';
   constructor(field: InvalidJobDataError['field'], message: string) {
     super(message);
     this.field = field;
@@ -71,38 +50,26 @@ export class InvalidJobDataError extends Error {
 }
 
 /**
- * The handler's view of a stored job, in either format (compact, or whole data from an older version), checked
- * field by field: nothing read from Redis is trusted. A job hash lost or edited by hand comes back from
- * BullMQ with no name and `{}` as data; acted on, it GETs `/pods/undefined` and completes as a no-op while
- * its pod leaks.
- * @throws InvalidJobDataError when the uid (job id) is not a Kubernetes UID, the pod name is missing, the
- *   context or namespace is not the queue's target, or the deadline is not a finite number.
+ * The handler's view of a stored job, checked field by field: nothing read from Redis is trusted. The UID is
+ * the job id, the pod name the job name, context and namespace the queue's target ({@link StoredJobData}). A
+ * job hash lost or edited by hand comes back from BullMQ with no name and `{}` as data; acted on, it would GET
+ * `/pods/undefined` and complete as a no-op while its pod leaks.
+ * @throws InvalidJobDataError when the uid (job id) is not a Kubernetes UID, the pod name is missing, or the
+ *   deadline is not a finite number.
  */
 export function cleanupJobDataOf(
   target: TargetRef,
-  job: { readonly id?: string; readonly name?: string; readonly data?: StoredCleanupJobData },
+  job: { readonly id?: string; readonly name?: string; readonly data?: StoredJobData },
 ): CleanupJobData {
-  const d: Partial<Record<keyof CleanupJobData, unknown>> =
+  const d: Partial<Record<keyof StoredJobData, unknown>> =
     typeof job.data === 'object' && job.data !== null ? job.data : {};
-  const whole = 'pod' in d || 'uid' in d;
-  const uid = whole ? d.uid : job.id;
-  if (!isCleanupJobId(uid) || (whole && job.id !== undefined && job.id !== uid)) {
-    throw new InvalidJobDataError(
-      'uid',
-      `job id ${JSON.stringify(job.id)}${whole ? ` (data uid ${JSON.stringify(d.uid)})` : ''} is not a pod's Kubernetes UID`,
-    );
+  const uid = job.id;
+  if (!isCleanupJobId(uid)) {
+    throw new InvalidJobDataError('uid', `job id ${JSON.stringify(uid)} is not a pod's Kubernetes UID`);
   }
-  const pod = whole ? d.pod : job.name;
+  const pod = job.name;
   if (typeof pod !== 'string' || pod === '') {
     throw new InvalidJobDataError('pod', `job ${uid} has no pod name (its stored hash was lost or edited)`);
-  }
-  for (const field of ['context', 'namespace'] as const) {
-    if (whole && d[field] !== target[field]) {
-      throw new InvalidJobDataError(
-        field,
-        `job ${uid} is for ${field} ${JSON.stringify(d[field])}, not this queue's ${JSON.stringify(target[field])}`,
-      );
-    }
   }
   const deadline = d.deadlineMs;
   if (typeof deadline !== 'number' || !Number.isFinite(deadline)) {
@@ -112,7 +79,6 @@ export function cleanupJobDataOf(
     );
   }
   const traceparent = typeof d.traceparent === 'string' && d.traceparent ? d.traceparent : undefined;
-  if (whole) return { ...(d as CleanupJobData), uid, pod, deadlineMs: deadline };
   return {
     context: target.context,
     namespace: target.namespace,
@@ -142,7 +108,7 @@ class CompactJob<
 }
 
 /** A Queue whose added jobs are {@link CompactJob}s. */
-class CompactQueue extends Queue<StoredCleanupJobData> {
+class CompactQueue extends Queue<StoredJobData> {
   protected override get Job(): typeof Job {
     return CompactJob;
   }
@@ -196,7 +162,8 @@ export interface CleanupQueueOptions {
 
 /** A target's cleanup queue. */
 export interface CleanupQueue {
-  readonly queue: Queue<StoredCleanupJobData>;
+  /** The BullMQ queue underneath (the dashboard, the metrics and the tests read it). */
+  readonly bullQueue: Queue<StoredJobData>;
   readonly name: string;
   /**
    * How long the worker keeps finished jobs, ms: as long as tombstones, so that re-adding a completed UID
@@ -286,7 +253,7 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
     (await redis.exists(tombstoneKey(opts.prefix, opts.target, uid))) === 1;
 
   return {
-    queue,
+    bullQueue: queue,
     name,
     keepFinishedMs: opts.tombstoneTtlMs,
     isTombstoned,

@@ -1,7 +1,7 @@
 /**
- * The thin adapter between BullMQ and the cleanup handler (workers/cleanup-driver-pod.ts): it runs a
- * Worker on a target's queue while this replica leads, maps each {@link Outcome} onto BullMQ, and writes
- * the outcome's log line.
+ * The thin adapter between BullMQ and the cleanup handler (workers/cleanup-driver-pod.ts, passed in as
+ * `handler`): it runs a Worker on a target's queue while this replica leads, maps each {@link Outcome}
+ * onto BullMQ, and writes the outcome's log line.
  *
  * - final outcomes → the job completes with the outcome as its return value;
  * - `failed` → throw: BullMQ retries with our backoff (exponential, jitter, at least `Retry-After`, at most
@@ -11,25 +11,22 @@
  *   pod re-enqueued from the informer (`onRefused`). It never completes: a completed job stands for its UID.
  *
  * Jobs store only part of the handler's {@link CleanupJobData} (see `StoredJobData`); the adapter rebuilds
- * it from the job's id, name and this worker's target, and accepts jobs stored whole by older versions.
+ * it from the job's id, name and this worker's target.
  *
  * BullMQ facts this relies on: delayed jobs are promoted only by a running Worker of the queue;
  * `close()` does not abort a running processor, so `stop()` calls `cancelAllJobs()` first, which aborts
  * each processor's AbortSignal. `run()` and `stop()` take effect one after another, in call order: a `run()`
- * made while a close is in progress starts a new Worker once the close has finished (it used to return at
- * once, leaving a re-elected leader with no consumer).
+ * made while a close is in progress starts a new Worker once the close has finished, so a leader re-elected
+ * during the close still consumes (docs/failure-modes.md, issue 13).
  */
 import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { type CleanupDeps, cleanupDriverPod, type Outcome } from '../../workers/cleanup-driver-pod.ts';
-import type { Logger } from '../telemetry/log.ts';
-import type { TargetTelemetry } from '../telemetry/target-telemetry.ts';
-import {
-  type CleanupJobData,
-  cleanupJobDataOf,
-  InvalidJobDataError,
-  type StoredCleanupJobData,
-} from './cleanup-queue.ts';
+import { backoffMs } from '../backoff.ts';
+import type { CleanupDeps, CleanupHandler } from '../cleanup/handler.ts';
+import type { CleanupJobData } from '../cleanup/job-data.ts';
+import type { Outcome } from '../cleanup/outcome.ts';
+import type { Logger } from '../log.ts';
+import { cleanupJobDataOf, InvalidJobDataError, type StoredJobData } from './cleanup-queue.ts';
 import { queueName, type TargetRef } from './job-identity.ts';
 import { recordLastAccepted } from './last-accepted.ts';
 import { createLockLossLog } from './lock-loss-log.ts';
@@ -60,11 +57,21 @@ export interface RefusedJob {
   readonly pod: string | undefined;
 }
 
+/**
+ * Wraps each processing attempt: `run` processes the job, the wrapper records it (span, outcome metrics).
+ * Declared here, by its user; src/telemetry/target-telemetry.ts implements it.
+ */
+export interface ProcessTelemetry {
+  process(data: CleanupJobData, run: () => Promise<Outcome>): Promise<Outcome>;
+}
+
 /** Options of {@link createCleanupWorker}. */
 export interface CleanupWorkerOptions {
   target: TargetRef;
   connection: Redis;
   prefix: string;
+  /** The job handler (workers/cleanup-driver-pod.ts, handed down by the composition root). */
+  handler: CleanupHandler;
   deps: CleanupDeps;
   /** Jobs processed in parallel (≥ 1). */
   concurrency: number;
@@ -77,7 +84,7 @@ export interface CleanupWorkerOptions {
   backoffMs?: number;
   maxBackoffMs?: number;
   /** Wraps each processing attempt (consumer span, outcome metrics); the outcome log line is written inside it. */
-  telemetry?: Pick<TargetTelemetry, 'process'>;
+  telemetry?: ProcessTelemetry;
   /**
    * Called once a job refused for its data has been removed from Redis, so that its pod can be enqueued again
    * from a trusted copy (the informer's). Without it the next reconcile finds the pod without a job.
@@ -118,7 +125,7 @@ export function retryDelayMs(
   maxMs: number,
   random: () => number = Math.random,
 ): number {
-  const expo = Math.min(maxMs, baseMs * 2 ** Math.max(0, attemptsMade - 1)) * (0.5 + random() / 2);
+  const expo = backoffMs(attemptsMade, { baseMs, maxMs, jitter: true, random });
   return Math.round(Math.min(maxMs, Math.max(expo, retryAfterMs ?? 0)));
 }
 
@@ -171,7 +178,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
   const base = opts.backoffMs ?? 1000;
   const max = opts.maxBackoffMs ?? 300_000;
   const keep = { age: Math.ceil(opts.keepFinishedMs / 1000) };
-  let worker: Worker<StoredCleanupJobData, Outcome> | undefined;
+  let worker: Worker<StoredJobData, Outcome> | undefined;
   let closing = false;
   /** The last `run()`/`stop()`: the next one starts after it (a failed step does not block the next). */
   let lastStep: Promise<void> = Promise.resolve();
@@ -190,7 +197,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
    * the pod from the informer's copy.
    * @throws RefusedJobError always
    */
-  const refuse = (job: Job<StoredCleanupJobData, Outcome>, err: InvalidJobDataError): never => {
+  const refuse = (job: Job<StoredJobData, Outcome>, err: InvalidJobDataError): never => {
     opts.log.warn(
       {
         context: opts.target.context,
@@ -208,7 +215,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
   };
 
   const processor = async (
-    job: Job<StoredCleanupJobData, Outcome>,
+    job: Job<StoredJobData, Outcome>,
     token?: string,
     signal?: AbortSignal,
   ): Promise<Outcome> => {
@@ -221,7 +228,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
       throw err;
     }
     const handle = async () => {
-      const o = await cleanupDriverPod(data, opts.deps, sig);
+      const o = await opts.handler(data, opts.deps, sig);
       logOutcome(opts.log, data, job.attemptsMade, o);
       return o;
     };
@@ -259,7 +266,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
   /** Creates and runs a new BullMQ Worker, unless one runs. */
   function start(): void {
     if (worker) return;
-    const w = new Worker<StoredCleanupJobData, Outcome>(queueName(opts.target), processor, {
+    const w = new Worker<StoredJobData, Outcome>(queueName(opts.target), processor, {
       connection: opts.connection,
       prefix: opts.prefix,
       autorun: false,

@@ -9,7 +9,7 @@
  * `concurrency` jobs: that was a hundred warnings for one event. Nothing is lost: stall detection hands such
  * jobs back to the queue, and fencing keeps their DELETEs from leaving.
  */
-import type { Logger } from '../telemetry/log.ts';
+import type { Logger } from '../log.ts';
 
 /** BullMQ's per-job lock errors (bullmq/dist/esm/classes: lock-manager.js, finished-errors.js). */
 const LOCK_ERROR = /^(?:could not renew lock|Missing lock|Lock mismatch) for job (\S+?)\.?(?:\s|$)/;

@@ -7,7 +7,7 @@ import type { Job, Queue } from 'bullmq';
 import type { Etcd3 } from 'etcd3';
 import type { Redis } from 'ioredis';
 import type { DriverPod } from '../kube/driver-pod.ts';
-import type { StoredCleanupJobData } from '../queue/cleanup-queue.ts';
+import type { StoredJobData } from '../queue/cleanup-queue.ts';
 import { isCleanupJobId, type TargetRef, tombstoneKey } from '../queue/job-identity.ts';
 import { readLastAccepted } from '../queue/last-accepted.ts';
 import { readElection } from './election-read.ts';
@@ -17,7 +17,7 @@ import type { ExplainFacts, JobFacts } from './explain.ts';
 export interface FactSources {
   readonly target: TargetRef;
   /** The target's queue; its `opts.prefix` is the replicas' `queuePrefix`. */
-  readonly queue: Queue<StoredCleanupJobData>;
+  readonly queue: Queue<StoredJobData>;
   readonly redis: Redis;
   /** undefined: single-server mode (the leader is the consuming worker). */
   readonly etcd: Etcd3 | undefined;
@@ -29,8 +29,8 @@ export interface FactSources {
 const NAME_SEARCH_LIMIT = 500;
 
 /** The pod's job in Redis, with its state. */
-async function jobFacts(queue: Queue<StoredCleanupJobData>, uid: string): Promise<JobFacts | undefined> {
-  const job = (await queue.getJob(uid)) as Job<StoredCleanupJobData, unknown> | undefined;
+async function jobFacts(queue: Queue<StoredJobData>, uid: string): Promise<JobFacts | undefined> {
+  const job = (await queue.getJob(uid)) as Job<StoredJobData, unknown> | undefined;
   if (!job) return undefined;
   const state = await job.getState();
   const d = job.data?.deadlineMs;

@@ -7,10 +7,12 @@
  * deleted? is it finished, and does the policy let us delete it? when is its deadline? is a job waiting
  * for it, and does a replica lead the target to run it? what did the job end with?
  */
+
+import { deadlineMs, decide } from '../cleanup/decision.ts';
+import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy } from '../config/schema.ts';
-import { deadlineMs, decide, podState } from '../kube/app-state.ts';
+import { podState } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
-import type { LabelSelector } from '../kube/label-selector.ts';
 import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
 import { when } from './status-format.ts';
 

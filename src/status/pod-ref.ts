@@ -2,11 +2,11 @@
  * How `explain` is told which pod: `context:namespace/pod`, `namespace/pod` (the kubeconfig's current
  * context), or the pod's UID (searched in every configured target). Pure.
  */
-import { parseTarget, type Target } from '../config/schema.ts';
+import { parseTarget, type TargetSpec } from '../config/schema.ts';
 import { isCleanupJobId } from '../queue/job-identity.ts';
 
 /** A parsed pod reference. */
-export type PodRef = { readonly uid: string } | { readonly target: Target; readonly name: string };
+export type PodRef = { readonly uid: string } | { readonly target: TargetSpec; readonly name: string };
 
 const POD_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 

@@ -10,7 +10,7 @@ import { maskUrl } from '../config/redact.ts';
 import type { CleanerConfig } from '../config/schema.ts';
 import { kubeconfigPath, loadClusterAccess } from '../kube/kubeconfig.ts';
 import { createEtcdClient } from '../leadership/etcd-client.ts';
-import type { StoredCleanupJobData } from '../queue/cleanup-queue.ts';
+import type { StoredJobData } from '../queue/cleanup-queue.ts';
 import { queueName, type TargetRef } from '../queue/job-identity.ts';
 
 /** The shared state, opened by {@link openStateStore}. */
@@ -21,7 +21,7 @@ export interface StateStore {
   /** Redis key prefix of the queues (`queuePrefix`). */
   readonly prefix: string;
   /** The target's queue (opened once, on the shared connection). */
-  queueOf(target: TargetRef): Queue<StoredCleanupJobData>;
+  queueOf(target: TargetRef): Queue<StoredJobData>;
   close(): Promise<void>;
 }
 
@@ -68,7 +68,7 @@ export function openStateStore(
   });
   redis.on('error', () => undefined); // the failed command reports it
   const etcd = config.etcdEndpoints.length > 0 ? createEtcdClient(config.etcdEndpoints) : undefined;
-  const queues = new Map<string, Queue<StoredCleanupJobData>>();
+  const queues = new Map<string, Queue<StoredJobData>>();
   return {
     redis,
     etcd,
@@ -77,7 +77,7 @@ export function openStateStore(
       const name = queueName(target);
       let q = queues.get(name);
       if (!q) {
-        q = new Queue<StoredCleanupJobData>(name, { connection: redis, prefix: config.queuePrefix });
+        q = new Queue<StoredJobData>(name, { connection: redis, prefix: config.queuePrefix });
         q.on('error', () => undefined);
         queues.set(name, q);
       }

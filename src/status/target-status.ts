@@ -17,7 +17,7 @@
 import type { Job, Queue } from 'bullmq';
 import type { Etcd3 } from 'etcd3';
 import type { Redis } from 'ioredis';
-import type { StoredCleanupJobData } from '../queue/cleanup-queue.ts';
+import type { StoredJobData } from '../queue/cleanup-queue.ts';
 import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
 import { type LastAccepted, readLastAccepted } from '../queue/last-accepted.ts';
 import { readElection } from './election-read.ts';
@@ -55,7 +55,7 @@ export interface TargetStatus {
 /** What {@link readTargetStatus} reads with. */
 export interface StatusSources {
   /** The target's BullMQ queue (a plain `Queue` on the same name and prefix as the replicas'). */
-  readonly queue: Queue<StoredCleanupJobData>;
+  readonly queue: Queue<StoredJobData>;
   readonly redis: Redis;
   /** undefined: single-server mode, the leader is whoever consumes. */
   readonly etcd: Etcd3 | undefined;
@@ -70,7 +70,7 @@ export interface StatusSources {
 const OVERDUE_SCAN_LIMIT = 10_000;
 const PAGE = 200;
 
-const deadlineOf = (job: Job<StoredCleanupJobData> | undefined): number | undefined => {
+const deadlineOf = (job: Job<StoredJobData> | undefined): number | undefined => {
   const d = job?.data?.deadlineMs;
   return typeof d === 'number' && Number.isFinite(d) ? d : undefined;
 };
@@ -81,7 +81,7 @@ const deadlineOf = (job: Job<StoredCleanupJobData> | undefined): number | undefi
  * (up to the limit): they are due already, and their number is small unless nothing consumes.
  */
 async function countOverdue(
-  queue: Queue<StoredCleanupJobData>,
+  queue: Queue<StoredJobData>,
   state: 'delayed' | 'waiting',
   cutoffMs: number,
 ): Promise<number> {
@@ -140,7 +140,7 @@ export async function readTargetStatus(target: TargetRef, src: StatusSources): P
       failed: counts.failed ?? 0,
       completed: counts.completed ?? 0,
     },
-    nextDeadlineMs: deadlineOf(firstDelayed[0] as Job<StoredCleanupJobData> | undefined) ?? null,
+    nextDeadlineMs: deadlineOf(firstDelayed[0] as Job<StoredJobData> | undefined) ?? null,
     overdue,
     overdueGraceMs: src.overdueGraceMs,
     lastAccepted: lastAccepted ?? null,

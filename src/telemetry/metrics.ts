@@ -8,7 +8,7 @@
  * lease keepalive age, informer restarts and sync — so a scrape shows the state *now*, not a stale copy.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import type { Outcome } from '../../workers/cleanup-driver-pod.ts';
+import type { Outcome } from '../cleanup/outcome.ts';
 import type { TargetRef } from '../queue/job-identity.ts';
 
 /** BullMQ job states counted per target (`Queue.getJobCounts`). */
@@ -27,11 +27,11 @@ export const QUEUE_STATES = [
 export interface MetricsSource {
   readonly target: TargetRef;
   readonly isLeader: boolean;
-  readonly informerState: { readonly restarts: number; readonly synced: boolean };
+  readonly informer: { readonly restarts: number; readonly synced: boolean };
   /** ms since the last successful keepalive was sent (monotonic; src/leadership/leadership.ts). */
-  readonly leadershipState: { readonly keepaliveAgeMs: number | undefined };
+  readonly leadership: { readonly keepaliveAgeMs: number | undefined };
   readonly queue: {
-    readonly queue: { getJobCounts(...types: string[]): Promise<Record<string, number>> };
+    readonly bullQueue: { getJobCounts(...types: string[]): Promise<Record<string, number>> };
   };
   /** The self-check's overdue pods of the target (src/cleaner/overdue.ts): count, and the oldest's age in ms. */
   overdue(): { readonly count: number; readonly oldestAgeMs: number };
@@ -143,7 +143,7 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
         cleaners().map(async (c) => {
           let timer: NodeJS.Timeout | undefined;
           const counts = await Promise.race([
-            c.queue.queue.getJobCounts(...QUEUE_STATES).catch(() => undefined),
+            c.queue.bullQueue.getJobCounts(...QUEUE_STATES).catch(() => undefined),
             new Promise<undefined>((r) => {
               timer = setTimeout(() => r(undefined), countTimeoutMs);
             }),
@@ -172,7 +172,7 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
     collect() {
       this.reset();
       for (const c of cleaners()) {
-        const age = c.leadershipState.keepaliveAgeMs;
+        const age = c.leadership.keepaliveAgeMs;
         if (age !== undefined) this.set(labelsOf(c.target), Math.max(0, age) / 1000);
       }
     },
@@ -205,7 +205,7 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
     collect() {
       // The informer counts; the counter mirrors it (reset + inc is prom-client's way to set a counter).
       this.reset();
-      for (const c of cleaners()) this.inc(labelsOf(c.target), c.informerState.restarts);
+      for (const c of cleaners()) this.inc(labelsOf(c.target), c.informer.restarts);
     },
   });
   new Gauge({
@@ -215,7 +215,7 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
     registers,
     collect() {
       this.reset();
-      for (const c of cleaners()) this.set(labelsOf(c.target), c.informerState.synced ? 1 : 0);
+      for (const c of cleaners()) this.set(labelsOf(c.target), c.informer.synced ? 1 : 0);
     },
   });
 

@@ -19,10 +19,11 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
-import type { Outcome } from '../../workers/cleanup-driver-pod.ts';
+import type { CleanupJobData } from '../cleanup/job-data.ts';
+import type { Outcome } from '../cleanup/outcome.ts';
 import { type MonotonicClock, monotonicClock } from '../clock.ts';
 import type { PodCall, PodCallObserver } from '../kube/pod-api.ts';
-import type { CleanupJobData, EnqueueResult } from '../queue/cleanup-queue.ts';
+import type { EnqueueResult } from '../queue/cleanup-queue.ts';
 import { queueName, type TargetRef } from '../queue/job-identity.ts';
 import type { CleanerMetrics } from './metrics.ts';
 import { contextFromTraceparent, traceparentOf } from './tracing.ts';

@@ -3,7 +3,7 @@
  * sandbox API servers. Every assertion about DELETEs reads the sandbox's request log.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sparkDriverPod, startSparkWorkload } from '../../src/sandbox/workload.ts';
+import { sparkDriverPod, startSparkWorkload } from '../../harness/sandbox/workload.ts';
 import {
   createTerminatedDrivers,
   deletesPer,
@@ -146,7 +146,7 @@ describe('coordinated cleanup', () => {
     const uids = pods.map((p) => p.metadata?.uid ?? '');
     const queue = cluster.queueOf('alpha', ns, 't3');
     try {
-      await waitFor('10 delayed jobs', async () => (await queue.queue.getDelayedCount()) === 10);
+      await waitFor('10 delayed jobs', async () => (await queue.bullQueue.getDelayedCount()) === 10);
       // Both informers have seen (and enqueued) the ten pods, so neither has anything new to say.
       await waitFor('both replicas saw the pods', () =>
         replicas.every((r) => r.lines.filter((l) => l.msg === 'enqueue' && l.namespace === ns).length >= 10),
@@ -209,11 +209,14 @@ describe('coordinated cleanup', () => {
     const queue = cluster.queueOf('alpha', ns, 't4');
     try {
       const uidOf = (p: typeof byPerson) => p?.metadata?.uid ?? '';
-      await waitFor('jobs of the two plain pods', async () => (await queue.queue.getDelayedCount()) === 2);
+      await waitFor(
+        'jobs of the two plain pods',
+        async () => (await queue.bullQueue.getDelayedCount()) === 2,
+      );
       alpha().pods.delete(ns, byPerson?.metadata?.name ?? '');
       await waitFor(
         'job of the deleted pod cancelled',
-        async () => !(await queue.queue.getJob(uidOf(byPerson))),
+        async () => !(await queue.bullQueue.getJob(uidOf(byPerson))),
       );
       expect(await queue.isTombstoned(uidOf(byPerson))).toBe(true);
       expect(await queue.isTombstoned(heldPod.metadata?.uid ?? '')).toBe(true);
@@ -238,7 +241,7 @@ describe('coordinated cleanup', () => {
           enqueuedBy: 't',
         }),
       ).toBe('tombstoned');
-      expect(await queue.queue.getJob(heldPod.metadata?.uid ?? '')).toBeUndefined();
+      expect(await queue.bullQueue.getJob(heldPod.metadata?.uid ?? '')).toBeUndefined();
     } finally {
       await queue.dispose();
       for (const r of replicas) r.kill('SIGTERM');

@@ -6,7 +6,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { CLI_PATH } from '../../src/sandbox/replica-process.ts';
+import { HARNESS_CLI_PATH } from '../../harness/sandbox/replica-process.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 interface Proc {
@@ -72,7 +72,7 @@ function startDemo(args: string[]): DemoRun {
   // The demo must start its own Redis and etcd here.
   delete env.REDIS_URL;
   delete env.ETCD_ENDPOINTS;
-  const child = spawn(process.execPath, [CLI_PATH, 'demo', ...args], {
+  const child = spawn(process.execPath, [HARNESS_CLI_PATH, 'demo', ...args], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -7,7 +7,7 @@
  * (200/202) per pod: at most one. The UID precondition makes the retries harmless.
  */
 import { describe, expect, it } from 'vitest';
-import type { ReplicaProcess } from '../../src/sandbox/replica-process.ts';
+import type { ReplicaProcess } from '../../harness/sandbox/replica-process.ts';
 import { waitFor } from '../helpers/wait.ts';
 import {
   bystandersIntact,

@@ -7,12 +7,12 @@ import { type AddressInfo, createServer } from 'node:net';
 import type { V1Pod } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
+import { buildKubeconfig } from '../../harness/sandbox/apiserver/kubeconfig.ts';
+import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
+import { startRedis } from '../../harness/sandbox/local-services.ts';
+import { spawnReplica } from '../../harness/sandbox/replica-process.ts';
+import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
 import { envName, FIELDS, flagName } from '../../src/config/fields.ts';
-import { buildKubeconfig } from '../../src/sandbox/apiserver/kubeconfig.ts';
-import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
-import { startRedis } from '../../src/sandbox/local-services.ts';
-import { spawnReplica } from '../../src/sandbox/replica-process.ts';
-import { sparkDriverPod } from '../../src/sandbox/workload.ts';
 import { tempFile } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
 import {

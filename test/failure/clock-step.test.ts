@@ -7,7 +7,7 @@
  */
 import { globSync, renameSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import type { LogLine, ReplicaProcess } from '../../src/sandbox/replica-process.ts';
+import type { LogLine, ReplicaProcess } from '../../harness/sandbox/replica-process.ts';
 import { deletesPer, tempFile } from '../helpers/cluster.ts';
 import {
   createDrivers,

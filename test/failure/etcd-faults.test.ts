@@ -4,7 +4,7 @@
  * Real etcd processes (per-member kill/restart), replica processes, the sandbox API server.
  */
 import { describe, expect, it } from 'vitest';
-import type { ReplicaProcess } from '../../src/sandbox/replica-process.ts';
+import type { ReplicaProcess } from '../../harness/sandbox/replica-process.ts';
 import { deletesPer } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
 import {

@@ -14,19 +14,19 @@ import { createServer as createHttpServer, request as httpRequest } from 'node:h
 import type { AddressInfo } from 'node:net';
 import type { V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll } from 'vitest';
-import { decide } from '../../src/kube/app-state.ts';
-import { trimPod } from '../../src/kube/driver-pod.ts';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
-import { buildKubeconfig } from '../../src/sandbox/apiserver/kubeconfig.ts';
-import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
+import { buildKubeconfig } from '../../harness/sandbox/apiserver/kubeconfig.ts';
+import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
 import {
   type LocalEtcd,
   type LocalService,
   startEtcd,
   startRedis,
-} from '../../src/sandbox/local-services.ts';
-import { type LogLine, type ReplicaProcess, spawnReplica } from '../../src/sandbox/replica-process.ts';
-import { sparkDriverPod } from '../../src/sandbox/workload.ts';
+} from '../../harness/sandbox/local-services.ts';
+import { type LogLine, type ReplicaProcess, spawnReplica } from '../../harness/sandbox/replica-process.ts';
+import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
+import { decide } from '../../src/cleanup/decision.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
+import { trimPod } from '../../src/kube/driver-pod.ts';
 import { serviceEnv, tempFile } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
 

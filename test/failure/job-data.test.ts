@@ -6,8 +6,8 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
+import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
 import { jobKey, queueName } from '../../src/queue/job-identity.ts';
-import { sparkDriverPod } from '../../src/sandbox/workload.ts';
 import { waitFor } from '../helpers/wait.ts';
 import {
   CLEAN,

@@ -5,7 +5,7 @@
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { sparkDriverPod } from '../../src/sandbox/workload.ts';
+import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
 import { waitFor } from '../helpers/wait.ts';
 import {
   bystandersIntact,

@@ -6,11 +6,11 @@
 
 import { describe, expect, it } from 'vitest';
 import { monotonicClock } from '../../src/clock.ts';
-import { podState } from '../../src/kube/app-state.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
+import { podState } from '../../src/kube/application-state.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
 import { createKubeHttp } from '../../src/kube/kube-http.ts';
 import { loadClusterAccess } from '../../src/kube/kubeconfig.ts';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import { createPodApi } from '../../src/kube/pod-api.ts';
 import { createRateLimiter } from '../../src/kube/rate-limiter.ts';
 import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';

@@ -8,17 +8,17 @@ import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
-import { type CleanupQueue, createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
-import { electionPrefix } from '../../src/queue/job-identity.ts';
-import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
+import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
 import {
   type LocalEtcd,
   type LocalService,
   startEtcd,
   startRedis,
-} from '../../src/sandbox/local-services.ts';
-import { type LogLine, type ReplicaProcess, spawnReplica } from '../../src/sandbox/replica-process.ts';
-import { sparkDriverPod } from '../../src/sandbox/workload.ts';
+} from '../../harness/sandbox/local-services.ts';
+import { type LogLine, type ReplicaProcess, spawnReplica } from '../../harness/sandbox/replica-process.ts';
+import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
+import { type CleanupQueue, createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
+import { electionPrefix } from '../../src/queue/job-identity.ts';
 import { memoryLogger } from './log.ts';
 
 export interface TestCluster {

@@ -4,7 +4,7 @@
  */
 
 import { FencedError } from '../../src/leadership/fenced-error.ts';
-import type { Leadership, LeadershipEvents } from '../../src/leadership/leadership.ts';
+import { type Leadership, leadershipSubscribers } from '../../src/leadership/leadership.ts';
 
 export interface DrivenLeadership extends Leadership {
   /** Becomes the leader and calls `onElected` (a no-op when leading already). */
@@ -16,7 +16,8 @@ export interface DrivenLeadership extends Leadership {
 }
 
 /** Creates the double; `start()` does nothing (the test elects). */
-export function drivenLeadership(events: LeadershipEvents, replicaId = 'test-replica'): DrivenLeadership {
+export function drivenLeadership(replicaId = 'test-replica'): DrivenLeadership {
+  const events = leadershipSubscribers();
   let leader = false;
   const counts = { elected: 0, lost: 0, resigned: 0 };
   const lose = (reason = 'lost by the test') => {
@@ -26,6 +27,7 @@ export function drivenLeadership(events: LeadershipEvents, replicaId = 'test-rep
     events.onLost(reason);
   };
   return {
+    addEventHandler: (e) => events.add(e),
     counts,
     start() {},
     elect() {

@@ -1,6 +1,6 @@
 /** A logger that keeps its JSON lines in memory, for asserting on log output. */
 import { Writable } from 'node:stream';
-import { createLogger, type Logger } from '../../src/telemetry/log.ts';
+import { createLogger, type Logger } from '../../src/log.ts';
 
 export interface MemoryLog {
   log: Logger;

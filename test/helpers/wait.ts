@@ -1,11 +1,14 @@
-/** Polls `check` until it returns a truthy value; fails with `what` after `timeoutMs`. Never a fixed sleep. */
+/**
+ * Polls `check` every `everyMs` until it returns a truthy value; fails with `what` (and the last error `check`
+ * threw) after `timeoutMs`, measured on the monotonic clock. Never a fixed sleep.
+ */
 export async function waitFor<T>(
   what: string,
   check: () => T | Promise<T>,
   timeoutMs = 20_000,
   everyMs = 50,
 ): Promise<NonNullable<T>> {
-  const until = Date.now() + timeoutMs;
+  const until = performance.now() + timeoutMs;
   let last: unknown;
   for (;;) {
     try {
@@ -14,7 +17,7 @@ export async function waitFor<T>(
     } catch (err) {
       last = err;
     }
-    if (Date.now() > until)
+    if (performance.now() > until)
       throw new Error(
         `timed out after ${timeoutMs} ms waiting for: ${what}${last ? ` (last error: ${last})` : ''}`,
       );

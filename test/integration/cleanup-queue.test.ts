@@ -1,11 +1,13 @@
-import { Queue, Worker } from 'bullmq';
+import { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
+import { type LocalService, startRedis } from '../../harness/sandbox/local-services.ts';
+import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
-import { type CleanupJobData, cleanupJobDataOf, createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
+import { cleanupJobDataOf, createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
 import { createCleanupWorker } from '../../src/queue/cleanup-worker.ts';
-import { type LocalService, startRedis } from '../../src/sandbox/local-services.ts';
+import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -53,7 +55,7 @@ describe('cleanup queue (real Redis)', () => {
     const replicas = [replicaQueue('t1'), replicaQueue('t1'), replicaQueue('t1')];
     const uid = '0b1c1a52-2c4e-4c55-9a0e-000000000001';
     await Promise.all(replicas.flatMap((q) => [q.enqueue(data(uid)), q.enqueue(data(uid))]));
-    const q = replicas[0]?.queue;
+    const q = replicas[0]?.bullQueue;
     expect(await q?.getDelayedCount()).toBe(1);
     const job = await q?.getJob(uid);
     expect(job && cleanupJobDataOf(target, job)).toMatchObject({ uid, pod: data(uid).pod });
@@ -88,10 +90,10 @@ describe('cleanup queue (real Redis)', () => {
     const uid = '0b1c1a52-2c4e-4c55-9a0e-000000000002';
     expect(await a?.enqueue(data(uid))).toBe('added');
     expect(await b?.cancel(uid)).toBe('removed');
-    expect(await a?.queue.getJob(uid)).toBeUndefined();
+    expect(await a?.bullQueue.getJob(uid)).toBeUndefined();
     expect(await a?.enqueue(data(uid))).toBe('tombstoned');
     expect(await b?.enqueue(data(uid))).toBe('tombstoned');
-    expect(await a?.queue.getDelayedCount()).toBe(0);
+    expect(await a?.bullQueue.getDelayedCount()).toBe(0);
     const ttl = await conns[0]?.pttl(`t2:${a?.name}:tombstone:${uid}`);
     expect(ttl).toBeGreaterThan(55_000);
   });
@@ -102,7 +104,7 @@ describe('cleanup queue (real Redis)', () => {
       const uid = `0b1c1a52-2c4e-4c55-9a0e-1000000000${String(i).padStart(2, '0')}`;
       await Promise.all([qs[0]?.enqueue(data(uid)), qs[1]?.cancel(uid), qs[2]?.enqueue(data(uid))]);
     }
-    expect(await qs[0]?.queue.getDelayedCount()).toBe(0);
+    expect(await qs[0]?.bullQueue.getDelayedCount()).toBe(0);
   });
 });
 
@@ -123,7 +125,7 @@ describe('compact jobs (Redis memory)', () => {
     for (const v of Object.values(hash ?? {})) expect(v.length).toBeLessThanOrEqual(64);
     expect(await conns[0]?.object('ENCODING', key)).toBe('listpack');
     // The handler's view comes back whole, but for what is not stored.
-    const job = await q.queue.getJob(uid);
+    const job = await q.bullQueue.getJob(uid);
     expect(job && cleanupJobDataOf(target, job)).toEqual({
       context: d.context,
       namespace: d.namespace,
@@ -135,11 +137,11 @@ describe('compact jobs (Redis memory)', () => {
     const traced = '5e0c2f4a-6a1d-4d7e-9b1a-000000000002';
     const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
     await q.enqueue({ ...data(traced), traceparent });
-    const tj = await q.queue.getJob(traced);
+    const tj = await q.bullQueue.getJob(traced);
     expect(tj && cleanupJobDataOf(target, tj).traceparent).toBe(traceparent);
   });
 
-  it('the worker hands the handler the whole data of compact and of old-format jobs, and keeps finished jobs keepFinishedMs', async () => {
+  it('the worker hands the handler the whole data rebuilt from compact jobs, and keeps finished jobs keepFinishedMs', async () => {
     const q = replicaQueue('m2', 1000);
     expect(q.keepFinishedMs).toBe(1000);
     const compact = '5e0c2f4a-6a1d-4d7e-9b1a-000000000011';
@@ -147,20 +149,12 @@ describe('compact jobs (Redis memory)', () => {
     const later = '5e0c2f4a-6a1d-4d7e-9b1a-000000000013';
     const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
     await q.enqueue({ ...data(compact), deadlineMs: Date.now() - 10, traceparent });
-    // A job as versions before the compact format stored it (pending across an upgrade).
-    const legacy = new Queue(q.name, { connection: connect(), prefix: 'm2' });
-    const oldData = { ...data(old), deadlineMs: Date.now() - 10, traceparent };
-    await legacy.add('cleanup-driver-pod', oldData, {
-      jobId: old,
-      attempts: 15,
-      backoff: { type: 'cleanup' },
-      removeOnComplete: { age: 3600 },
-      removeOnFail: { age: 3600 },
-    });
-    await legacy.close();
+    // A second job, without a trace context.
+    await q.enqueue({ ...data(old), deadlineMs: Date.now() - 10 });
 
     const seen: CleanupJobData[] = [];
     const worker = createCleanupWorker({
+      handler: cleanupDriverPod,
       target,
       connection: connect(),
       prefix: 'm2',
@@ -188,7 +182,7 @@ describe('compact jobs (Redis memory)', () => {
     });
     try {
       worker.run();
-      await waitFor('both jobs completed', async () => (await q.queue.getCompletedCount()) === 2);
+      await waitFor('both jobs completed', async () => (await q.bullQueue.getCompletedCount()) === 2);
       const byUid = new Map(seen.map((d) => [d.uid, d]));
       expect(byUid.get(compact)).toEqual({
         context: target.context,
@@ -198,16 +192,35 @@ describe('compact jobs (Redis memory)', () => {
         deadlineMs: expect.any(Number),
         traceparent,
       });
-      expect(byUid.get(old)).toEqual(oldData);
-      expect((await q.queue.getJob(compact))?.returnvalue).toEqual({ outcome: 'already-absent' });
+      expect(byUid.get(old)).toEqual({
+        context: target.context,
+        namespace: target.namespace,
+        pod: data(old).pod,
+        uid: old,
+        deadlineMs: expect.any(Number),
+      });
+      expect((await q.bullQueue.getJob(compact))?.returnvalue).toEqual({ outcome: 'already-absent' });
 
       // removeOnComplete is now the worker's: a completion after keepFinishedMs trims the completed set of
       // the jobs finished before (BullMQ trims by the setting of the job completing, here a compact one).
-      await new Promise((r) => setTimeout(r, 1200));
+      // Wait for the condition itself: both earlier completions (BullMQ's finishedOn) more than
+      // keepFinishedMs ago.
+      const finishedOn = await Promise.all(
+        [compact, old].map(
+          async (uid) => (await q.bullQueue.getJob(uid))?.finishedOn ?? Number.POSITIVE_INFINITY,
+        ),
+      );
+      await waitFor(
+        'keepFinishedMs past both completions',
+        () => Date.now() > Math.max(...finishedOn) + q.keepFinishedMs,
+      );
       await q.enqueue({ ...data(later), deadlineMs: Date.now() - 10 });
-      await waitFor('third job completed', async () => (await q.queue.getJobState(later)) === 'completed');
-      expect(await q.queue.getJobState(compact)).toBe('unknown');
-      expect(await q.queue.getJobState(old)).toBe('unknown');
+      await waitFor(
+        'third job completed',
+        async () => (await q.bullQueue.getJobState(later)) === 'completed',
+      );
+      expect(await q.bullQueue.getJobState(compact)).toBe('unknown');
+      expect(await q.bullQueue.getJobState(old)).toBe('unknown');
     } finally {
       await worker.stop('test done');
     }
@@ -227,9 +240,9 @@ describe('cancel', () => {
     const due = (uid: string) => ({ ...data(uid), deadlineMs: Date.now() - 1000 });
 
     expect(await q.enqueue(due(waiting))).toBe('added');
-    expect(await q.queue.getJobState(waiting)).toBe('waiting');
+    expect(await q.bullQueue.getJobState(waiting)).toBe('waiting');
     expect(await q.cancel(waiting)).toBe('removed');
-    expect(await q.queue.getJobState(waiting)).toBe('unknown');
+    expect(await q.bullQueue.getJobState(waiting)).toBe('unknown');
     expect(await tomb(q, 'c1', waiting)).toBe(1);
 
     // A job a worker holds (locked, active): never removed by cancel.
@@ -239,7 +252,7 @@ describe('cancel', () => {
       const job = await worker.getNextJob('token-1');
       expect(job?.id).toBe(active);
       expect(await q.cancel(active)).toBe('none');
-      expect(await q.queue.getJobState(active)).toBe('active');
+      expect(await q.bullQueue.getJobState(active)).toBe('active');
       expect(await tomb(q, 'c1', active)).toBe(1);
 
       await q.enqueue(due(completed));
@@ -247,7 +260,7 @@ describe('cancel', () => {
       expect(next?.id).toBe(completed);
       await next?.moveToCompleted({ outcome: 'accepted' }, 'token-2', false);
       expect(await q.cancel(completed)).toBe('none');
-      expect(await q.queue.getJobState(completed)).toBe('completed');
+      expect(await q.bullQueue.getJobState(completed)).toBe('completed');
       expect(await tomb(q, 'c1', completed)).toBe(1);
     } finally {
       await worker.close(true);
@@ -261,11 +274,11 @@ describe('cancel', () => {
   it('removes a job of a paused queue', async () => {
     const q = replicaQueue('c2');
     const uid = '7d3e1b2c-0f4a-4b5c-8d6e-000000000011';
-    await q.queue.pause();
+    await q.bullQueue.pause();
     await q.enqueue({ ...data(uid), deadlineMs: Date.now() - 1000 });
-    expect(await q.queue.getJobState(uid)).toBe('waiting');
+    expect(await q.bullQueue.getJobState(uid)).toBe('waiting');
     expect(await q.cancel(uid)).toBe('removed');
-    expect(await q.queue.getJobState(uid)).toBe('unknown');
+    expect(await q.bullQueue.getJobState(uid)).toBe('unknown');
   });
 });
 
@@ -275,7 +288,7 @@ describe('tombstones only for deletions; finished jobs that deleted nothing are 
     const uid = '8e4f2c3d-1a5b-4c6d-9e7f-000000000001';
     expect(await q.enqueue(data(uid))).toBe('added');
     expect(await q.unschedule(uid)).toBe('removed');
-    expect(await q.queue.getJobState(uid)).toBe('unknown');
+    expect(await q.bullQueue.getJobState(uid)).toBe('unknown');
     expect(await q.isTombstoned(uid)).toBe(false);
     expect(await q.enqueue(data(uid))).toBe('added');
     expect(await q.unschedule('8e4f2c3d-1a5b-4c6d-9e7f-000000000002')).toBe('none');
@@ -304,14 +317,14 @@ describe('tombstones only for deletions; finished jobs that deleted nothing are 
         const job = await worker.getNextJob(`t-${uid}`);
         await job?.moveToCompleted(outcomes.get(job.id ?? ''), `t-${uid}`, false);
       }
-      for (const uid of ids) expect(await q.queue.getJobState(uid)).toBe('completed');
+      for (const uid of ids) expect(await q.bullQueue.getJobState(uid)).toBe('completed');
       // Still in dry run: the would-delete job stays (the pod is not re-run every reconcile).
       expect(await q.enqueue(due(wouldDelete), { dryRun: true })).toBe('exists');
       expect(await q.enqueue(due(accepted))).toBe('exists');
       expect(await q.enqueue(due(absent))).toBe('exists');
       // Dry run switched off: a new job in its place, due at once.
       expect(await q.enqueue(due(wouldDelete), { dryRun: false })).toBe('replaced');
-      expect(await q.queue.getJobState(wouldDelete)).toBe('waiting');
+      expect(await q.bullQueue.getJobState(wouldDelete)).toBe('waiting');
       expect(await q.enqueue(due(wouldDelete))).toBe('exists');
       // A pod skipped when its job ran (relabelled, say) and eligible again gets a new job.
       expect(await q.enqueue(due(skipped))).toBe('replaced');

@@ -5,17 +5,19 @@
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
+import { type LocalService, startRedis } from '../../harness/sandbox/local-services.ts';
+import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
 import { FencedError } from '../../src/leadership/fenced-error.ts';
-import { type CleanupJobData, createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
+import { createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
 import {
   type CleanupWorkerOptions,
   createCleanupWorker,
   type RefusedJob,
 } from '../../src/queue/cleanup-worker.ts';
 import { jobKey } from '../../src/queue/job-identity.ts';
-import { type LocalService, startRedis } from '../../src/sandbox/local-services.ts';
+import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -52,6 +54,7 @@ function worker(
   onRefused?: CleanupWorkerOptions['onRefused'],
 ) {
   return createCleanupWorker({
+    handler: cleanupDriverPod,
     onRefused,
     target,
     connection: connect(),
@@ -106,7 +109,7 @@ describe('lost job locks (a leader woken from a freeze)', () => {
       w.run();
       await waitFor('5 jobs held', () => entered >= n);
       // What a freeze past lockDuration does: the locks expire in Redis while the worker holds the jobs.
-      await conns[0]?.del(...Array.from({ length: n }, (_, i) => q.queue.toKey(`${uidOf(i)}:lock`)));
+      await conns[0]?.del(...Array.from({ length: n }, (_, i) => q.bullQueue.toKey(`${uidOf(i)}:lock`)));
       const summary = await waitFor('the lock-loss summary', () =>
         lines.find((l) => String(l.msg).startsWith('lost the locks of')),
       );
@@ -132,7 +135,7 @@ describe('lost job locks (a leader woken from a freeze)', () => {
 });
 
 describe('job data that cannot be trusted (real Redis, a real worker)', () => {
-  it('a lost hash, another namespace, a non-UID id, a deadline that is no number → refused: warned, removed, never acted on', async () => {
+  it('a lost hash, a non-UID id, a deadline that is no number → refused: warned, removed, never acted on', async () => {
     const prefix = 'rf1';
     const q = createCleanupQueue({
       target,
@@ -143,13 +146,11 @@ describe('job data that cannot be trusted (real Redis, a real worker)', () => {
       now: Date.now,
     });
     const raw = new Queue(q.name, { connection: connect(), prefix });
-    const [lost, good, other, badDeadline] = [1, 2, 3, 5].map(uidOf) as [string, string, string, string];
+    const [lost, good, badDeadline] = [1, 2, 5].map(uidOf) as [string, string, string];
     // A delayed job whose hash is deleted by hand (or lost) while its id waits in the delayed set.
     await q.enqueue({ ...due(1), deadlineMs: Date.now() + 1500 });
     await conns[0]?.del(jobKey(prefix, target, lost));
     await q.enqueue(due(2));
-    // Jobs stored whole (the format of older versions) for another namespace of the same context.
-    await raw.add('cleanup-driver-pod', { ...due(3), namespace: 'other' }, { jobId: other });
     // An id that is not a UID (BullMQ itself refuses all digits and ':'), and a deadline that is no number.
     await raw.add('p-x-driver', { deadlineMs: Date.now() }, { jobId: 'not-a-uid' });
     await raw.add('p-5-driver', { deadlineMs: 'soon' }, { jobId: badDeadline });
@@ -177,25 +178,24 @@ describe('job data that cannot be trusted (real Redis, a real worker)', () => {
     );
     try {
       w.run();
-      await waitFor('4 jobs refused and the good one done', async () => {
-        const counts = await q.queue.getJobCounts('completed', 'failed', 'delayed', 'wait', 'active');
-        return refused.length === 4 && counts.completed === 1 && !counts.delayed && !counts.wait;
+      await waitFor('3 jobs refused and the good one done', async () => {
+        const counts = await q.bullQueue.getJobCounts('completed', 'failed', 'delayed', 'wait', 'active');
+        return refused.length === 3 && counts.completed === 1 && !counts.delayed && !counts.wait;
       });
       // Only the good job reached the API (its pod is gone: a no-op); nobody asked for /pods/undefined.
       expect(calls).toEqual([`get spark/${due(2).pod}`]);
-      expect(await q.queue.getJobState(good)).toBe('completed');
+      expect(await q.bullQueue.getJobState(good)).toBe('completed');
       // The refused jobs are gone from Redis, in no state: a reconcile sees them as missing.
-      for (const id of [lost, other, 'not-a-uid', badDeadline]) {
-        expect(await q.queue.getJobState(id)).toBe('unknown');
-        expect(await conns[0]?.exists(q.queue.toKey(id))).toBe(0);
+      for (const id of [lost, 'not-a-uid', badDeadline]) {
+        expect(await q.bullQueue.getJobState(id)).toBe('unknown');
+        expect(await conns[0]?.exists(q.bullQueue.toKey(id))).toBe(0);
       }
-      expect(await q.queue.getFailedCount()).toBe(0);
-      expect(refused.map((r) => r.uid).sort()).toEqual([lost, other, badDeadline, 'not-a-uid'].sort());
+      expect(await q.bullQueue.getFailedCount()).toBe(0);
+      expect(refused.map((r) => r.uid).sort()).toEqual([lost, badDeadline, 'not-a-uid'].sort());
       const warned = lines.filter((l) => l.outcome === 'refused');
       expect(warned.map((l) => [l.uid, l.field]).sort()).toEqual(
         [
           [lost, 'pod'],
-          [other, 'namespace'],
           ['not-a-uid', 'uid'],
           [badDeadline, 'deadlineMs'],
         ].sort(),

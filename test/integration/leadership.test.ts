@@ -1,10 +1,10 @@
 import { Etcd3, type ITxnRequest, type ITxnResponse, type Lease, type Namespace } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type LocalEtcd, startEtcd } from '../../harness/sandbox/local-services.ts';
 import { monotonicClock } from '../../src/clock.ts';
 import { createEtcdLeadership, type EtcdLeadershipOptions } from '../../src/leadership/etcd-leadership.ts';
 import { FencedError } from '../../src/leadership/fenced-error.ts';
 import type { Leadership } from '../../src/leadership/leadership.ts';
-import { type LocalEtcd, startEtcd } from '../../src/sandbox/local-services.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -38,9 +38,11 @@ function candidate(
     ttlSeconds,
     log: memoryLogger().log,
     monotonicNow: monotonicClock,
+    ...extra,
+  });
+  leadership.addEventHandler({
     onElected: () => events.push('elected'),
     onLost: (r) => events.push(`lost: ${r}`),
-    ...extra,
   });
   return { id, client, leadership, events };
 }

@@ -2,12 +2,13 @@ import diagnostics from 'node:diagnostics_channel';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
 import { monotonicClock } from '../../src/clock.ts';
+import { KubeApiError } from '../../src/kube/api-status.ts';
 import { createKubeHttp } from '../../src/kube/kube-http.ts';
 import { loadClusterAccess } from '../../src/kube/kubeconfig.ts';
-import { createPodApi, KubeApiError } from '../../src/kube/pod-api.ts';
+import { createPodApi } from '../../src/kube/pod-api.ts';
 import { createRateLimiter } from '../../src/kube/rate-limiter.ts';
-import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
 import { createTerminatedDrivers } from '../helpers/cluster.ts';
 
 let server: SandboxApiServer;

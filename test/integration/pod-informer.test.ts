@@ -5,17 +5,17 @@
  * stream parsing corner cases against a scripted transport (lines split across chunks, HTTP 410, bad JSON).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
+import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
 import type { ClusterAccess } from '../../src/kube/cluster-access.ts';
 import { DRIVER_CONTAINER, type DriverPod } from '../../src/kube/driver-pod.ts';
 import { createKubeHttp, type KubeHttp, type KubeStream } from '../../src/kube/kube-http.ts';
 import {
   createPodInformer,
   type PodEvent,
+  type PodEventHandler,
   type PodInformer,
-  type PodInformerOptions,
 } from '../../src/kube/pod-informer.ts';
-import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
-import { sparkDriverPod } from '../../src/sandbox/workload.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../sandbox/helpers.ts';
 
@@ -114,15 +114,15 @@ function startInformer(
     now: Date.now,
     backoffMs: extra.backoffMs ?? 50,
     pageSize: extra.pageSize,
-    onEvent: (event, pod) => {
-      events.push({
-        event,
-        name: nameOf(pod),
-        uid: pod.metadata?.uid ?? '',
-        rv: pod.metadata?.resourceVersion ?? '',
-      });
-      extra.onEvent?.();
-    },
+  });
+  informer.addEventHandler((event, pod) => {
+    events.push({
+      event,
+      name: nameOf(pod),
+      uid: pod.metadata?.uid ?? '',
+      rv: pod.metadata?.resourceVersion ?? '',
+    });
+    extra.onEvent?.();
   });
   running.push(informer);
   return {
@@ -632,7 +632,7 @@ const line = (type: string, object: unknown) => `${JSON.stringify({ type, object
 /** An informer over a scripted transport, namespace `n`, restarting after 5 ms unless told otherwise. */
 function scriptedInformer(
   t: KubeHttp,
-  opts: { labelSelector?: string; backoffMs?: number; onEvent?: PodInformerOptions['onEvent'] } = {},
+  opts: { labelSelector?: string; backoffMs?: number; onEvent?: PodEventHandler } = {},
 ) {
   const { log, lines } = memoryLogger();
   const inf = createPodInformer({
@@ -642,8 +642,8 @@ function scriptedInformer(
     log,
     now: Date.now,
     backoffMs: opts.backoffMs ?? 5,
-    onEvent: opts.onEvent ?? (() => {}),
   });
+  if (opts.onEvent) inf.addEventHandler(opts.onEvent);
   return { inf, lines };
 }
 

@@ -8,23 +8,24 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
+import { type LocalService, startRedis } from '../../harness/sandbox/local-services.ts';
+import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
 import {
   createTargetCleaner,
   type TargetCleaner,
   type TargetCleanerOptions,
 } from '../../src/cleaner/target-cleaner.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { RecheckMode } from '../../src/config/schema.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
 import { createKubeHttp, type KubeHttp } from '../../src/kube/kube-http.ts';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import { createPodApi, type PodApi } from '../../src/kube/pod-api.ts';
 import { createPodInformer } from '../../src/kube/pod-informer.ts';
 import { createRateLimiter } from '../../src/kube/rate-limiter.ts';
 import { type CleanupQueue, createCleanupQueue, jobDataFor } from '../../src/queue/cleanup-queue.ts';
 import { createCleanupWorker } from '../../src/queue/cleanup-worker.ts';
-import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
-import { type LocalService, startRedis } from '../../src/sandbox/local-services.ts';
-import { sparkDriverPod } from '../../src/sandbox/workload.ts';
+import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { type DrivenLeadership, drivenLeadership } from '../helpers/driven-leadership.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -101,9 +102,9 @@ async function startCleaner(
     log,
     now: Date.now,
   });
-  let lead: DrivenLeadership | undefined;
-  let cleaner: TargetCleaner | undefined;
-  cleaner = createTargetCleaner({
+  const lead = drivenLeadership();
+  const cleaner = createTargetCleaner({
+    handler: cleanupDriverPod,
     target,
     replicaId: `${namespace}-r1`,
     selector: parseLabelSelector(SELECTOR),
@@ -121,29 +122,20 @@ async function startCleaner(
     now: Date.now,
     backoffMs: 200,
     maxBackoffMs: 2000,
-    informer: () =>
-      createPodInformer({
-        http,
-        namespace,
-        labelSelector: SELECTOR,
-        log,
-        onEvent: (event, pod) => cleaner?.observe(event, pod),
-        now: Date.now,
-        backoffMs: 100,
-        maxBackoffMs: 500,
-      }),
-    leadership: () => {
-      lead = drivenLeadership({
-        onElected: () => cleaner?.elected(),
-        onLost: (reason) => cleaner?.lost(reason),
-      });
-      return lead;
-    },
+    informer: createPodInformer({
+      http,
+      namespace,
+      labelSelector: SELECTOR,
+      log,
+      now: Date.now,
+      backoffMs: 100,
+      maxBackoffMs: 500,
+    }),
+    leadership: lead,
     ...extra,
   });
   running.push(cleaner);
   await cleaner.start();
-  if (!lead) throw new Error('leadership not built');
   return { cleaner, lead, queue, lines: mem.lines };
 }
 
@@ -153,13 +145,13 @@ describe('term transitions (real worker, Redis, sandbox)', () => {
     // recheck live: the job is held in its GET (a slow answer), which the loss aborts before any DELETE.
     const { lead, queue } = await startCleaner(ns, 'live');
     const pod = createDriver(ns, 'held');
-    await waitFor('job enqueued', async () => (await queue.queue.getJob(uidOf(pod))) !== undefined);
+    await waitFor('job enqueued', async () => (await queue.bullQueue.getJob(uidOf(pod))) !== undefined);
     server.faults.inject({ verb: 'get', path: podPath(ns, nameOf(pod)), latencyMs: 30_000, count: 1 });
     const getsBefore = server.requests.countsByVerb().get ?? 0;
     lead.elect();
     await waitFor('job in flight in its GET', async () => {
       const inGet = (server.requests.countsByVerb().get ?? 0) > getsBefore;
-      return inGet && (await queue.queue.getActiveCount()) === 1;
+      return inGet && (await queue.bullQueue.getActiveCount()) === 1;
     });
     // Re-elected within the same tick: far under 200 ms, while the old worker is still closing.
     lead.lose('lease lost (test)');
@@ -175,6 +167,7 @@ describe('term transitions (real worker, Redis, sandbox)', () => {
 
   it('worker: run() while a stop() is closing → a Worker runs once the close has finished', async () => {
     const worker = createCleanupWorker({
+      handler: cleanupDriverPod,
       target: { context: CONTEXT, namespace: 'tc-worker' },
       connection: connect(),
       prefix: 'tc-worker',
@@ -229,13 +222,16 @@ describe('a dead informer (sandbox list/watch faults)', () => {
       const ns = `tc-dead-${recheck}`;
       const { cleaner, lead, queue, lines } = await startCleaner(ns, recheck, { staleCacheAfterMs: 300 });
       const relabelled = createDriver(ns, 'relabelled');
-      await waitFor('job enqueued', async () => (await queue.queue.getJob(uidOf(relabelled))) !== undefined);
+      await waitFor(
+        'job enqueued',
+        async () => (await queue.bullQueue.getJob(uidOf(relabelled))) !== undefined,
+      );
       // The informer's list and watch now fail (RBAC or the watch path broken); end the open watch.
       server.faults.inject({ verb: 'list', path: podPath(ns), status: 500 });
       server.faults.inject({ verb: 'watch', path: podPath(ns), status: 500 });
       server.dropWatches();
       await waitFor('informer down for over 300 ms', () => {
-        const since = cleaner.informerState.downSinceMs;
+        const since = cleaner.informer.downSinceMs;
         return since !== undefined && performance.now() - since > 600;
       });
       // Unseen by the informer: the pod leaves the selector, and another driver finishes, enqueued by
@@ -250,12 +246,14 @@ describe('a dead informer (sandbox list/watch faults)', () => {
       );
       lead.elect();
       await waitFor('both jobs finished', async () => {
-        const states = await Promise.all([relabelled, unseen].map((p) => queue.queue.getJobState(uidOf(p))));
+        const states = await Promise.all(
+          [relabelled, unseen].map((p) => queue.bullQueue.getJobState(uidOf(p))),
+        );
         return states.every((s) => s === 'completed');
       });
       expect(deletesOf(relabelled)).toEqual([]);
       expect(gone(relabelled)).toBe(false);
-      expect((await queue.queue.getJob(uidOf(relabelled)))?.returnvalue).toEqual({
+      expect((await queue.bullQueue.getJob(uidOf(relabelled)))?.returnvalue).toEqual({
         outcome: 'skipped',
         reason: 'not-selected',
       });

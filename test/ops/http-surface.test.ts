@@ -7,10 +7,10 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
 import { monotonicClock } from '../../src/clock.ts';
 import { type HttpServer, startHttpServer } from '../../src/http/server.ts';
 import { cleanupJobId, queueName } from '../../src/queue/job-identity.ts';
-import { sparkDriverPod } from '../../src/sandbox/workload.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { createTerminatedDriver, http, type OpsEnv, type OpsReplica, startOpsEnv } from './ops-env.ts';
 import { ensureTool } from './test-tools.ts';
@@ -250,11 +250,11 @@ describe('dashboard actions', () => {
       });
       expect(res.status, action).toBe(405);
     }
-    expect(await cleaner?.queue.queue.getJobState(job)).toBe('completed');
+    expect(await cleaner?.queue.bullQueue.getJobState(job)).toBe('completed');
 
     const removed = await http(writable.url, `/ui/api/queues/${queue}/${job}/clean`, { method: 'PUT' });
     expect(removed.status).toBe(204);
-    expect(await cleaner?.queue.queue.getJobState(job)).toBe('unknown');
+    expect(await cleaner?.queue.bullQueue.getJobState(job)).toBe('unknown');
   });
 });
 

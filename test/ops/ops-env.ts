@@ -6,19 +6,19 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
 import { afterAll, beforeAll } from 'vitest';
-import { monotonicClock, systemClock } from '../../src/clock.ts';
-import { loadConfig } from '../../src/config/load.ts';
-import type { CleanerConfig } from '../../src/config/schema.ts';
-import { type HttpServer, startHttpServer } from '../../src/http/server.ts';
-import { type Replica, startReplica } from '../../src/replica.ts';
-import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
+import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
 import {
   type LocalEtcd,
   type LocalService,
   startEtcd,
   startRedis,
-} from '../../src/sandbox/local-services.ts';
-import { sparkDriverPod } from '../../src/sandbox/workload.ts';
+} from '../../harness/sandbox/local-services.ts';
+import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
+import { monotonicClock, systemClock } from '../../src/clock.ts';
+import { loadConfig } from '../../src/config/load.ts';
+import type { CleanerConfig } from '../../src/config/schema.ts';
+import { type HttpServer, startHttpServer } from '../../src/http/server.ts';
+import { type Replica, startReplica } from '../../src/replica.ts';
 import { createTelemetry, type Telemetry } from '../../src/telemetry/telemetry.ts';
 import { type MemoryLog, memoryLogger } from '../helpers/log.ts';
 

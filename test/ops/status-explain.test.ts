@@ -10,10 +10,10 @@ import { execFile } from 'node:child_process';
 import type { V1Pod } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLI_PATH, type ReplicaProcess } from '../../harness/sandbox/replica-process.ts';
+import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
+import { createLogger } from '../../src/log.ts';
 import { createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
-import { CLI_PATH, type ReplicaProcess } from '../../src/sandbox/replica-process.ts';
-import { sparkDriverPod } from '../../src/sandbox/workload.ts';
-import { createLogger } from '../../src/telemetry/log.ts';
 import {
   createDrivers,
   firstLeader,

@@ -46,7 +46,7 @@ describe('traces', () => {
     const spansOfA = [...a.spans.getFinishedSpans()];
 
     const b = await env.startReplica('replica-b', settings, { traces: true });
-    await waitFor('B synced', () => b.replica.cleaners[0]?.informerState.synced, 20_000);
+    await waitFor('B synced', () => b.replica.cleaners[0]?.informer.synced, 20_000);
     await a.stop(); // resigns: B is elected at once
     await waitFor('B elected', () => b.replica.cleaners[0]?.isLeader, 20_000);
     const del = await waitFor(

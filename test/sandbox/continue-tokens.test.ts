@@ -5,7 +5,7 @@
  * periodic compaction, the event window overflowing), bad tokens, and the empty last page of a filtered list.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
+import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
 import { pod, waitFor } from './helpers.ts';
 
 /** kube-apiserver's message, word for word (etcd3/errors.go `inconsistentContinue`). */

@@ -1,15 +1,17 @@
 /** Shared helpers of the sandbox tests: condition polling and small pod builders. */
 import type { V1Pod } from '@kubernetes/client-node';
+import { waitFor as waitUntil } from '../helpers/wait.ts';
 
-/** Polls `cond` every 10 ms until it returns a truthy value; throws after `timeoutMs` (default 5,000). */
-export async function waitFor<T>(cond: () => T | Promise<T>, what: string, timeoutMs = 5000): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const v = await cond();
-    if (v) return v;
-    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
+/**
+ * Polls `cond` every 10 ms until it returns a truthy value; throws after `timeoutMs` (default 5,000). The
+ * sandbox tests' argument order over the one waiter, test/helpers/wait.ts.
+ */
+export function waitFor<T>(
+  cond: () => T | Promise<T>,
+  what: string,
+  timeoutMs = 5000,
+): Promise<NonNullable<T>> {
+  return waitUntil(what, cond, timeoutMs, 10);
 }
 
 /** A minimal valid pod. */

@@ -3,7 +3,7 @@
  * subresource, error Status bodies (400, 401, 404, 405, 415), fault injection and the control surface.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
+import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
 import { pod, waitFor } from './helpers.ts';
 import { openRawWatch } from './raw-watch.ts';
 

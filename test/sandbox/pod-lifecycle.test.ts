@@ -6,7 +6,7 @@
  * stops matching into a DELETED event for that watch.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
+import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
 import { pod, waitFor } from './helpers.ts';
 import { openRawWatch } from './raw-watch.ts';
 

@@ -1,9 +1,9 @@
 /** Pure helpers: label/field selector parsing and the three patch flavours. */
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { jsonPatch, mergePatch, strategicMergePatch } from '../../src/sandbox/apiserver/patch.ts';
-import { parseFieldSelector, parseLabelSelector } from '../../src/sandbox/apiserver/selectors.ts';
-import { KubeStatusError } from '../../src/sandbox/apiserver/status.ts';
+import { jsonPatch, mergePatch, strategicMergePatch } from '../../harness/sandbox/apiserver/patch.ts';
+import { parseFieldSelector, parseLabelSelector } from '../../harness/sandbox/apiserver/selectors.ts';
+import { KubeStatusError } from '../../harness/sandbox/apiserver/status.ts';
 
 const withLabels = (labels: Record<string, string>): V1Pod => ({ metadata: { labels } });
 

@@ -3,8 +3,8 @@
  * with the configured mix, executors are owned by their driver, and the fixture PodList loads verbatim.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
-import { loadFixturePods, startSparkWorkload } from '../../src/sandbox/workload.ts';
+import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
+import { loadFixturePods, startSparkWorkload } from '../../harness/sandbox/workload.ts';
 
 let server: SandboxApiServer;
 beforeAll(async () => {

@@ -1,10 +1,12 @@
 import { describe, expect, it } from 'vitest';
+import type { CleanupDeps } from '../../src/cleanup/handler.ts';
+import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
+import { KubeApiError } from '../../src/kube/api-status.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
-import { type DeleteResult, KubeApiError, type PodApi } from '../../src/kube/pod-api.ts';
+import type { DeleteResult, PodApi } from '../../src/kube/pod-api.ts';
 import { FencedError } from '../../src/leadership/fenced-error.ts';
-import type { CleanupJobData } from '../../src/queue/cleanup-queue.ts';
-import { type CleanupDeps, cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
+import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 
 const NOW = Date.parse('2026-11-30T10:00:00Z');
 const UID = '4720771f-8ca8-4811-a6d2-287672fdf202';

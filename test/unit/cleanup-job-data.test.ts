@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
 import {
-  type CleanupJobData,
   cleanupJobDataOf,
   finishedWithoutDeleting,
   InvalidJobDataError,
@@ -33,9 +33,10 @@ describe('stored job data', () => {
     expect(cleanupJobDataOf(target, job)).toEqual(expected);
   });
 
-  it('accepts a job stored whole by an older version as it is', () => {
-    const traced = { ...full, traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' };
-    expect(cleanupJobDataOf(target, { id: UID, name: 'cleanup-driver-pod', data: traced })).toEqual(traced);
+  it('takes context and namespace from the queue, never from the stored data', () => {
+    const data = { ...storedJobData(full), context: 'prod-us', namespace: 'other', pod: 'x', uid: 'y' };
+    const { finishedAtMs: _f, enqueuedBy: _e, ...expected } = full;
+    expect(cleanupJobDataOf(target, { id: UID, name: full.pod, data })).toEqual(expected);
   });
 });
 
@@ -43,8 +44,6 @@ describe('job data that cannot be trusted is refused, naming the field', () => {
   type StoredJob = Parameters<typeof cleanupJobDataOf>[1];
   const compact = (over: Partial<{ id: string | undefined; name: string | undefined; data: unknown }>) =>
     ({ id: UID, name: full.pod, data: { deadlineMs: full.deadlineMs }, ...over }) as StoredJob;
-  const whole = (over: Record<string, unknown>) =>
-    ({ id: UID, name: 'cleanup-driver-pod', data: { ...full, ...over } }) as StoredJob;
   const cases: { name: string; job: StoredJob; field: InvalidJobDataError['field'] }[] = [
     // What BullMQ hands the worker when the job hash was deleted while the id sat in the delayed set.
     { name: 'hash lost: no name, data {} → pod', job: compact({ name: undefined, data: {} }), field: 'pod' },
@@ -71,33 +70,6 @@ describe('job data that cannot be trusted is refused, naming the field', () => {
       field: 'deadlineMs',
     },
     { name: 'data null → deadlineMs', job: compact({ data: null }), field: 'deadlineMs' },
-    {
-      name: 'whole data of another namespace → namespace',
-      job: whole({ namespace: 'other' }),
-      field: 'namespace',
-    },
-    { name: 'whole data of another context → context', job: whole({ context: 'prod-us' }), field: 'context' },
-    {
-      name: 'whole data without namespace → namespace',
-      job: whole({ namespace: undefined }),
-      field: 'namespace',
-    },
-    {
-      name: 'whole data, uid not the job id → uid',
-      job: whole({ uid: '99999999-0000-4000-8000-000000000000' }),
-      field: 'uid',
-    },
-    {
-      name: 'whole data, uid all digits → uid',
-      job: { id: undefined, name: 'x', data: { ...full, uid: '123' } } as StoredJob,
-      field: 'uid',
-    },
-    { name: 'whole data without pod → pod', job: whole({ pod: undefined }), field: 'pod' },
-    {
-      name: 'whole data, deadline a string → deadlineMs',
-      job: whole({ deadlineMs: 'tomorrow' }),
-      field: 'deadlineMs',
-    },
   ];
   it.each(cases)('$name', ({ job, field }) => {
     let err: unknown;

@@ -5,7 +5,7 @@ import {
   percentile,
   type SummaryInput,
   verdict,
-} from '../../src/demo/summary.ts';
+} from '../../harness/demo/summary.ts';
 
 const base: SummaryInput = {
   replicas: 3,

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { decide, malformedReason, podState } from '../../src/kube/app-state.ts';
+import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
+import { decide, malformedReason } from '../../src/cleanup/decision.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
+import { podState } from '../../src/kube/application-state.ts';
 import { DRIVER_CONTAINER, trimPod } from '../../src/kube/driver-pod.ts';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
-import { sparkDriverPod } from '../../src/sandbox/workload.ts';
 import { expected, fixturePods } from '../helpers/fixtures.ts';
 
 const selectors = [parseLabelSelector('spark-role=driver,kyuubi-unique-tag'), parseLabelSelector('')];

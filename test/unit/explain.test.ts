@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import { type ExplainFacts, explain, type JobFacts, type VerdictKind } from '../../src/status/explain.ts';
 import { parsePodRef } from '../../src/status/pod-ref.ts';
 

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { generateServingCertificate, type ServingCertificate } from '../../harness/sandbox/apiserver/tls.ts';
 import { openContexts } from '../../src/kube/context-clients.ts';
 import {
   EXEC_FAILURE_BACKOFF_INITIAL_MS,
@@ -15,7 +16,6 @@ import {
   execFailureBackoffMs,
 } from '../../src/kube/exec-credential.ts';
 import { KubeconfigError, loadClusterAccess, TOKEN_FILE_REREAD_MS } from '../../src/kube/kubeconfig.ts';
-import { generateServingCertificate, type ServingCertificate } from '../../src/sandbox/apiserver/tls.ts';
 
 let pki: ServingCertificate;
 let other: ServingCertificate;

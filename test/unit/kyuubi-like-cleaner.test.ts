@@ -1,15 +1,15 @@
 /**
- * The uncoordinated baseline's local timer (src/baseline/kyuubi-like-cleaner.ts): a retention longer than a
+ * The uncoordinated baseline's local timer (harness/baseline/kyuubi-like-cleaner.ts): a retention longer than a
  * Node timer can hold (2^31−1 ms, ~24.8 days) must not fire after 1 ms. Fake timers and clock: the point is
  * a 30-day wait.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { createKyuubiLikeCleaner } from '../../src/baseline/kyuubi-like-cleaner.ts';
+import { createKyuubiLikeCleaner } from '../../harness/baseline/kyuubi-like-cleaner.ts';
+import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
 import type { PodInformer } from '../../src/kube/pod-informer.ts';
-import { sparkDriverPod } from '../../src/sandbox/workload.ts';
 import { memoryLogger } from '../helpers/log.ts';
 
 const DAY = 86_400_000;
@@ -33,6 +33,7 @@ describe('baseline timer', () => {
         },
       };
       const informer = {
+        addEventHandler: () => undefined,
         start: async () => undefined,
         stop: async () => undefined,
       } as unknown as PodInformer;
@@ -42,7 +43,7 @@ describe('baseline timer', () => {
         policy: 'ALL',
         retentionMs: retentionDays * DAY,
         pods,
-        informer: () => informer,
+        informer,
         log: memoryLogger().log,
         now: () => Date.now(),
       });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidSelectorError, parseLabelSelector } from '../../src/kube/label-selector.ts';
+import { InvalidSelectorError, parseLabelSelector } from '../../src/config/label-selector.ts';
 
 const labels = { 'spark-role': 'driver', 'kyuubi-unique-tag': 'abc', tier: 'gold' };
 

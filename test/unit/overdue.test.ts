@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { findOverdue, NONE_OVERDUE } from '../../src/cleaner/overdue.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 
 const selector = parseLabelSelector('spark-role=driver,kyuubi-unique-tag');
 const NOW = Date.parse('2026-12-01T12:00:00Z');

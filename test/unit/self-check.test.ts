@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createSelfCheck, type SelfCheckSubject } from '../../src/cleaner/self-check.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import { memoryLogger } from '../helpers/log.ts';
 
 const NOW = Date.parse('2026-12-01T12:00:00Z');

@@ -7,14 +7,15 @@
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { createTargetCleaner, type TargetCleaner } from '../../src/cleaner/target-cleaner.ts';
+import { createTargetCleaner } from '../../src/cleaner/target-cleaner.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
-import type { PodInformer } from '../../src/kube/pod-informer.ts';
-import type { CleanupQueue, StoredCleanupJobData } from '../../src/queue/cleanup-queue.ts';
+import type { PodEventHandler, PodInformer } from '../../src/kube/pod-informer.ts';
+import type { CleanupQueue, StoredJobData } from '../../src/queue/cleanup-queue.ts';
 import type { CleanupWorker, CleanupWorkerOptions } from '../../src/queue/cleanup-worker.ts';
-import { type DrivenLeadership, drivenLeadership } from '../helpers/driven-leadership.ts';
+import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
+import { drivenLeadership } from '../helpers/driven-leadership.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -46,7 +47,11 @@ function fakeInformer(pods: DriverPod[]) {
       first.resolve();
     },
   };
+  const handlers: PodEventHandler[] = [];
   const informer: PodInformer = {
+    addEventHandler: (h) => {
+      handlers.push(h);
+    },
     start: () => first.promise,
     async stop() {
       state.stopped = true;
@@ -62,7 +67,7 @@ function fakeInformer(pods: DriverPod[]) {
     get: (name) => pods.find((p) => p.metadata?.name === name),
     list: () => pods,
   };
-  return { informer, state };
+  return { informer, state, handlers };
 }
 
 /** A queue that records enqueues; `holdReconcile()` makes the next reconcile wait for `release()`. */
@@ -71,7 +76,7 @@ function fakeQueue() {
   let hold: PromiseWithResolvers<number> | undefined;
   const state = { reconciles: 0, closed: false };
   const queue: CleanupQueue = {
-    queue: {} as Queue<StoredCleanupJobData>,
+    bullQueue: {} as Queue<StoredJobData>,
     name: 'fake',
     keepFinishedMs: 60_000,
     async enqueue(data) {
@@ -165,9 +170,9 @@ function setup(
   const inf = fakeInformer(opts.pods ?? [pod('a')]);
   const q = fakeQueue();
   const w = fakeWorker();
-  let leadership: DrivenLeadership | undefined;
-  let cleaner: TargetCleaner | undefined;
-  cleaner = createTargetCleaner({
+  const leadership = drivenLeadership();
+  const cleaner = createTargetCleaner({
+    handler: cleanupDriverPod,
     target: { context: 'c', namespace: 'spark' },
     replicaId: 'r1',
     selector: SELECTOR,
@@ -181,14 +186,8 @@ function setup(
     connection: {} as Redis,
     prefix: 'unit',
     pods: {} as PodApi,
-    informer: () => inf.informer,
-    leadership: () => {
-      leadership = drivenLeadership({
-        onElected: () => cleaner?.elected(),
-        onLost: (reason) => cleaner?.lost(reason),
-      });
-      return leadership;
-    },
+    informer: inf.informer,
+    leadership,
     log: mem.log,
     now: Date.now,
     monotonicNow: opts.monotonicNow,
@@ -196,7 +195,6 @@ function setup(
     staleCacheAfterMs: 1000,
     createWorker: w.create,
   });
-  if (!leadership) throw new Error('leadership not built');
   return { cleaner, lead: leadership, inf, q, w, lines: mem.lines };
 }
 
@@ -204,6 +202,16 @@ function setup(
 const settle = () => new Promise((r) => setImmediate(r));
 
 describe('target cleaner: term transitions', () => {
+  it('subscribes itself to the informer and the leadership it is given: no wiring by the caller', async () => {
+    const { lead, inf, q, w } = setup();
+    expect(inf.handlers).toHaveLength(1);
+    for (const h of inf.handlers) h('added', pod('b'));
+    await waitFor('the informer event enqueued', () => q.enqueued.includes('b'), 2000);
+    inf.state.sync();
+    lead.elect();
+    await waitFor('the election reached the cleaner: worker runs', () => w.state.running, 2000);
+  });
+
   it('elected → waits for the informer’s first list → reconcile → run; nothing consumes before the list', async () => {
     const { lead, inf, q, w } = setup();
     lead.elect();

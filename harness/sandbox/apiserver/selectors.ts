@@ -9,7 +9,7 @@ import {
   InvalidSelectorError,
   type LabelSelector,
   parseLabelSelector as parseKubeLabelSelector,
-} from '../../kube/label-selector.ts';
+} from '../../../src/config/label-selector.ts';
 import { badRequest } from './status.ts';
 
 /** A compiled selector: true when the pod matches. */

@@ -14,15 +14,17 @@
  * always does; it changes no count, only protects a re-created pod), and stopping does not delete
  * pending pods early (Kyuubi does on shutdown), so that stopping the demo does not skew its counts.
  */
-import { NODE_TIMER_MAX_MS } from '../config/fields.ts';
-import type { Policy } from '../config/schema.ts';
-import { deadlineMs, decide, malformedReason } from '../kube/app-state.ts';
-import type { DriverPod } from '../kube/driver-pod.ts';
-import type { LabelSelector } from '../kube/label-selector.ts';
-import { KubeApiError, type PodApi } from '../kube/pod-api.ts';
-import type { PodEvent, PodInformer } from '../kube/pod-informer.ts';
-import type { TargetRef } from '../queue/job-identity.ts';
-import type { Logger } from '../telemetry/log.ts';
+
+import { deadlineMs, decide, malformedReason } from '../../src/cleanup/decision.ts';
+import { NODE_TIMER_MAX_MS } from '../../src/config/fields.ts';
+import type { LabelSelector } from '../../src/config/label-selector.ts';
+import type { Policy } from '../../src/config/schema.ts';
+import { KubeApiError } from '../../src/kube/api-status.ts';
+import type { DriverPod } from '../../src/kube/driver-pod.ts';
+import type { PodApi } from '../../src/kube/pod-api.ts';
+import type { PodEvent, PodInformer } from '../../src/kube/pod-informer.ts';
+import type { Logger } from '../../src/log.ts';
+import type { TargetRef } from '../../src/queue/job-identity.ts';
 
 /** Options of {@link createKyuubiLikeCleaner}. */
 export interface KyuubiLikeCleanerOptions {
@@ -32,8 +34,8 @@ export interface KyuubiLikeCleanerOptions {
   /** Retention period after the driver finished, ms. */
   retentionMs: number;
   pods: PodApi;
-  /** Builds the informer; the caller wires its `onEvent` to this cleaner's `observe`. */
-  informer: () => PodInformer;
+  /** The target's informer, not started: the cleaner subscribes its `observe` to it. */
+  informer: PodInformer;
   /** Logger carrying `context` and `namespace`. */
   log: Logger;
   /** Clock, epoch ms. */
@@ -60,7 +62,7 @@ export function createKyuubiLikeCleaner(opts: KyuubiLikeCleanerOptions): KyuubiL
   /** UIDs whose timer already fired: Kyuubi's cache forgets them, we don't, so each replica sends one DELETE per pod. */
   const fired = new Set<string>();
   let stopped = false;
-  const informer = opts.informer();
+  const informer = opts.informer;
 
   async function fire(pod: DriverPod, deadline: number): Promise<void> {
     const namespace = pod.metadata?.namespace ?? '';
@@ -127,6 +129,7 @@ export function createKyuubiLikeCleaner(opts: KyuubiLikeCleanerOptions): KyuubiL
     arm();
   }
 
+  informer.addEventHandler(observe);
   return {
     target: opts.target,
     observe,

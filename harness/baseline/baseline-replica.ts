@@ -3,17 +3,22 @@
  * KubeConfig, rate limiter and pod API, as the coordinated replica has, and per target an informer and
  * a local-timer cleaner. No Redis, no etcd: that is the point.
  *
- * {@link spawnBaselineReplica} runs it as a real child process (`spark-driver-cleaner baseline-replica`,
+ * {@link spawnBaselineReplica} runs it as a real child process (`harness/cli.ts baseline-replica`,
  * configured by the same `SDC_*` variables as `run`), for the demo and the benchmarks.
  */
-import type { CleanerConfig } from '../config/schema.ts';
-import { openContexts } from '../kube/context-clients.ts';
-import type { DriverPod } from '../kube/driver-pod.ts';
-import { parseLabelSelector } from '../kube/label-selector.ts';
-import { createPodInformer } from '../kube/pod-informer.ts';
-import { targetLabel } from '../queue/job-identity.ts';
-import { type ReplicaProcess, type SpawnReplicaOptions, spawnReplica } from '../sandbox/replica-process.ts';
-import type { Logger } from '../telemetry/log.ts';
+
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
+import type { CleanerConfig } from '../../src/config/schema.ts';
+import { openContexts } from '../../src/kube/context-clients.ts';
+import { createPodInformer } from '../../src/kube/pod-informer.ts';
+import type { Logger } from '../../src/log.ts';
+import { targetLabel } from '../../src/queue/job-identity.ts';
+import {
+  HARNESS_CLI_PATH,
+  type ReplicaProcess,
+  type SpawnReplicaOptions,
+  spawnReplica,
+} from '../sandbox/replica-process.ts';
 import { createKyuubiLikeCleaner, type KyuubiLikeCleaner } from './kyuubi-like-cleaner.ts';
 
 /** A running baseline replica. */
@@ -42,8 +47,7 @@ export async function startBaselineReplica(
     const { context, http, pods } = clients;
     const target = { context, namespace };
     const tlog = log.child({ context, namespace });
-    let cleaner: KyuubiLikeCleaner | undefined;
-    cleaner = createKyuubiLikeCleaner({
+    const cleaner = createKyuubiLikeCleaner({
       target,
       selector,
       policy: config.policy,
@@ -51,15 +55,13 @@ export async function startBaselineReplica(
       pods,
       log: tlog,
       now,
-      informer: () =>
-        createPodInformer({
-          http,
-          namespace,
-          labelSelector: config.labelSelector,
-          log: tlog,
-          now,
-          onEvent: (event: 'added' | 'updated' | 'deleted', pod: DriverPod) => cleaner?.observe(event, pod),
-        }),
+      informer: createPodInformer({
+        http,
+        namespace,
+        labelSelector: config.labelSelector,
+        log: tlog,
+        now,
+      }),
     });
     cleaners.push(cleaner);
   }
@@ -80,15 +82,15 @@ export async function startBaselineReplica(
   };
 }
 
-/** Options of {@link spawnBaselineReplica}: those of `spawnReplica` without the subcommand. */
-export type SpawnBaselineReplicaOptions = Omit<SpawnReplicaOptions, 'command'>;
+/** Options of {@link spawnBaselineReplica}: those of `spawnReplica` without the subcommand and entry point. */
+export type SpawnBaselineReplicaOptions = Omit<SpawnReplicaOptions, 'command' | 'cliPath'>;
 
 /**
- * Spawns one baseline replica process (`spark-driver-cleaner baseline-replica`) with the same Node
+ * Spawns one baseline replica process (`harness/cli.ts baseline-replica`) with the same Node
  * binary, configured by `SDC_*` variables in `opts.env` like `spawnReplica`. Its log lines: 'replica
  * started' once its informers synced; per pod and replica one 'driver pod deleted' (info, outcome
  * accepted, latenessMs) or 'Failed to delete pod' (warn, outcome failed, code, reason).
  */
 export function spawnBaselineReplica(opts: SpawnBaselineReplicaOptions): ReplicaProcess {
-  return spawnReplica({ ...opts, command: 'baseline-replica' });
+  return spawnReplica({ ...opts, cliPath: HARNESS_CLI_PATH, command: 'baseline-replica' });
 }

@@ -1,6 +1,6 @@
 /**
- * `spark-driver-cleaner demo`: the whole system on one machine in one command (see
- * src/demo/orchestrator.ts). Also registers the hidden `baseline-replica` subcommand its `--baseline`
+ * `harness demo` (`npm run demo`): the whole system on one machine in one command (see
+ * harness/demo/orchestrator.ts). Also registers the hidden `baseline-replica` subcommand its `--baseline`
  * mode runs.
  *
  * Exit codes: 0 when no pod leaked and (outside `--baseline`) no pod got a second DELETE; 1 otherwise,
@@ -9,8 +9,8 @@
  * SIGHUP, once everything it started is stopped.
  */
 import { type Command, InvalidArgumentError, Option } from 'commander';
-import { systemClock } from '../clock.ts';
-import { parseDurationMs } from '../config/duration.ts';
+import { systemClock } from '../../src/clock.ts';
+import { parseDurationMs } from '../../src/config/duration.ts';
 import { ReplicaStartError } from '../demo/fleet.ts';
 import { type DemoOptions, runDemo } from '../demo/orchestrator.ts';
 import { Teardown } from '../demo/teardown.ts';

@@ -1,11 +1,12 @@
 /**
- * `spark-driver-cleaner apiserver`: runs the sandbox Kubernetes API server until SIGINT/SIGTERM,
- * printing its URL and kubeconfig path, optionally with fixture pods and a synthetic Spark workload.
- * Bad options exit with code 2 and a message naming the option (commander's exitOverride in cli.ts).
+ * `harness apiserver` (`npm run harness -- apiserver`): runs the sandbox Kubernetes API server until
+ * SIGINT/SIGTERM, printing its URL and kubeconfig path, optionally with fixture pods and a synthetic
+ * Spark workload. Bad options exit with code 2 and a message naming the option (commander's
+ * exitOverride in harness/cli.ts).
  */
 import { type Command, InvalidArgumentError } from 'commander';
-import { startSandboxApiServer } from './apiserver/server.ts';
-import { loadFixturePods, startSparkWorkload } from './workload.ts';
+import { startSandboxApiServer } from '../sandbox/apiserver/server.ts';
+import { loadFixturePods, startSparkWorkload } from '../sandbox/workload.ts';
 
 function intInRange(min: number, max: number): (raw: string) => number {
   return (raw) => {

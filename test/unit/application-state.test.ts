@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { deadlineMs, decide, podState } from '../../src/kube/app-state.ts';
-import { parseLabelSelector } from '../../src/kube/label-selector.ts';
+import { deadlineMs, decide } from '../../src/cleanup/decision.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
+import { podState } from '../../src/kube/application-state.ts';
 import { expected, fixturePods } from '../helpers/fixtures.ts';
 
 const selector = parseLabelSelector('spark-role=driver,kyuubi-unique-tag');

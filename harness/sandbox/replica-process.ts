@@ -7,10 +7,11 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
-/** The CLI entry point beside this module (`cli.ts` from source, `cli.js` when compiled). */
-export const CLI_PATH = fileURLToPath(
-  new URL(`../cli${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url),
-);
+/** The cleaner's CLI entry point, src/cli.ts (the harness runs from source only). */
+export const CLI_PATH = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
+
+/** The harness's CLI entry point, harness/cli.ts (`baseline-replica`). */
+export const HARNESS_CLI_PATH = fileURLToPath(new URL('../cli.ts', import.meta.url));
 
 /** A JSON log line of a replica. */
 export type LogLine = Record<string, unknown> & { msg?: string; level?: string };
@@ -25,7 +26,10 @@ export interface SpawnReplicaOptions {
   onLine?: (line: LogLine) => void;
   /** Keep at most this many lines in memory (default 20 000). */
   keepLines?: number;
-  /** CLI subcommand to run (default `run`; the demo's uncoordinated baseline uses `baseline-replica`). */
+  /**
+   * CLI subcommand to run (default `run`; the demo's uncoordinated baseline uses `baseline-replica` of
+   * {@link HARNESS_CLI_PATH}).
+   */
   command?: string;
   /** CLI entry point to run (default {@link CLI_PATH}; the benchmarks also run a compiled `cli.js`). */
   cliPath?: string;

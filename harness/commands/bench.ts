@@ -1,17 +1,17 @@
 /**
- * `spark-driver-cleaner bench [--quick] [--only …] [--name …]`: runs the benchmarks in `bench/` (the
+ * `harness bench [--quick] [--only …] [--name …]` (`npm run bench`): runs the benchmarks in `bench/` (the
  * product beside the uncoordinated baseline, on real Redis, etcd and a sandbox API server), writes
  * `bench/results/<name>.json` and renders `bench/REPORT.md`.
  *
- * The benchmarks live outside `src/` and are not part of the built image, so they are loaded by a
- * computed path (the compiler does not follow it): the command works from a source checkout.
+ * The benchmarks are loaded by a computed path only when the command runs, so `harness --help` and the
+ * other harness commands do not load them.
  * Exit codes: 0 done, 1 a benchmark failed (or redis-server / etcd is missing), 2 bad option or no
- * `bench/` directory beside `src/`.
+ * `bench/` directory beside `harness/`.
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { type Command, InvalidArgumentError, Option } from 'commander';
-import { systemClock } from '../clock.ts';
+import { systemClock } from '../../src/clock.ts';
 import { MissingBinaryError } from '../sandbox/local-services.ts';
 
 /** What `bench/run.ts` exports that this command uses (declared here: the compiler must not load it). */

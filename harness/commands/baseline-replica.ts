@@ -1,15 +1,15 @@
 /**
- * `spark-driver-cleaner baseline-replica` (hidden): one replica of the uncoordinated baseline, for the
+ * `harness baseline-replica` (hidden): one replica of the uncoordinated baseline, for the
  * demo's `--baseline`/`--compare` and the benchmarks. Configured like `run` by `SDC_*` variables
  * (targets, kubeconfig, retention, labelSelector, policy, apiQps, apiBurst, replicaId, logLevel).
  * Exit codes: 2 for bad configuration, 0 after SIGTERM/SIGINT.
  */
 import type { Command } from 'commander';
+import { systemClock } from '../../src/clock.ts';
+import { ConfigError, loadConfig } from '../../src/config/load.ts';
+import { KubeconfigError } from '../../src/kube/kubeconfig.ts';
+import { createLogger } from '../../src/log.ts';
 import { startBaselineReplica } from '../baseline/baseline-replica.ts';
-import { systemClock } from '../clock.ts';
-import { ConfigError, loadConfig } from '../config/load.ts';
-import { KubeconfigError } from '../kube/kubeconfig.ts';
-import { createLogger } from '../telemetry/log.ts';
 
 /** Registers the hidden `baseline-replica` subcommand. */
 export function registerBaselineReplicaCommand(program: Command): void {

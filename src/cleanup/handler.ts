@@ -1,0 +1,45 @@
+/**
+ * The cleanup handler's contract: its dependencies and its signature. The handler itself is
+ * workers/cleanup-driver-pod.ts; the composition root (src/replica.ts) hands it to each target cleaner, so
+ * nothing else in src/ imports workers/.
+ */
+
+import type { LabelSelector } from '../config/label-selector.ts';
+import type { Policy, RecheckMode } from '../config/schema.ts';
+import type { DriverPod } from '../kube/driver-pod.ts';
+import type { PodApi } from '../kube/pod-api.ts';
+import type { CleanupJobData } from './job-data.ts';
+import type { Outcome } from './outcome.ts';
+
+/** What the handler needs. Test doubles implement the same shapes. */
+export interface CleanupDeps {
+  pods: PodApi;
+  /** The informer's cached pod of that name (`cache` and `resource-version` modes). */
+  cached: (name: string) => DriverPod | undefined;
+  recheck: RecheckMode;
+  /**
+   * True when the informer's cache may be behind the API server (its list or watch failing for longer than a
+   * threshold): the re-check then GETs the pod whatever `recheck` says. Absent: the cache is trusted.
+   */
+  cacheUntrusted?: () => boolean;
+  /** Resolves when this replica may still DELETE for the target; rejects with {@link FencedError} otherwise. */
+  fence: (signal: AbortSignal) => Promise<void>;
+  /** Synchronous, I/O-free part of the fence (lease freshness), checked again right before the DELETE. */
+  stillLeader: () => boolean;
+  selector: LabelSelector;
+  policy: Policy;
+  dryRun: boolean;
+  /** Epoch ms. */
+  now: () => number;
+}
+
+/**
+ * Processes one cleanup job: `(job, deps, signal) → Outcome`.
+ * `signal` is aborted when leadership is lost or the replica shuts down. Never throws for API failures
+ * (they are `failed` outcomes); a throw is a bug, recorded by BullMQ.
+ */
+export type CleanupHandler = (
+  job: CleanupJobData,
+  deps: CleanupDeps,
+  signal: AbortSignal,
+) => Promise<Outcome>;

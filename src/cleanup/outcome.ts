@@ -1,0 +1,34 @@
+/**
+ * What a cleanup job ends with: the handler (workers/cleanup-driver-pod.ts) returns it, the queue's worker
+ * adapter maps it onto BullMQ, logs and metrics name it. Declared here, below all three, so that none of them
+ * imports another for the type.
+ */
+
+/** What a cleanup job ended with. The first seven are final; `not-yet`, `fenced`, `aborted` put the job back. */
+export type Outcome =
+  | { readonly outcome: 'accepted'; readonly latenessMs: number }
+  | { readonly outcome: 'already-absent' }
+  | { readonly outcome: 'replaced' }
+  | { readonly outcome: 'already-deleting' }
+  | { readonly outcome: 'skipped'; readonly reason: string }
+  | { readonly outcome: 'would-delete'; readonly latenessMs: number }
+  | {
+      readonly outcome: 'failed';
+      readonly step: 'get' | 'delete';
+      readonly code: number | undefined;
+      readonly reason: string;
+      readonly message: string;
+      readonly retryAfterMs: number | undefined;
+    }
+  | { readonly outcome: 'not-yet'; readonly dueInMs: number }
+  | { readonly outcome: 'fenced'; readonly reason: string }
+  | { readonly outcome: 'aborted' };
+
+/** Names of the final no-op outcomes (logged at debug). */
+export const NOOP_OUTCOMES = [
+  'already-absent',
+  'replaced',
+  'already-deleting',
+  'skipped',
+  'would-delete',
+] as const;

@@ -1,0 +1,18 @@
+/**
+ * What the HTTP server reads of a running replica: its id, its target cleaners and its connections. Declared
+ * here, by the reader, so that http/ does not import the composition root (src/replica.ts), whose `Replica`
+ * satisfies it.
+ */
+import type { Etcd3 } from 'etcd3';
+import type { Redis } from 'ioredis';
+import type { TargetCleaner } from '../cleaner/target-cleaner.ts';
+
+/** The replica as /healthz, /readyz, /api/v1/* and the dashboard see it. */
+export interface ServedReplica {
+  readonly replicaId: string;
+  readonly cleaners: readonly TargetCleaner[];
+  /** Pinged by /readyz. */
+  readonly redis: Redis;
+  /** Checked by /readyz when the replica elects through etcd; undefined with local leadership. */
+  readonly etcd: Etcd3 | undefined;
+}

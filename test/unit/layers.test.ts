@@ -1,0 +1,83 @@
+/**
+ * Dependencies point one way (issue 16; DESIGN.md "dependencies pointing one way"): every relative import
+ * (static, dynamic, type-only; parsed by TypeScript, test/helpers/imports.ts) of a file under src/ or
+ * workers/ goes to its own layer or a lower one. Layers, highest first:
+ *
+ *   cli → composition root (replica, commands) → http → status → workers → cleaner → telemetry → queue, leadership
+ *     → cleanup (the decision's types and rules) → kube → config → base (clock, log: src/*.ts)
+ *
+ * - http sits above the cleaner, not beside kube: it serves the state of the replica's target cleaners.
+ * - workers/ imports the domain (cleaner and below); nothing in src/ imports workers/ except the composition
+ *   root, which hands the job handler to the cleaner.
+ * - Within one layer, folders import each other one way only (queue and leadership do not import each other).
+ * The table below is the rule; a new folder must be given a layer, or this test fails naming it.
+ */
+import { describe, expect, it } from 'vitest';
+import { refsOf, tsFilesUnder } from '../helpers/imports.ts';
+
+/** Layers, highest first: each entry is a list of path prefixes (a folder ends in `/`). */
+const LAYERS: readonly { name: string; paths: readonly string[] }[] = [
+  { name: 'cli', paths: ['src/cli.ts'] },
+  { name: 'composition root', paths: ['src/replica.ts', 'src/commands/'] },
+  { name: 'http', paths: ['src/http/'] },
+  // status and explain: read what Redis, etcd and the API server know (commands and /api/v1/explain use it).
+  { name: 'status', paths: ['src/status/'] },
+  { name: 'workers', paths: ['workers/'] },
+  { name: 'cleaner', paths: ['src/cleaner/'] },
+  { name: 'telemetry', paths: ['src/telemetry/'] },
+  { name: 'queue, leadership', paths: ['src/queue/', 'src/leadership/'] },
+  { name: 'cleanup', paths: ['src/cleanup/'] },
+  { name: 'kube', paths: ['src/kube/'] },
+  { name: 'config', paths: ['src/config/'] },
+  // Anything else directly in src/: small helpers every layer may use (clock, log, backoff, sleep).
+  { name: 'base', paths: ['src/'] },
+];
+
+/** Who may import workers/: the composition root only. */
+const MAY_IMPORT_WORKERS = ['src/replica.ts', 'src/commands/run.ts'];
+
+/** The layer index (0 = highest) and the matching prefix of a file, or undefined when it has none. */
+function layerOf(file: string): { index: number; prefix: string } | undefined {
+  for (const [index, layer] of LAYERS.entries()) {
+    const prefix = layer.paths.find((p) => (p.endsWith('/') ? file.startsWith(p) : file === p));
+    if (prefix && (prefix !== 'src/' || !file.slice(4).includes('/'))) return { index, prefix };
+  }
+  return undefined;
+}
+
+const files = ['src', 'workers'].flatMap(tsFilesUnder);
+const refs = files.flatMap(refsOf);
+
+describe('layers', () => {
+  it('every file under src/ and workers/ has a layer', () => {
+    expect(files.filter((f) => layerOf(f) === undefined)).toEqual([]);
+  });
+
+  it('no import runs from a lower layer to a higher one', () => {
+    const upward = refs.flatMap((r) => {
+      const from = layerOf(r.from);
+      const to = layerOf(r.to);
+      if (!from || !to || to.index >= from.index) return [];
+      return [`${r.from} (${LAYERS[from.index]?.name}) → ${r.to} (${LAYERS[to.index]?.name})`];
+    });
+    expect(upward).toEqual([]);
+  });
+
+  it('nothing in src/ imports workers/ except the composition root', () => {
+    const intoWorkers = refs.filter((r) => r.to.startsWith('workers/') && r.from.startsWith('src/'));
+    expect(
+      intoWorkers.filter((r) => !MAY_IMPORT_WORKERS.includes(r.from)).map((r) => `${r.from} → ${r.to}`),
+    ).toEqual([]);
+  });
+
+  it('folders of one layer import each other one way only', () => {
+    const folder = (f: string) => f.split('/').slice(0, -1).join('/');
+    const edges = new Set(
+      refs
+        .filter((r) => layerOf(r.from)?.index === layerOf(r.to)?.index && folder(r.from) !== folder(r.to))
+        .map((r) => `${folder(r.from)} → ${folder(r.to)}`),
+    );
+    const both = [...edges].filter((e) => edges.has(e.split(' → ').reverse().join(' → ')));
+    expect(both).toEqual([]);
+  });
+});
