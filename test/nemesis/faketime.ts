@@ -8,7 +8,7 @@
  * within a second. `FAKETIME_NO_CACHE=1` would show it at once but costs a file read per clock read
  * (about 20 µs per `Date.now()` measured here: a replica became CPU-bound).
  */
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MissingBinaryError } from '../../src/sandbox/local-services.ts';
@@ -48,7 +48,11 @@ export function libfaketimePath(): string {
 export function createFakeClock(): FakeClock {
   const file = join(mkdtempSync(join(tmpdir(), 'sdc-faketime-')), 'offset');
   let offset = 0;
-  const write = (s: number) => writeFileSync(file, `${s >= 0 ? '+' : ''}${s}s\n`);
+  const write = (s: number) => {
+    // Renamed into place: libfaketime never reads a half-written file.
+    writeFileSync(`${file}.next`, `${s >= 0 ? '+' : ''}${s}s\n`);
+    renameSync(`${file}.next`, file);
+  };
   write(0);
   return {
     env: {
