@@ -17,7 +17,7 @@ import { OVERDUE_METRIC } from './overdue-sampler.ts';
 import { seedFromEnv } from './prng.ts';
 import { CI_DURATION_MS, failureMessage, replayCommand } from './report.ts';
 import { type NemesisRun, nemesisConfig, planOf, runNemesis } from './run.ts';
-import { formatSchedule } from './schedule.ts';
+import { formatSchedule, parseExclude } from './schedule.ts';
 import type { NemesisWorld } from './world.ts';
 
 const SOAK = process.env.SOAK === '1';
@@ -26,9 +26,13 @@ if (!(MINUTES > 0))
   throw new TypeError(
     `NEMESIS_MINUTES: "${process.env.NEMESIS_MINUTES}" is not a positive number of minutes`,
   );
-const CFG = nemesisConfig(seedFromEnv(), Math.round(MINUTES * 60_000));
+const CFG = nemesisConfig(
+  seedFromEnv(),
+  Math.round(MINUTES * 60_000),
+  parseExclude(process.env.NEMESIS_EXCLUDE),
+);
 const PLAN = planOf(CFG);
-const REPLAY = replayCommand(CFG.seed, CFG.durationMs);
+const REPLAY = replayCommand(CFG.seed, CFG.durationMs, CFG.exclude);
 /** Overdue windows shorter than this are not judged; the gauge may lag the facts by the lag, ms. */
 const OVERDUE_MIN_WINDOW_MS = 10_000;
 const OVERDUE_LAG_MS = 15_000;
@@ -44,7 +48,7 @@ describe(`nemesis, seed ${CFG.seed}`, () => {
     `${MINUTES} fault-minute(s), ${CFG.replicas} replicas, ${CFG.namespaces.length} targets: every pod DELETEd at most once, never early, never a wrong pod; none leaked`,
     async () => {
       console.info(
-        `[nemesis] ${formatSchedule(CFG.seed, PLAN.schedule, CFG.durationMs)}\n` +
+        `[nemesis] ${formatSchedule(CFG.seed, PLAN.schedule, CFG.durationMs, CFG.exclude)}\n` +
           `[nemesis] r${PLAN.fakedReplica} runs under libfaketime; replay: ${REPLAY}`,
       );
       run = await runNemesis(CFG, (w) => {

@@ -8,13 +8,15 @@ import { join } from 'node:path';
 import type { DeleteRecord } from '../../src/sandbox/apiserver/request-log.ts';
 import type { FaultRecord } from './injectors.ts';
 import type { OverdueSample, Violation } from './invariants.ts';
-import { describeEvent, formatSchedule, type NemesisEvent } from './schedule.ts';
+import { describeEvent, type FaultKind, formatSchedule, type NemesisEvent } from './schedule.ts';
 import type { ReplicaSlot } from './world.ts';
 
 /** Everything a report is made of. Times are epoch ms by the sandbox clock. */
 export interface RunRecord {
   seed: number;
   durationMs: number;
+  /** Fault kinds left out (NEMESIS_EXCLUDE). */
+  exclude: readonly FaultKind[];
   schedule: readonly NemesisEvent[];
   timeline: readonly FaultRecord[];
   /** Sandbox clock when the schedule started: report times are relative to it. */
@@ -25,8 +27,11 @@ export interface RunRecord {
 }
 
 /** The command that replays a run. */
-export const replayCommand = (seed: number, durationMs: number) =>
-  `SEED=${seed}${durationMs === CI_DURATION_MS ? '' : ` NEMESIS_MINUTES=${durationMs / 60_000}`} npx vitest run test/nemesis`;
+export function replayCommand(seed: number, durationMs: number, exclude: readonly FaultKind[] = []): string {
+  const minutes = durationMs === CI_DURATION_MS ? '' : ` NEMESIS_MINUTES=${durationMs / 60_000}`;
+  const without = exclude.length > 0 ? ` NEMESIS_EXCLUDE=${exclude.join(',')}` : '';
+  return `SEED=${seed}${minutes}${without} npx vitest run test/nemesis`;
+}
 
 /** The schedule length of the CI variant, ms. */
 export const CI_DURATION_MS = 75_000;
@@ -43,7 +48,7 @@ export function failureMessage(run: RunRecord, artifactsDir: string, maxViolatio
   const t0 = run.startedAtMs;
   const lines = [
     `nemesis: ${run.violations.length} violation(s) — seed ${run.seed}`,
-    `replay: ${replayCommand(run.seed, run.durationMs)}`,
+    `replay: ${replayCommand(run.seed, run.durationMs, run.exclude)}`,
     '',
   ];
   for (const v of run.violations.slice(0, maxViolations)) {
@@ -57,7 +62,7 @@ export function failureMessage(run: RunRecord, artifactsDir: string, maxViolatio
   if (run.violations.length > maxViolations)
     lines.push(`… and ${run.violations.length - maxViolations} more`);
   lines.push('', 'after settling:', ...run.endState.map((l) => `  ${l}`));
-  lines.push('', formatSchedule(run.seed, run.schedule, run.durationMs), '', 'as it happened:');
+  lines.push('', formatSchedule(run.seed, run.schedule, run.durationMs, run.exclude), '', 'as it happened:');
   for (const f of run.timeline)
     lines.push(
       `  #${f.event.id} ${rel(f.startedAtMs, t0)} → ${rel(f.endedAtMs, t0)}${f.note ? `  (${f.note})` : ''}`,

@@ -78,6 +78,8 @@ export interface ScheduleOptions {
   namespaces: readonly string[];
   /** Mean time between two fault starts, ms (default 3000). */
   meanGapMs?: number;
+  /** Kinds never to inject (to tell whether one of them causes a failure); default none. */
+  exclude?: readonly FaultKind[];
 }
 
 /** The gRPC path of etcd's transaction (the campaign's put-if-absent). */
@@ -169,7 +171,9 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
         // the revision moves on while an answer is held. Then the others restart one after the other: a
         // replica whose retried campaign took a wrong revision waits for its own key, and once the keys
         // before it are gone nobody leads that target.
-        const first = pickReplica(t + 300, rng.int(0, 1000));
+        const first = opts.exclude?.includes('replica-term')
+          ? undefined
+          : pickReplica(t + 300, rng.int(0, 1000));
         if (first !== undefined) {
           out.push(first);
           const done = [first.replica];
@@ -244,12 +248,14 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
     return { kind: 'replica-term', atMs: t, durationMs, replica: r };
   };
 
-  const mandatory: FaultKind[] = shuffle([...FAULT_KINDS], rng);
+  const kinds = FAULT_KINDS.filter((k) => !opts.exclude?.includes(k));
+  if (kinds.length === 0) return [];
+  const mandatory: FaultKind[] = shuffle([...kinds], rng);
   let t = WARMUP_MS;
   while (t < opts.durationMs) {
     let placed: Draft[] | undefined;
     // The first kind not yet seen that fits now; once all were seen, any kind.
-    for (const kind of mandatory.length > 0 ? [...mandatory] : [rng.pick(FAULT_KINDS)]) {
+    for (const kind of mandatory.length > 0 ? [...mandatory] : [rng.pick(kinds)]) {
       placed = place(kind, t);
       if (placed) {
         const i = mandatory.indexOf(kind);
@@ -320,9 +326,32 @@ export function describeEvent(e: NemesisEvent): string {
 }
 
 /** The schedule as text: a header line, then one line per fault. */
-export function formatSchedule(seed: number, events: readonly NemesisEvent[], durationMs: number): string {
+export function formatSchedule(
+  seed: number,
+  events: readonly NemesisEvent[],
+  durationMs: number,
+  exclude: readonly FaultKind[] = [],
+): string {
+  const without = exclude.length > 0 ? ` (without ${exclude.join(', ')})` : '';
   return [
-    `seed ${seed}: ${events.length} faults over ${secs(durationMs)}`,
+    `seed ${seed}: ${events.length} faults over ${secs(durationMs)}${without}`,
     ...events.map(describeEvent),
   ].join('\n');
+}
+
+/**
+ * Parses `NEMESIS_EXCLUDE` (comma-separated fault kinds).
+ * @throws TypeError naming NEMESIS_EXCLUDE, the unknown kind and the known ones.
+ */
+export function parseExclude(raw: string | undefined): FaultKind[] {
+  const items = (raw ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const item of items)
+    if (!(FAULT_KINDS as readonly string[]).includes(item))
+      throw new TypeError(
+        `NEMESIS_EXCLUDE: "${item}" is not a fault kind; expected some of ${FAULT_KINDS.join(', ')}`,
+      );
+  return items as FaultKind[];
 }

@@ -9,6 +9,7 @@ import {
   FAULT_KINDS,
   generateSchedule,
   type NemesisEvent,
+  parseExclude,
   type ScheduleOptions,
 } from '../nemesis/schedule.ts';
 
@@ -125,6 +126,30 @@ describe('generateSchedule', () => {
     });
     expect(drops.length).toBeGreaterThanOrEqual(SEEDS.length);
     expect(drops.filter(Boolean).length / drops.length).toBeGreaterThanOrEqual(0.6);
+  });
+
+  it.each([['clock-step'], ['replica-term'], ['etcd-drop-answers', 'api-slow']] as const)(
+    'NEMESIS_EXCLUDE %j: those kinds never appear, every other one does',
+    (...exclude) => {
+      for (const seed of SEEDS) {
+        const kinds = new Set(generateSchedule({ ...base, seed, exclude }).map((e) => e.kind));
+        expect([...kinds].sort()).toEqual(FAULT_KINDS.filter((k) => !exclude.includes(k as never)).sort());
+      }
+    },
+  );
+
+  it.each([
+    ['unset → none', undefined, []],
+    ['"clock-step" → one kind', 'clock-step', ['clock-step']],
+    ['" clock-step , api-slow " → two, trimmed', ' clock-step , api-slow ', ['clock-step', 'api-slow']],
+  ] as const)('parseExclude: %s', (_name, raw, want) => {
+    expect(parseExclude(raw)).toEqual(want);
+  });
+
+  it('parseExclude refuses an unknown kind, naming NEMESIS_EXCLUDE and the known kinds', () => {
+    expect(() => parseExclude('clock')).toThrow(
+      /^NEMESIS_EXCLUDE: "clock" is not a fault kind; expected some of replica-kill, .*api-drop-watches$/,
+    );
   });
 
   it('a longer run has more faults, at about one start per mean gap', () => {
