@@ -3,7 +3,7 @@
  * beside the faults active at that moment, the schedule and the faults as they really happened; and, in
  * `test-artifacts/nemesis/seed-<seed>/`, every replica process's log, the DELETE log and the samples.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DeleteRecord } from '../../src/sandbox/apiserver/request-log.ts';
 import type { FaultRecord } from './injectors.ts';
@@ -81,6 +81,7 @@ export function writeArtifacts(
     samples: readonly OverdueSample[];
   },
 ): void {
+  rmSync(dir, { recursive: true, force: true }); // a replay must not leave an earlier run's logs beside its own
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'report.txt'), `${failureMessage(run, dir, Number.POSITIVE_INFINITY)}\n`);
   writeFileSync(join(dir, 'schedule.txt'), `${run.schedule.map(describeEvent).join('\n')}\n`);

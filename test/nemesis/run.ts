@@ -37,11 +37,16 @@ export interface NemesisConfig {
   electionTtlSeconds: number;
   /** The replicas' API client timeout: a slower DELETE is abandoned and retried. */
   apiTimeoutMs: number;
-  /** A pod still present this long after its deadline once the faults are over is leaked. */
+  /**
+   * A pod still present this long after its deadline once the faults are over is leaked. Longer than the
+   * slowest recovery by design (a leader SIGKILLed with jobs in flight: TTL + BullMQ's stall detection,
+   * ≈ 18 s), shorter than the self-check's step-down of a stuck leader (`overdueGraceMs` + its 5 s
+   * period): a target the primary mechanisms fail to clean must show as a leak, not be rescued in time.
+   */
   settleMs: number;
   /**
-   * The replicas' `overdueGrace`, and the harness's: a pod present this long past its deadline is in fact
-   * overdue, and `sdc_overdue_pods` must say so.
+   * The replicas' `overdueGrace` (their default, 2 × TTL + 30 s, set explicitly), and the harness's: a pod
+   * present this long past its deadline is in fact overdue, and `sdc_overdue_pods` must say so.
    */
   overdueGraceMs: number;
   /** Driver pods created per second, over all targets. */
@@ -67,10 +72,8 @@ export function nemesisConfig(
     retentionMs: 3000,
     electionTtlSeconds,
     apiTimeoutMs: 2000,
-    settleMs: 60_000,
-    // Shorter than the default (2 × TTL + 30 s = 36 s) so that the fault windows of a 75 s run can make
-    // pods overdue, not only a leak.
-    overdueGraceMs: 20_000,
+    settleMs: 35_000,
+    overdueGraceMs: 2 * electionTtlSeconds * 1000 + 30_000,
     podsPerSecond: 2,
     artifactsDir: `test-artifacts/nemesis/seed-${seed}`,
   };
