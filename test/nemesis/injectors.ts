@@ -134,6 +134,17 @@ export async function applyFault(world: NemesisWorld, e: NemesisEvent): Promise<
   return { event: e, startedAtMs, endedAtMs: now(), note };
 }
 
+/** Hooks of {@link runSchedule}. */
+export interface ScheduleHooks {
+  /** Called as each fault starts and ends. */
+  onEvent?: (phase: 'start' | 'end', e: NemesisEvent, rec?: FaultRecord) => void;
+  /**
+   * Called `leadMs` before each fault on a replica process (SIGKILL, SIGSTOP, SIGTERM): the workload drops a
+   * burst of due pods then, so that the process is hit with DELETEs in flight or queued in its rate limiter.
+   */
+  beforeProcessFault?: { leadMs: number; run: (e: NemesisEvent) => void };
+}
+
 /**
  * Runs the whole schedule from now: each fault at its offset (by the monotonic clock), overlapping as
  * planned. Resolves when every fault has ended; rejects with every harness failure (not product ones).
@@ -141,11 +152,17 @@ export async function applyFault(world: NemesisWorld, e: NemesisEvent): Promise<
 export async function runSchedule(
   world: NemesisWorld,
   events: readonly NemesisEvent[],
-  onEvent: (phase: 'start' | 'end', e: NemesisEvent, rec?: FaultRecord) => void = () => {},
+  hooks: ScheduleHooks = {},
 ): Promise<FaultRecord[]> {
   const t0 = performance.now();
+  const onEvent = hooks.onEvent ?? (() => {});
+  const before = hooks.beforeProcessFault;
   const settled = await Promise.allSettled(
     events.map(async (e) => {
+      if (before && (e.kind === 'replica-kill' || e.kind === 'replica-stop' || e.kind === 'replica-term')) {
+        await sleep(Math.max(0, t0 + e.atMs - before.leadMs - performance.now()));
+        before.run(e);
+      }
       await sleep(Math.max(0, t0 + e.atMs - performance.now()));
       onEvent('start', e);
       const rec = await applyFault(world, e);

@@ -51,6 +51,16 @@ export interface NemesisConfig {
   overdueGraceMs: number;
   /** Driver pods created per second, over all targets. */
   podsPerSecond: number;
+  /**
+   * The replicas' API rate limit (per context, requests/s) and burst: low, so that DELETEs queue in the
+   * limiter when many pods are due — the window a frozen or killed leader must not act on after waking —
+   * yet about twice the average load (steady pods, bursts, retries), so the backlog of an outage drains
+   * well within the settle time (at 5/s, seed 1's backlog of ~170 pods did not).
+   */
+  apiQps: number;
+  apiBurst: number;
+  /** Due pods dropped in every target 1 s before each fault on a replica process. */
+  burstPerTarget: number;
   /** Where the run's logs and records go. */
   artifactsDir: string;
 }
@@ -75,6 +85,9 @@ export function nemesisConfig(
     settleMs: 35_000,
     overdueGraceMs: 2 * electionTtlSeconds * 1000 + 30_000,
     podsPerSecond: 2,
+    apiQps: 10,
+    apiBurst: 2,
+    burstPerTarget: 4,
     artifactsDir: `test-artifacts/nemesis/seed-${seed}`,
   };
 }
@@ -134,6 +147,8 @@ export async function runNemesis(
       SDC_RECONCILE_INTERVAL: '3s',
       SDC_API_TIMEOUT: `${cfg.apiTimeoutMs}ms`,
       SDC_OVERDUE_GRACE: `${cfg.overdueGraceMs}ms`,
+      SDC_API_QPS: String(cfg.apiQps),
+      SDC_API_BURST: String(cfg.apiBurst),
     },
   });
   onWorld(w);
@@ -161,8 +176,11 @@ export async function runNemesis(
   });
   const startedAtMs = server.clock.now();
   const runStarted = performance.now();
-  const timeline = await runSchedule(w, schedule, (phase, e) => {
-    if (phase === 'start' && process.env.NEMESIS_VERBOSE) console.info(`[nemesis] ${describeEvent(e)}`);
+  const timeline = await runSchedule(w, schedule, {
+    onEvent: (phase, e) => {
+      if (phase === 'start' && process.env.NEMESIS_VERBOSE) console.info(`[nemesis] ${describeEvent(e)}`);
+    },
+    beforeProcessFault: { leadMs: 1000, run: () => workload.burst(cfg.burstPerTarget) },
   });
   workload.stop();
 
@@ -210,7 +228,7 @@ export async function runNemesis(
   const lost = [...w.etcdProxy.stats.dropped].map(([p, n]) => `${p.split('/').pop()} ${n}`).join(', ');
   const c = workload.counts;
   const summary =
-    `seed ${cfg.seed}: ${schedule.length} faults in ${(cfg.durationMs / 1000).toFixed(0)} s; ${c.drivers} drivers, ` +
+    `seed ${cfg.seed}: ${schedule.length} faults in ${(cfg.durationMs / 1000).toFixed(0)} s; ${c.drivers} + ${c.burst} (bursts) drivers, ` +
     `${c.recreated} re-created, ${c.relabelled} relabelled, ${c.bystanders} bystanders; ${deletes.length} DELETEs ` +
     `(${applied} applied); etcd answers lost: ${lost || 'none'}; ${violations.length} violation(s); ` +
     `schedule + settle ${((performance.now() - runStarted) / 1000).toFixed(0)} s`;

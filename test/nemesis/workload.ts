@@ -5,6 +5,7 @@
  *
  * - bystanders in every namespace: a running driver, a finished driver outside the selector, a finished
  *   executor (test/failure/helpers.ts);
+ * - on demand, bursts of drivers that are all due at once (so that a fault finds DELETEs in flight);
  * - during retention, a person deletes a finished driver and creates a new pod with the same name
  *   (running, or finished with a deadline of its own): the old pod's job must never delete the new pod;
  * - during retention, a finished driver is relabelled out of the selector: it must never be deleted.
@@ -34,7 +35,15 @@ export interface NemesisWorkloadOptions {
 export interface NemesisWorkload {
   /** UIDs of every pod created (drivers, executors, bystanders, re-created pods). */
   readonly uids: ReadonlySet<string>;
-  readonly counts: { drivers: number; recreated: number; relabelled: number; bystanders: number };
+  readonly counts: {
+    drivers: number;
+    recreated: number;
+    relabelled: number;
+    bystanders: number;
+    burst: number;
+  };
+  /** Creates `perTarget` finished drivers in every namespace, all due now (finished a retention ago). */
+  burst(perTarget: number): void;
   /** Stops creating pods and acting; pods in flight stay as they are (non-terminal ones are bystanders). */
   stop(): void;
 }
@@ -45,7 +54,7 @@ export function startNemesisWorkload(
   opts: NemesisWorkloadOptions,
 ): NemesisWorkload {
   const uids = new Set<string>();
-  const counts = { drivers: 0, recreated: 0, relabelled: 0, bystanders: 0 };
+  const counts = { drivers: 0, recreated: 0, relabelled: 0, bystanders: 0, burst: 0 };
   const record = (p: V1Pod) => {
     uids.add(p.metadata?.uid ?? '');
     return p;
@@ -119,6 +128,16 @@ export function startNemesisWorkload(
     uids,
     get counts() {
       return { ...counts, drivers: spark.stats.created };
+    },
+    burst(perTarget) {
+      if (stopped) return;
+      const finishedMs = server.clock.now() - opts.retentionMs - 1000;
+      for (const ns of opts.namespaces)
+        for (let i = 0; i < perTarget; i++) {
+          const phase = opts.prng.chance(0.7) ? 'Succeeded' : 'Failed';
+          record(server.pods.create(sparkDriverPod({ namespace: ns, phase, nowMs: finishedMs })));
+          counts.burst++;
+        }
     },
     stop() {
       stopped = true;
