@@ -319,6 +319,10 @@ export interface ProxiedRequest {
   path: string;
   /** Epoch ms at arrival (system clock). */
   atMs: number;
+  /** DELETE: the body's `preconditions.uid` (`''` when it had none), once the body has been read. */
+  uid?: string;
+  /** HTTP code of the answer, once it came (0: no answer, the connection failed). */
+  code?: number;
 }
 
 /** A plain HTTP proxy in front of the sandbox API server: tells which replica sent which request. */
@@ -338,7 +342,19 @@ export async function startApiProxy(server: SandboxApiServer): Promise<ApiProxy>
   const target = new URL(server.url);
   const requests: ProxiedRequest[] = [];
   const proxy = createHttpServer((req, res) => {
-    requests.push({ method: req.method ?? 'GET', path: req.url ?? '/', atMs: Date.now() });
+    const seen: ProxiedRequest = { method: req.method ?? 'GET', path: req.url ?? '/', atMs: Date.now() };
+    requests.push(seen);
+    if (seen.method === 'DELETE') {
+      const body: Buffer[] = [];
+      req.on('data', (c: Buffer) => body.push(c));
+      req.on('end', () => {
+        try {
+          seen.uid = JSON.parse(Buffer.concat(body).toString()).preconditions?.uid ?? '';
+        } catch {
+          seen.uid = ''; // no JSON body: no precondition
+        }
+      });
+    }
     const up = httpRequest(
       {
         host: target.hostname,
@@ -348,11 +364,15 @@ export async function startApiProxy(server: SandboxApiServer): Promise<ApiProxy>
         headers: req.headers,
       },
       (upRes) => {
+        seen.code = upRes.statusCode ?? 0;
         res.writeHead(upRes.statusCode ?? 502, upRes.headers);
         upRes.pipe(res);
       },
     );
-    up.on('error', () => res.destroy());
+    up.on('error', () => {
+      seen.code ??= 0;
+      res.destroy();
+    });
     res.on('close', () => up.destroy());
     req.pipe(up);
   });

@@ -233,6 +233,35 @@ describe('faults', () => {
     expect(server.requests.deletesByUid().get(uid)).toEqual([429, 429, 200]);
   });
 
+  it('every DELETE is kept whole: precondition UID, the pod found at arrival and the pod it deleted', async () => {
+    const first = server.pods.create(pod('fd', 'kept', { labels: { v: '1' } }));
+    const uid = first.metadata?.uid ?? '';
+    const url = `${server.url}/api/v1/namespaces/fd/pods/kept`;
+    const del = (preconditionUid: string) =>
+      fetch(url, {
+        method: 'DELETE',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ preconditions: { uid: preconditionUid } }),
+      });
+    expect((await del('another-uid')).status).toBe(409);
+    expect((await del(uid)).status).toBe(200);
+    expect((await del(uid)).status).toBe(404);
+    await waitFor(
+      () => server.requests.deletes().filter((d) => d.path.endsWith('/fd/pods/kept')).length === 3,
+      'logged',
+    );
+    const logged = server.requests.deletes().filter((d) => d.path.endsWith('/fd/pods/kept'));
+    expect(
+      logged.map((d) => [d.code, d.preconditionUid, d.found?.metadata?.uid, d.applied?.metadata?.uid]),
+    ).toEqual([
+      [409, 'another-uid', uid, undefined],
+      [200, uid, uid, uid],
+      [404, uid, undefined, undefined],
+    ]);
+    expect(logged[1]?.applied?.metadata?.labels).toEqual({ v: '1' });
+    expect(logged.every((d) => d.atMs > 0)).toBe(true);
+  });
+
   it('500 and 503 Status bodies, matched by path pattern', async () => {
     const id = server.faults.inject({ path: '/namespaces/f5/', status: 500 });
     const r = await fetch(`${server.url}/api/v1/namespaces/f5/pods`);

@@ -82,6 +82,8 @@ export interface PodRequestContext {
   onWatchEnd: () => void;
   /** DELETE: reports the body's preconditions.uid (the log keys a DELETE of an absent pod by it). */
   noteUid?: (uid: string) => void;
+  /** DELETE: reports the pod as the store left it, once the delete was applied (for the request log). */
+  noteApplied?: (pod: V1Pod) => void;
 }
 
 const PATCH_TYPES = [
@@ -205,6 +207,7 @@ export async function handlePodRequest(ctx: PodRequestContext): Promise<void> {
         throw badRequest('dryRun is not supported by the sandbox API server');
       }
       const result = store.delete(ns ?? '', name, opts);
+      ctx.noteApplied?.(result.pod);
       sendJson(res, result.code, withTypeMeta(itemJson(result.pod)));
       return;
     }

@@ -27,7 +27,7 @@ import { type ApiVerb, FaultRegistry, type FaultSpec } from './faults.ts';
 import { sendError, sendJson } from './http-io.ts';
 import { buildKubeconfig } from './kubeconfig.ts';
 import { mergePatch } from './patch.ts';
-import { RequestLog, type RequestLogView } from './request-log.ts';
+import { type DeleteDetails, RequestLog, type RequestLogView } from './request-log.ts';
 import { handlePodRequest, matchPodRoute, podVerb } from './routes-pods.ts';
 import { faultStatus, pathNotFound, unauthorized } from './status.ts';
 import { type CreateMode, type DeleteResult, PodStore } from './store.ts';
@@ -161,11 +161,13 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
     }
     const finish = log.arrive(verb, method, pathname, clock.now());
     let uid: string | undefined;
+    const details: DeleteDetails = {};
     if (verb === 'delete' && route?.name && route.namespace) {
       // Look the uid up at arrival: by the time the answer is written the pod may be gone.
-      uid = store.getEntry(route.namespace, route.name)?.pod.metadata?.uid;
+      details.found = store.getEntry(route.namespace, route.name)?.pod;
+      uid = details.found?.metadata?.uid;
     }
-    res.on('close', () => finish(res.headersSent ? res.statusCode : 0, uid));
+    res.on('close', () => finish(res.headersSent ? res.statusCode : 0, uid, details));
 
     if (token !== undefined && req.headers.authorization !== `Bearer ${token}`) {
       sendError(res, unauthorized());
@@ -225,6 +227,10 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
       onWatchEnd: () => {},
       noteUid: (preconditionUid) => {
         uid ??= preconditionUid;
+        details.preconditionUid = preconditionUid;
+      },
+      noteApplied: (pod) => {
+        details.applied = pod;
       },
     });
   };

@@ -1,0 +1,178 @@
+/**
+ * Applies a nemesis schedule to the world: each fault starts at its offset, lasts its duration and is
+ * undone (process restarted or thawed, etcd restarted, Redis resumed, clock stepped back, API fault
+ * expired). The waits here are the faults' own durations — the schedule — and nothing else.
+ *
+ * Each applied fault leaves a {@link FaultRecord} with its real start and end by the sandbox clock, so
+ * that a violation can be set beside the faults active at that moment.
+ */
+import type { FaultSpec } from '../../harness/sandbox/apiserver/faults.ts';
+import type { NemesisEvent } from './schedule.ts';
+import type { NemesisWorld, ReplicaSlot } from './world.ts';
+
+/** A fault as it happened. Times are epoch ms by the sandbox clock. */
+export interface FaultRecord {
+  event: NemesisEvent;
+  startedAtMs: number;
+  endedAtMs: number;
+  /** What happened beyond the plan (answers lost, a replica already down, …). */
+  note?: string;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Longest wait for a SIGTERMed replica to exit (it forces its own exit after 15 s), ms. */
+const TERM_EXIT_TIMEOUT_MS = 20_000;
+
+/** Restarts the slot's process after it exited (unless the run is over). */
+function restart(slot: ReplicaSlot): void {
+  slot.exited();
+  slot.start();
+}
+
+/** The sandbox fault path pattern of one namespace's pods, or every path. */
+const podsOf = (namespace: string | undefined) =>
+  namespace === undefined ? undefined : `^/api/v1/namespaces/${namespace}/pods`;
+
+/** Runs one fault to its end. @throws when the world cannot be put back (a restart failed). */
+export async function applyFault(world: NemesisWorld, e: NemesisEvent): Promise<FaultRecord> {
+  const now = () => world.server.clock.now();
+  const startedAtMs = now();
+  let note: string | undefined;
+  const api = async (spec: FaultSpec) => {
+    world.server.faults.inject({ ...spec, durationMs: e.durationMs });
+    await sleep(e.durationMs);
+  };
+  switch (e.kind) {
+    case 'replica-kill':
+    case 'replica-term':
+    case 'replica-stop': {
+      const slot = world.slots[e.replica];
+      const proc = slot?.current;
+      if (!slot || !proc) {
+        note = 'no process to signal';
+        break;
+      }
+      if (e.kind === 'replica-stop') {
+        slot.signal('SIGSTOP');
+        slot.frozen = true;
+        await sleep(e.durationMs);
+        slot.signal('SIGCONT');
+        slot.frozen = false;
+        break;
+      }
+      slot.signal(e.kind === 'replica-kill' ? 'SIGKILL' : 'SIGTERM');
+      const exit = await Promise.race([proc.exited, sleep(TERM_EXIT_TIMEOUT_MS).then(() => 'timeout')]);
+      if (exit === 'timeout') {
+        note = `did not exit within ${TERM_EXIT_TIMEOUT_MS} ms of SIGTERM: SIGKILLed`;
+        slot.signal('SIGKILL');
+        await proc.exited;
+      } else if (e.kind === 'replica-term' && exit !== 0) {
+        // Before its handler is installed (still starting), SIGTERM ends the process: no resign.
+        note = `exited with ${exit} after SIGTERM (${proc.lines.some((l) => l.msg === 'http server listening') ? 'after' : 'before'} its start completed)`;
+      }
+      await sleep(e.durationMs);
+      restart(slot);
+      break;
+    }
+    case 'clock-step': {
+      const clock = world.slots[e.replica]?.clock;
+      if (!clock) throw new Error(`r${e.replica} does not run under libfaketime`);
+      clock.step(e.offsetSeconds);
+      await sleep(e.durationMs);
+      clock.step(0);
+      break;
+    }
+    case 'etcd-kill': {
+      const member = world.etcd.members[0];
+      if (!member) throw new Error('no etcd member');
+      await member.kill();
+      await sleep(e.durationMs);
+      await member.restart();
+      break;
+    }
+    case 'etcd-drop-answers': {
+      const lost = await world.etcdProxy.dropAnswers({
+        path: e.path,
+        count: e.count,
+        durationMs: e.durationMs,
+        mode: e.mode,
+        holdMs: e.holdMs,
+      }).done;
+      note = `${lost} answer(s) lost`;
+      break;
+    }
+    case 'redis-restart':
+      await world.redis.restart();
+      break;
+    case 'redis-pause':
+      world.redis.pause();
+      await sleep(e.durationMs);
+      world.redis.resume();
+      break;
+    case 'api-status':
+      await api({
+        verb: e.verb,
+        path: podsOf(e.namespace),
+        status: e.status,
+        retryAfterSeconds: e.retryAfterSeconds,
+      });
+      break;
+    case 'api-reset':
+      await api({ verb: e.verb, path: podsOf(e.namespace), reset: true });
+      break;
+    case 'api-slow':
+      await api({ verb: e.verb, path: podsOf(e.namespace), latencyMs: e.latencyMs });
+      break;
+    case 'api-drop-watches':
+      // The watches open now end (after a compaction their resume gets 410), and new ones for a while.
+      if (e.compact) world.server.compact();
+      world.server.dropWatches();
+      await api({ verb: 'watch', path: podsOf(e.namespace), dropWatch: true });
+      break;
+  }
+  return { event: e, startedAtMs, endedAtMs: now(), note };
+}
+
+/** Hooks of {@link runSchedule}. */
+export interface ScheduleHooks {
+  /** Called as each fault starts and ends. */
+  onEvent?: (phase: 'start' | 'end', e: NemesisEvent, rec?: FaultRecord) => void;
+  /**
+   * Called `leadMs` before each fault on a replica process (SIGKILL, SIGSTOP, SIGTERM): the workload drops a
+   * burst of due pods then, so that the process is hit with DELETEs in flight or queued in its rate limiter.
+   */
+  beforeProcessFault?: { leadMs: number; run: (e: NemesisEvent) => void };
+}
+
+/**
+ * Runs the whole schedule from now: each fault at its offset (by the monotonic clock), overlapping as
+ * planned. Resolves when every fault has ended; rejects with every harness failure (not product ones).
+ */
+export async function runSchedule(
+  world: NemesisWorld,
+  events: readonly NemesisEvent[],
+  hooks: ScheduleHooks = {},
+): Promise<FaultRecord[]> {
+  const t0 = performance.now();
+  const onEvent = hooks.onEvent ?? (() => {});
+  const before = hooks.beforeProcessFault;
+  const settled = await Promise.allSettled(
+    events.map(async (e) => {
+      if (before && (e.kind === 'replica-kill' || e.kind === 'replica-stop' || e.kind === 'replica-term')) {
+        await sleep(Math.max(0, t0 + e.atMs - before.leadMs - performance.now()));
+        before.run(e);
+      }
+      await sleep(Math.max(0, t0 + e.atMs - performance.now()));
+      onEvent('start', e);
+      const rec = await applyFault(world, e);
+      onEvent('end', e, rec);
+      return rec;
+    }),
+  );
+  const failed = settled.flatMap((s, i) =>
+    s.status === 'rejected' ? [`#${events[i]?.id} ${events[i]?.kind}: ${(s.reason as Error).message}`] : [],
+  );
+  if (failed.length > 0) throw new Error(`the harness could not apply faults:\n${failed.join('\n')}`);
+  return settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+}

@@ -1,0 +1,337 @@
+/**
+ * One nemesis run, start to verdict: start the world, wait until every target is led, start the workload
+ * and the overdue sampler, play the schedule, let the system settle, then judge every invariant from the
+ * sandbox's records (invariants.ts). The test (nemesis.test.ts) only asserts what this returns.
+ */
+import { Etcd3 } from 'etcd3';
+import { electionPrefix } from '../../src/queue/job-identity.ts';
+import { SELECTOR } from '../failure/helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { type FaultRecord, runSchedule } from './injectors.ts';
+import {
+  checkDeletes,
+  checkSent,
+  findLeaks,
+  judgePod,
+  type OverdueSample,
+  type Violation,
+} from './invariants.ts';
+import { OVERDUE_METRIC, startOverdueSampler } from './overdue-sampler.ts';
+import { createPrng } from './prng.ts';
+import { type RunRecord, writeArtifacts } from './report.ts';
+import { describeEvent, type FaultKind, generateSchedule, type NemesisEvent } from './schedule.ts';
+import { startNemesisWorkload } from './workload.ts';
+import { type NemesisWorld, startNemesisWorld } from './world.ts';
+
+/** The run's shape and the product settings it runs with. Times in ms unless named otherwise. */
+export interface NemesisConfig {
+  seed: number;
+  /** Length of the fault schedule. */
+  durationMs: number;
+  /** Fault kinds left out of the schedule (NEMESIS_EXCLUDE); normally none. */
+  exclude: readonly FaultKind[];
+  context: string;
+  namespaces: readonly string[];
+  replicas: number;
+  retentionMs: number;
+  electionTtlSeconds: number;
+  /** The replicas' API client timeout: a slower DELETE is abandoned and retried. */
+  apiTimeoutMs: number;
+  /**
+   * A pod still present this long after its deadline once the faults are over is leaked. Longer than the
+   * slowest recovery by design (a leader SIGKILLed with jobs in flight: TTL + BullMQ's stall detection,
+   * ≈ 18 s), shorter than the self-check's step-down of a stuck leader (`overdueGraceMs` + its 5 s
+   * period): a target the primary mechanisms fail to clean must show as a leak, not be rescued in time.
+   */
+  settleMs: number;
+  /**
+   * The replicas' `overdueGrace` (their default, 2 × TTL + 30 s, set explicitly), and the harness's: a pod
+   * present this long past its deadline is in fact overdue, and `sdc_overdue_pods` must say so.
+   */
+  overdueGraceMs: number;
+  /** Driver pods created per second, over all targets. */
+  podsPerSecond: number;
+  /**
+   * The replicas' API rate limit (per context, requests/s) and burst: low, so that DELETEs queue in the
+   * limiter when many pods are due — the window a frozen or killed leader must not act on after waking —
+   * yet about twice the average load (steady pods, bursts, retries), so the backlog of an outage drains
+   * well within the settle time (at 5/s, seed 1's backlog of ~170 pods did not).
+   */
+  apiQps: number;
+  apiBurst: number;
+  /** Due pods dropped in every target 1 s before each fault on a replica process. */
+  burstPerTarget: number;
+  /** Where the run's logs and records go. */
+  artifactsDir: string;
+}
+
+/** The defaults of the CI size for a seed and a schedule length. */
+export function nemesisConfig(
+  seed: number,
+  durationMs: number,
+  exclude: readonly FaultKind[] = [],
+): NemesisConfig {
+  const electionTtlSeconds = 3;
+  return {
+    seed,
+    durationMs,
+    exclude,
+    context: 'nem',
+    namespaces: ['nem-a', 'nem-b', 'nem-c'],
+    replicas: 3,
+    retentionMs: 3000,
+    electionTtlSeconds,
+    apiTimeoutMs: 2000,
+    settleMs: 35_000,
+    overdueGraceMs: 2 * electionTtlSeconds * 1000 + 30_000,
+    podsPerSecond: 2,
+    apiQps: 10,
+    apiBurst: 2,
+    burstPerTarget: 4,
+    artifactsDir: `test-artifacts/nemesis/seed-${seed}`,
+  };
+}
+
+/** The slot under libfaketime and the schedule: pure functions of the seed and the run's shape. */
+export function planOf(cfg: NemesisConfig): { fakedReplica: number; schedule: NemesisEvent[] } {
+  const fakedReplica = createPrng(cfg.seed)
+    .fork('faked replica')
+    .int(0, cfg.replicas - 1);
+  const schedule = generateSchedule({
+    seed: cfg.seed,
+    durationMs: cfg.durationMs,
+    replicas: cfg.replicas,
+    fakedReplica,
+    namespaces: cfg.namespaces,
+    exclude: cfg.exclude,
+  });
+  return { fakedReplica, schedule };
+}
+
+/** What a run found. */
+export interface NemesisRun extends RunRecord {
+  /** The overdue samples (sandbox facts and replica gauges, about one a second per target). */
+  samples: OverdueSample[];
+  /** True once a replica's /metrics carried `sdc_overdue_pods`. */
+  metricSeen: boolean;
+  leaked: boolean;
+  /** The last scrape after settling: replica → namespace → gauge (absent: no answer). */
+  finalGauges: Record<string, Record<string, number>>;
+  /** One line of figures for the log. */
+  summary: string;
+}
+
+/**
+ * Runs the nemesis. `onWorld` gets the world as soon as it exists, so the caller can stop it whatever
+ * happens. Rejects only on harness failures (a service that cannot start, a fault that cannot be applied);
+ * product failures are {@link Violation}s in the result.
+ */
+export async function runNemesis(
+  cfg: NemesisConfig,
+  onWorld: (w: NemesisWorld) => void,
+): Promise<NemesisRun> {
+  const { fakedReplica, schedule } = planOf(cfg);
+  const w = await startNemesisWorld({
+    context: cfg.context,
+    replicas: cfg.replicas,
+    fakedReplica,
+    replicaEnv: {
+      SDC_TARGETS: cfg.namespaces.map((ns) => `${cfg.context}:${ns}`).join(','),
+      SDC_QUEUE_PREFIX: 'nem',
+      SDC_LABEL_SELECTOR: SELECTOR,
+      SDC_RETENTION: `${cfg.retentionMs}ms`,
+      SDC_ELECTION_TTL_SECONDS: String(cfg.electionTtlSeconds),
+      SDC_RETRY_BASE_DELAY: '200ms',
+      SDC_RETRY_MAX_DELAY: '2s',
+      // Redis restarted empty loses jobs and tombstones by design: the leader's reconcile restores them.
+      SDC_RECONCILE_INTERVAL: '3s',
+      SDC_API_TIMEOUT: `${cfg.apiTimeoutMs}ms`,
+      SDC_OVERDUE_GRACE: `${cfg.overdueGraceMs}ms`,
+      SDC_API_QPS: String(cfg.apiQps),
+      SDC_API_BURST: String(cfg.apiBurst),
+    },
+  });
+  onWorld(w);
+  const { server } = w;
+  // Every target led before the faults start.
+  for (const ns of cfg.namespaces)
+    await Promise.any(
+      w.slots.map((s) =>
+        s.current?.waitForLine((l) => l.msg === 'elected leader' && l.namespace === ns, 60_000),
+      ),
+    );
+  const workload = startNemesisWorkload(server, {
+    namespaces: cfg.namespaces,
+    ratePerSecond: cfg.podsPerSecond,
+    retentionMs: cfg.retentionMs,
+    actionEveryMs: 3000,
+    prng: createPrng(cfg.seed).fork('workload'),
+  });
+  const sampler = startOverdueSampler(w, {
+    context: cfg.context,
+    namespaces: cfg.namespaces,
+    retentionMs: cfg.retentionMs,
+    graceMs: cfg.overdueGraceMs,
+    everyMs: 1000,
+  });
+  const startedAtMs = server.clock.now();
+  const runStarted = performance.now();
+  const timeline = await runSchedule(w, schedule, {
+    onEvent: (phase, e) => {
+      if (phase === 'start' && process.env.NEMESIS_VERBOSE) console.info(`[nemesis] ${describeEvent(e)}`);
+    },
+    beforeProcessFault: { leadMs: 1000, run: () => workload.burst(cfg.burstPerTarget) },
+  });
+  workload.stop();
+
+  const settledAtMs = await settle(w, cfg);
+  const leaks = findLeaks(
+    cfg.namespaces.flatMap((ns) => server.pods.list(ns)),
+    { retentionMs: cfg.retentionMs, graceMs: cfg.settleMs, nowMs: settledAtMs },
+  );
+  // Who sent each DELETE: the recording proxy of the replica whose DELETE of that UID came closest.
+  const sent = w.slots.flatMap((s) => s.proxy.deletes().map((r) => ({ ...r, replica: s.id })));
+  const sender = (rec: { preconditionUid?: string; atMs: number }) =>
+    sent
+      .filter((r) => r.uid !== undefined && r.uid === rec.preconditionUid)
+      .sort((a, b) => Math.abs(a.atMs - rec.atMs) - Math.abs(b.atMs - rec.atMs))[0]?.replica;
+  const deletes = server.requests.deletes();
+  const election = await electionKeys(w, cfg);
+  const violations: Violation[] = [
+    ...checkDeletes(deletes, {
+      retentionMs: cfg.retentionMs,
+      apiFaultWindows: apiFaultWindows(timeline),
+      knownUids: workload.uids,
+      sender,
+    }),
+    ...checkSent(sent),
+    ...leaks,
+    ...exitViolations(w),
+  ].sort((a, b) => (a.atMs ?? 0) - (b.atMs ?? 0));
+
+  // The self-check gauge back to 0 once nothing is overdue (only meaningful when nothing leaked).
+  let finalGauges: Record<string, Record<string, number>> = {};
+  if (sampler.metricSeen && leaks.length === 0) {
+    await waitFor(
+      `${OVERDUE_METRIC} back to 0 on every replica`,
+      async () => {
+        finalGauges = await sampler.scrape();
+        return w.slots.every((s) => cfg.namespaces.every((ns) => finalGauges[s.id]?.[ns] === 0));
+      },
+      60_000,
+      1000,
+    ).catch(() => undefined);
+  }
+  await sampler.stop();
+
+  const applied = deletes.filter((d) => d.applied).length;
+  const lost = [...w.etcdProxy.stats.dropped].map(([p, n]) => `${p.split('/').pop()} ${n}`).join(', ');
+  const c = workload.counts;
+  const summary =
+    `seed ${cfg.seed}: ${schedule.length} faults in ${(cfg.durationMs / 1000).toFixed(0)} s; ${c.drivers} + ${c.burst} (bursts) drivers, ` +
+    `${c.recreated} re-created, ${c.relabelled} relabelled, ${c.bystanders} bystanders; ${deletes.length} DELETEs ` +
+    `(${applied} applied); etcd answers lost: ${lost || 'none'}; ${violations.length} violation(s); ` +
+    `schedule + settle ${((performance.now() - runStarted) / 1000).toFixed(0)} s`;
+  const run: NemesisRun = {
+    seed: cfg.seed,
+    durationMs: cfg.durationMs,
+    exclude: cfg.exclude,
+    schedule,
+    timeline,
+    startedAtMs,
+    violations,
+    endState: election,
+    samples: sampler.samples,
+    metricSeen: sampler.metricSeen,
+    leaked: leaks.length > 0,
+    finalGauges,
+    summary,
+  };
+  writeArtifacts(cfg.artifactsDir, run, { slots: w.slots, deletes, samples: sampler.samples });
+  return run;
+}
+
+/**
+ * Waits until no pod is left to clean, or until the last deadline plus the settle time has passed (then
+ * whatever is left is leaked). Returns the sandbox time it ended.
+ */
+async function settle(w: NemesisWorld, cfg: NemesisConfig): Promise<number> {
+  const { server } = w;
+  const pending = () =>
+    cfg.namespaces.flatMap((ns) =>
+      server.pods
+        .list(ns)
+        .filter((p) => !p.metadata?.deletionTimestamp)
+        .map((p) => judgePod(p, cfg.retentionMs))
+        .filter((j) => j.selected && j.deadlineMs !== undefined),
+    );
+  const lastDeadline = Math.max(server.clock.now(), ...pending().map((j) => j.deadlineMs ?? 0));
+  await waitFor(
+    'every pod cleaned, or the settle time over',
+    () => pending().length === 0 || server.clock.now() >= lastDeadline + cfg.settleMs,
+    lastDeadline + cfg.settleMs - server.clock.now() + 10_000,
+    250,
+  );
+  return server.clock.now();
+}
+
+/**
+ * The candidates in each target's election after settling, lowest create revision (the leader) first, read
+ * from etcd itself: for the diagnosis of a target nobody cleans, not for any invariant.
+ */
+async function electionKeys(w: NemesisWorld, cfg: NemesisConfig): Promise<string[]> {
+  const client = new Etcd3({ hosts: [...w.etcd.endpoints] });
+  try {
+    return await Promise.all(
+      cfg.namespaces.map(async (namespace) => {
+        const res = await client
+          .namespace(electionPrefix({ context: cfg.context, namespace }))
+          .getAll()
+          .sort('Create', 'Ascend')
+          .exec();
+        const keys = res.kvs.map(
+          (kv) => `${kv.value.toString()} (rev ${kv.create_revision}, lease ${kv.lease})`,
+        );
+        return `election ${namespace}: ${keys.join(' < ') || 'no candidate'}`;
+      }),
+    );
+  } catch (err) {
+    return [`election keys unreadable: ${(err as Error).message}`];
+  } finally {
+    client.close();
+  }
+}
+
+/** Windows of API faults that can hit DELETEs (verb delete or all); a slow answer ends its latency later. */
+function apiFaultWindows(timeline: readonly FaultRecord[]): { fromMs: number; toMs: number }[] {
+  return timeline.flatMap((f) => {
+    const e = f.event;
+    if (e.kind !== 'api-status' && e.kind !== 'api-reset' && e.kind !== 'api-slow') return [];
+    if (e.verb !== 'delete' && e.verb !== '*') return [];
+    return [{ fromMs: f.startedAtMs, toMs: f.endedAtMs + (e.kind === 'api-slow' ? e.latencyMs : 0) }];
+  });
+}
+
+/** Replica processes that exited without the nemesis ending them (a crash), or are not running at the end. */
+function exitViolations(w: NemesisWorld): Violation[] {
+  const out: Violation[] = [];
+  for (const slot of w.slots) {
+    slot.generations.forEach((proc, i) => {
+      const code = proc.child.exitCode;
+      const signal = proc.child.signalCode;
+      const sent = slot.signalsOf(proc);
+      const last = i === slot.generations.length - 1;
+      // Ours: our SIGKILL; our SIGTERM (exit 0, or the signal itself while still starting); the last one runs.
+      const ended =
+        (signal === 'SIGKILL' && sent.includes('SIGKILL')) ||
+        (sent.includes('SIGTERM') && (code === 0 || signal === 'SIGTERM'));
+      if (last ? code === null && signal === null : ended) return;
+      out.push({
+        invariant: 'replica-exit',
+        pod: `${slot.id} process ${i + 1}`,
+        detail: `exited on its own (code ${code}, signal ${signal}): ${proc.stderr().slice(-300)}`,
+      });
+    });
+  }
+  return out;
+}

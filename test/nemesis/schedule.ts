@@ -1,0 +1,357 @@
+/**
+ * The nemesis schedule: which fault starts when, on what, and for how long — a pure function of the seed
+ * and the run's shape, so that a failing run is replayed exactly with `SEED=…`.
+ *
+ * Every kind of fault appears at least once when the run is long enough (the CI size is), in an order the
+ * seed shuffles; then random ones fill the rest of the run, starting on average every `meanGapMs`, so that
+ * faults follow one another and overlap. Two limits keep the run meaningful rather than merely dead: one
+ * fault at a time per resource (a replica's process, its clock, etcd, Redis), at least one replica outside
+ * a process fault when one starts, and at most two API faults at once.
+ */
+import { createPrng, type Prng } from './prng.ts';
+
+/** Faults on a replica process: SIGKILL (restart after), SIGSTOP (SIGCONT after), SIGTERM (restart after). */
+export type ProcessFaultKind = 'replica-kill' | 'replica-stop' | 'replica-term';
+
+/** Every kind of fault the nemesis injects. */
+export const FAULT_KINDS = [
+  'replica-kill',
+  'replica-stop',
+  'replica-term',
+  'clock-step',
+  'etcd-kill',
+  'etcd-drop-answers',
+  'redis-restart',
+  'redis-pause',
+  'api-status',
+  'api-reset',
+  'api-slow',
+  'api-drop-watches',
+] as const;
+
+/** One kind of fault. */
+export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/** API verbs a sandbox fault can match (`*`: all). */
+export type FaultVerb = 'delete' | 'get' | 'list' | 'watch' | '*';
+
+interface Base {
+  /** Position in the schedule (0-based, in start order). */
+  id: number;
+  /** Start, ms after the schedule's start. */
+  atMs: number;
+  /** How long the fault lasts (the outage, the freeze, the gap before a restart), ms; 0 for instant ones. */
+  durationMs: number;
+}
+
+/** One scheduled fault. Times in ms; `replica` is a slot index (r0, r1, …). */
+export type NemesisEvent = Base &
+  (
+    | { kind: ProcessFaultKind; replica: number }
+    | { kind: 'clock-step'; replica: number; offsetSeconds: number }
+    | { kind: 'etcd-kill' }
+    | { kind: 'etcd-drop-answers'; path: string; count: number; mode: 'reset' | 'cut'; holdMs: number }
+    | { kind: 'redis-restart' }
+    | { kind: 'redis-pause' }
+    | {
+        kind: 'api-status';
+        status: 403 | 429 | 500 | 503;
+        verb: FaultVerb;
+        namespace?: string;
+        retryAfterSeconds?: number;
+      }
+    | { kind: 'api-reset'; verb: FaultVerb; namespace?: string }
+    | { kind: 'api-slow'; verb: FaultVerb; latencyMs: number; namespace?: string }
+    | { kind: 'api-drop-watches'; compact: boolean; namespace?: string }
+  );
+
+/** The shape of the run the schedule is for. */
+export interface ScheduleOptions {
+  seed: number;
+  /** Every fault starts and ends within [0, durationMs], ms. */
+  durationMs: number;
+  /** Number of replica slots (≥ 2). */
+  replicas: number;
+  /** The slot whose wall clock libfaketime can step. */
+  fakedReplica: number;
+  /** The targets' namespaces (API faults may be limited to one). */
+  namespaces: readonly string[];
+  /** Mean time between two fault starts, ms (default 3000). */
+  meanGapMs?: number;
+  /** Kinds never to inject (to tell whether one of them causes a failure); default none. */
+  exclude?: readonly FaultKind[];
+}
+
+/** The gRPC path of etcd's transaction (the campaign's put-if-absent). */
+export const ETCD_TXN_PATH = '^/etcdserverpb\\.KV/Txn$';
+/** etcd's unary calls the product makes (campaign, fencing read, lease grant and revoke). */
+export const ETCD_UNARY_PATH = '^/etcdserverpb\\.(KV/(Txn|Range)|Lease/(LeaseGrant|LeaseRevoke))$';
+
+/** Nothing starts in the first seconds: the replicas are electing and pods are starting to flow. */
+const WARMUP_MS = 3000;
+/** A restarted replica is left alone this long before another process fault may hit it, ms. */
+const BOOT_MS = 2000;
+const MAX_API_FAULTS = 2;
+
+/** [min, max] duration of each kind, ms. */
+const DURATION: Record<FaultKind, [number, number]> = {
+  'replica-kill': [500, 6000],
+  'replica-stop': [1000, 8000],
+  'replica-term': [0, 3000],
+  'clock-step': [3000, 12_000],
+  'etcd-kill': [1500, 8000],
+  'etcd-drop-answers': [8000, 12_000],
+  'redis-restart': [0, 0],
+  'redis-pause': [1000, 6000],
+  'api-status': [1500, 6000],
+  'api-reset': [1000, 4000],
+  'api-slow': [2000, 6000],
+  'api-drop-watches': [1000, 4000],
+};
+
+/** An event before it gets its id (`Omit` spread over the union's members). */
+type Draft = NemesisEvent extends infer E ? (E extends unknown ? Omit<E, 'id'> : never) : never;
+
+/** Generates the schedule: deterministic in `opts` (same options → same events). */
+export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
+  const rng = createPrng(opts.seed).fork('schedule');
+  const meanGapMs = opts.meanGapMs ?? 3000;
+  const busyUntil = new Map<string, number>();
+  const apiEnds: number[] = [];
+  const drafts: Draft[] = [];
+  const free = (resource: string, t: number) => (busyUntil.get(resource) ?? -1) <= t;
+  const replicasInFaults = (t: number) => {
+    let n = 0;
+    for (let r = 0; r < opts.replicas; r++) if (!free(`r${r}`, t)) n++;
+    return n;
+  };
+
+  /** The fault of `kind` at `t` (and a companion), or undefined when it does not fit there. */
+  const place = (kind: FaultKind, t: number): Draft[] | undefined => {
+    const [lo, hi] = DURATION[kind];
+    const durationMs = Math.min(Math.round(rng.between(lo, hi + 1)), opts.durationMs - t);
+    if (durationMs < lo) return undefined;
+    const ns = () => (rng.chance(0.5) ? rng.pick(opts.namespaces) : undefined);
+    switch (kind) {
+      case 'replica-kill':
+      case 'replica-stop':
+      case 'replica-term': {
+        const r = pickReplica(t, durationMs);
+        return r ? [{ ...r, kind }] : undefined;
+      }
+      case 'clock-step': {
+        if (!free('clock', t)) return undefined;
+        busyUntil.set('clock', t + durationMs);
+        const offsetSeconds = (rng.chance(0.5) ? 1 : -1) * rng.int(2, 20);
+        return [{ kind, atMs: t, durationMs, replica: opts.fakedReplica, offsetSeconds }];
+      }
+      case 'etcd-kill':
+      case 'redis-restart':
+      case 'redis-pause': {
+        const resource = kind === 'etcd-kill' ? 'etcd' : 'redis';
+        if (!free(resource, t)) return undefined;
+        // A restart takes a moment too: the next fault on the same server waits at least a second.
+        busyUntil.set(resource, t + Math.max(durationMs, 1000));
+        return [{ kind, atMs: t, durationMs }];
+      }
+      case 'etcd-drop-answers': {
+        if (!free('etcd-net', t)) return undefined;
+        busyUntil.set('etcd-net', t + durationMs);
+        const drop: Draft = {
+          kind,
+          atMs: t,
+          durationMs,
+          path: rng.chance(0.8) ? ETCD_TXN_PATH : ETCD_UNARY_PATH,
+          count: rng.int(1, 2),
+          mode: rng.chance(0.7) ? 'reset' : 'cut',
+          holdMs: rng.int(500, 3000),
+        };
+        const out: Draft[] = [drop];
+        // Campaigns inside the window: a replica restarting campaigns for every target, 700 ms apart, so
+        // the revision moves on while an answer is held. Then the others restart one after the other: a
+        // replica whose retried campaign took a wrong revision waits for its own key, and once the keys
+        // before it are gone nobody leads that target.
+        const first = opts.exclude?.includes('replica-term')
+          ? undefined
+          : pickReplica(t + 300, rng.int(0, 1000));
+        if (first !== undefined) {
+          out.push(first);
+          const done = [first.replica];
+          for (const [lo, hi] of [
+            [4000, 6000],
+            [8000, 10_000],
+          ] as const) {
+            const next = pickReplica(t + rng.int(lo, hi), rng.int(0, 1000), done);
+            if (next) {
+              out.push(next);
+              done.push(next.replica);
+            }
+          }
+        }
+        return out;
+      }
+      case 'api-status':
+      case 'api-reset':
+      case 'api-slow':
+      case 'api-drop-watches': {
+        if (apiEnds.filter((end) => end > t).length >= MAX_API_FAULTS) return undefined;
+        apiEnds.push(t + durationMs);
+        if (kind === 'api-status') {
+          const status = rng.pick([403, 429, 500, 503] as const);
+          const verb = rng.pick(['delete', 'get', 'list', 'watch', '*'] as const);
+          const namespace = ns();
+          const retryAfterSeconds = status === 429 ? rng.int(1, 2) : undefined;
+          return [{ kind, atMs: t, durationMs, status, verb, namespace, retryAfterSeconds }];
+        }
+        if (kind === 'api-reset')
+          return [
+            {
+              kind,
+              atMs: t,
+              durationMs,
+              verb: rng.pick(['delete', 'get', 'list', 'watch', '*']),
+              namespace: ns(),
+            },
+          ];
+        if (kind === 'api-slow')
+          return [
+            {
+              kind,
+              atMs: t,
+              durationMs,
+              verb: rng.pick(['delete', 'get', 'list', '*']),
+              latencyMs: rng.int(300, 3000),
+              namespace: ns(),
+            },
+          ];
+        return [{ kind, atMs: t, durationMs, compact: rng.chance(0.4), namespace: ns() }];
+      }
+    }
+  };
+
+  /**
+   * A SIGTERM+restart of a replica free at `t` (not in `except`) for `durationMs`, keeping one replica outside
+   * process faults; undefined when none fits or it would end after the run.
+   */
+  const pickReplica = (
+    t: number,
+    durationMs: number,
+    except: readonly number[] = [],
+  ): (Draft & { kind: ProcessFaultKind; replica: number }) | undefined => {
+    if (t + durationMs > opts.durationMs || replicasInFaults(t) + 1 > opts.replicas - 1) return undefined;
+    const candidates = [...Array(opts.replicas).keys()].filter(
+      (r) => !except.includes(r) && free(`r${r}`, t),
+    );
+    if (candidates.length === 0) return undefined;
+    const r = rng.pick(candidates);
+    busyUntil.set(`r${r}`, t + durationMs + BOOT_MS);
+    return { kind: 'replica-term', atMs: t, durationMs, replica: r };
+  };
+
+  const kinds = FAULT_KINDS.filter((k) => !opts.exclude?.includes(k));
+  if (kinds.length === 0) return [];
+  const mandatory: FaultKind[] = shuffle([...kinds], rng);
+  let t = WARMUP_MS;
+  while (t < opts.durationMs) {
+    let placed: Draft[] | undefined;
+    // The first kind not yet seen that fits now; once all were seen, any kind.
+    for (const kind of mandatory.length > 0 ? [...mandatory] : [rng.pick(kinds)]) {
+      placed = place(kind, t);
+      if (placed) {
+        const i = mandatory.indexOf(kind);
+        if (i >= 0) mandatory.splice(i, 1);
+        break;
+      }
+    }
+    if (placed) drafts.push(...placed);
+    // Exponential gaps (a Poisson process of fault starts), at least 200 ms; 500 ms to retry a busy moment.
+    t += placed ? Math.max(200, Math.round(-Math.log(1 - rng.next()) * meanGapMs)) : 500;
+  }
+  return drafts.sort((a, b) => a.atMs - b.atMs).map((d, id) => ({ ...d, id }) as NemesisEvent);
+}
+
+function shuffle<T>(items: T[], rng: Prng): T[] {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = rng.int(0, i);
+    [items[i], items[j]] = [items[j] as T, items[i] as T];
+  }
+  return items;
+}
+
+const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+
+/** One line describing a fault, e.g. `+ 12.3 s  #4 replica-kill r1, restarted after 2.0 s`. */
+export function describeEvent(e: NemesisEvent): string {
+  const where = (ns: string | undefined) => (ns ? ` in ${ns}` : '');
+  let what: string;
+  switch (e.kind) {
+    case 'replica-kill':
+      what = `SIGKILL r${e.replica}, restarted after ${secs(e.durationMs)}`;
+      break;
+    case 'replica-stop':
+      what = `SIGSTOP r${e.replica}, SIGCONT after ${secs(e.durationMs)}`;
+      break;
+    case 'replica-term':
+      what = `SIGTERM r${e.replica}, restarted ${secs(e.durationMs)} after it exits`;
+      break;
+    case 'clock-step':
+      what = `r${e.replica}'s wall clock ${e.offsetSeconds > 0 ? '+' : ''}${e.offsetSeconds} s for ${secs(e.durationMs)}`;
+      break;
+    case 'etcd-kill':
+      what = `SIGKILL etcd, restarted after ${secs(e.durationMs)}`;
+      break;
+    case 'etcd-drop-answers':
+      what = `etcd proxy loses ${e.count} answer(s) of ${e.path} (${e.mode} after ${e.holdMs} ms) within ${secs(e.durationMs)}`;
+      break;
+    case 'redis-restart':
+      what = 'Redis restarted empty';
+      break;
+    case 'redis-pause':
+      what = `SIGSTOP Redis for ${secs(e.durationMs)}`;
+      break;
+    case 'api-status':
+      what = `API ${e.status} on ${e.verb}${where(e.namespace)}${e.retryAfterSeconds ? ` (Retry-After ${e.retryAfterSeconds})` : ''} for ${secs(e.durationMs)}`;
+      break;
+    case 'api-reset':
+      what = `API resets ${e.verb}${where(e.namespace)} for ${secs(e.durationMs)}`;
+      break;
+    case 'api-slow':
+      what = `API answers ${e.verb}${where(e.namespace)} after ${e.latencyMs} ms for ${secs(e.durationMs)}`;
+      break;
+    case 'api-drop-watches':
+      what = `API drops watches${where(e.namespace)}${e.compact ? ' after a compaction (410)' : ''} for ${secs(e.durationMs)}`;
+      break;
+  }
+  return `+${secs(e.atMs).padStart(7)}  #${e.id} ${e.kind.padEnd(17)} ${what}`;
+}
+
+/** The schedule as text: a header line, then one line per fault. */
+export function formatSchedule(
+  seed: number,
+  events: readonly NemesisEvent[],
+  durationMs: number,
+  exclude: readonly FaultKind[] = [],
+): string {
+  const without = exclude.length > 0 ? ` (without ${exclude.join(', ')})` : '';
+  return [
+    `seed ${seed}: ${events.length} faults over ${secs(durationMs)}${without}`,
+    ...events.map(describeEvent),
+  ].join('\n');
+}
+
+/**
+ * Parses `NEMESIS_EXCLUDE` (comma-separated fault kinds).
+ * @throws TypeError naming NEMESIS_EXCLUDE, the unknown kind and the known ones.
+ */
+export function parseExclude(raw: string | undefined): FaultKind[] {
+  const items = (raw ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const item of items)
+    if (!(FAULT_KINDS as readonly string[]).includes(item))
+      throw new TypeError(
+        `NEMESIS_EXCLUDE: "${item}" is not a fault kind; expected some of ${FAULT_KINDS.join(', ')}`,
+      );
+  return items as FaultKind[];
+}

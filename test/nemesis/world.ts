@@ -1,0 +1,138 @@
+/**
+ * The nemesis's world: real Redis, a real etcd behind the answer-losing proxy (etcd-proxy.ts), the sandbox
+ * API server, and replica slots — each a real `spark-driver-cleaner run` process behind a recording HTTP
+ * proxy of its own (which replica sent which request), restartable under the same identity (a container
+ * restart), one of them under libfaketime.
+ */
+import type { SandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
+import { startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
+import {
+  type LocalEtcd,
+  type LocalService,
+  startEtcd,
+  startRedis,
+} from '../../harness/sandbox/local-services.ts';
+import { type ReplicaProcess, spawnReplica } from '../../harness/sandbox/replica-process.ts';
+import { type ApiProxy, startApiProxy } from '../failure/helpers.ts';
+import { serviceEnv } from '../helpers/cluster.ts';
+import { type EtcdProxy, startEtcdProxy } from './etcd-proxy.ts';
+import { createFakeClock, type FakeClock } from './faketime.ts';
+
+/** One replica's place in the world: its identity, proxy and clock outlive its processes. */
+export interface ReplicaSlot {
+  /** `r0`, `r1`, …: the replica id (SDC_REPLICA_ID) of every process of the slot. */
+  readonly id: string;
+  /** The slot's recording proxy in front of the sandbox API server. */
+  readonly proxy: ApiProxy;
+  /** The slot's wall clock, when it runs under libfaketime. */
+  readonly clock: FakeClock | undefined;
+  /** The process running now; undefined between a kill and the restart. */
+  readonly current: ReplicaProcess | undefined;
+  /** True between SIGSTOP and SIGCONT. */
+  frozen: boolean;
+  /** Every process the slot ran, oldest first. */
+  readonly generations: readonly ReplicaProcess[];
+  /** Sends a signal to the current process and remembers it (so that its exit can be told from a crash). */
+  signal(sig: NodeJS.Signals): void;
+  /** The signals the nemesis sent to one process, in order. */
+  signalsOf(proc: ReplicaProcess): readonly NodeJS.Signals[];
+  /** Starts a new process (the previous one must have exited). */
+  start(): ReplicaProcess;
+  /** Forgets the current process (after it exited). */
+  exited(): void;
+}
+
+/** Options of {@link startNemesisWorld}. */
+export interface NemesisWorldOptions {
+  /** Context name of the sandbox API server. */
+  context: string;
+  replicas: number;
+  /** The slot that runs under libfaketime. */
+  fakedReplica: number;
+  /** SDC_* settings of every replica (targets, retention, TTL, …). */
+  replicaEnv: Record<string, string>;
+}
+
+/** The running world. */
+export interface NemesisWorld {
+  readonly redis: LocalService;
+  readonly etcd: LocalEtcd;
+  readonly etcdProxy: EtcdProxy;
+  readonly server: SandboxApiServer;
+  readonly slots: readonly ReplicaSlot[];
+  /** Kills every process, closes the proxies and the server, stops Redis and etcd. */
+  stop(): Promise<void>;
+}
+
+/** Starts the services, the proxies and one process per slot. */
+export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<NemesisWorld> {
+  const [redis, etcd, server] = await Promise.all([
+    startRedis(),
+    startEtcd(),
+    startSandboxApiServer({ contextName: opts.context }),
+  ]);
+  const etcdProxy = await startEtcdProxy(etcd.endpoints[0] ?? '');
+  const slots: ReplicaSlot[] = [];
+  for (let i = 0; i < opts.replicas; i++) {
+    const proxy = await startApiProxy(server);
+    const clock = i === opts.fakedReplica ? createFakeClock() : undefined;
+    const id = `r${i}`;
+    const generations: ReplicaProcess[] = [];
+    const signals = new Map<ReplicaProcess, NodeJS.Signals[]>();
+    let current: ReplicaProcess | undefined;
+    const slot: ReplicaSlot = {
+      id,
+      proxy,
+      clock,
+      frozen: false,
+      get current() {
+        return current;
+      },
+      generations,
+      signal(sig) {
+        if (!current) return;
+        signals.set(current, [...(signals.get(current) ?? []), sig]);
+        current.kill(sig);
+      },
+      signalsOf: (proc) => signals.get(proc) ?? [],
+      start() {
+        if (current && current.child.exitCode === null && current.child.signalCode === null)
+          throw new Error(`${id}: start() while its process ${current.pid} still runs`);
+        current = spawnReplica({
+          id,
+          env: {
+            ...serviceEnv(proxy.kubeconfigPath, redis, etcd),
+            SDC_ETCD_ENDPOINTS: etcdProxy.url,
+            ...opts.replicaEnv,
+            ...clock?.env,
+          },
+        });
+        generations.push(current);
+        return current;
+      },
+      exited() {
+        current = undefined;
+      },
+    };
+    slot.start();
+    slots.push(slot);
+  }
+  return {
+    redis,
+    etcd,
+    etcdProxy,
+    server,
+    slots,
+    async stop() {
+      for (const s of slots) {
+        s.current?.kill('SIGCONT');
+        s.current?.kill('SIGKILL');
+      }
+      await Promise.all(slots.flatMap((s) => (s.current ? [s.current.exited] : [])));
+      await Promise.all(slots.map((s) => s.proxy.close()));
+      await etcdProxy.close();
+      await server.close();
+      await Promise.all([redis.stop(), etcd.stop()]);
+    },
+  };
+}

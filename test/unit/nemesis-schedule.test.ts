@@ -1,0 +1,190 @@
+/**
+ * The nemesis's seeded PRNG and schedule generator (test/nemesis/prng.ts, schedule.ts): the same seed
+ * gives the same schedule, every kind of fault appears in a CI-size run, and the generator's limits hold.
+ */
+import { describe, expect, it } from 'vitest';
+import { createPrng, seedFromEnv } from '../nemesis/prng.ts';
+import {
+  describeEvent,
+  FAULT_KINDS,
+  generateSchedule,
+  type NemesisEvent,
+  parseExclude,
+  type ScheduleOptions,
+} from '../nemesis/schedule.ts';
+
+const base: ScheduleOptions = {
+  seed: 1,
+  durationMs: 75_000,
+  replicas: 3,
+  fakedReplica: 2,
+  namespaces: ['nem-a', 'nem-b', 'nem-c'],
+};
+const SEEDS = [0, 1, 2, 42, 1234, 99_999, 2 ** 32 - 1];
+
+/** Intervals a resource is busy in, from a schedule: [start, end] of each fault on it. */
+function busy(events: NemesisEvent[], match: (e: NemesisEvent) => boolean): [number, number][] {
+  return events.filter(match).map((e) => [e.atMs, e.atMs + e.durationMs]);
+}
+const overlaps = (spans: [number, number][]) =>
+  spans.some(([a0, a1], i) => spans.some(([b0, b1], j) => i !== j && a0 < b1 && b0 < a1));
+const isProcess = (e: NemesisEvent) =>
+  e.kind === 'replica-kill' || e.kind === 'replica-stop' || e.kind === 'replica-term';
+
+describe('createPrng', () => {
+  it('same seed → same sequence; another seed or label → another one; values in range', () => {
+    const a = createPrng(7);
+    const b = createPrng(7);
+    const xs = Array.from({ length: 50 }, () => a.next());
+    expect(Array.from({ length: 50 }, () => b.next())).toEqual(xs);
+    expect(createPrng(8).next()).not.toBe(xs[0]);
+    expect(createPrng(7).fork('x').next()).not.toBe(createPrng(7).fork('y').next());
+    expect(xs.every((x) => x >= 0 && x < 1)).toBe(true);
+    const r = createPrng(3);
+    const ints = Array.from({ length: 500 }, () => r.int(2, 5));
+    expect(new Set(ints)).toEqual(new Set([2, 3, 4, 5]));
+  });
+
+  it.each([
+    ['unset → a random seed', undefined, 'number'],
+    ['empty → a random seed', '', 'number'],
+    ['"1234" → 1234', '1234', 1234],
+    ['" 7 " → 7 (trimmed)', ' 7 ', 7],
+    ['"4294967295" (2³²−1) → itself', '4294967295', 4_294_967_295],
+  ] as const)('SEED %s', (_name, raw, want) => {
+    const seed = seedFromEnv({ SEED: raw });
+    if (want === 'number') expect(Number.isInteger(seed) && seed >= 0).toBe(true);
+    else expect(seed).toBe(want);
+  });
+
+  it.each([['-1'], ['1.5'], ['abc'], ['4294967296'], ['0x10']])('SEED %j is refused, naming SEED', (raw) => {
+    expect(() => seedFromEnv({ SEED: raw })).toThrow(/^SEED: ".*" is not an integer from 0 to 4294967295/);
+  });
+});
+
+describe('generateSchedule', () => {
+  it('is deterministic: the same options give the same schedule, another seed another one', () => {
+    expect(generateSchedule(base)).toEqual(generateSchedule(base));
+    expect(generateSchedule({ ...base, seed: 2 })).not.toEqual(generateSchedule(base));
+  });
+
+  it.each(SEEDS)('seed %i, CI size: every kind of fault at least once', (seed) => {
+    const kinds = new Set(generateSchedule({ ...base, seed }).map((e) => e.kind));
+    expect([...kinds].sort()).toEqual([...FAULT_KINDS].sort());
+  });
+
+  it.each(SEEDS)('seed %i: faults start after the warm-up and end within the run, in start order', (seed) => {
+    const events = generateSchedule({ ...base, seed });
+    expect(events.map((e) => e.id)).toEqual(events.map((_, i) => i));
+    for (const e of events) {
+      expect(e.atMs).toBeGreaterThanOrEqual(3000);
+      expect(e.atMs + e.durationMs).toBeLessThanOrEqual(base.durationMs);
+    }
+    expect(events.map((e) => e.atMs)).toEqual([...events.map((e) => e.atMs)].sort((a, b) => a - b));
+  });
+
+  it.each(SEEDS)(
+    'seed %i: one fault at a time per resource; one replica always outside process faults',
+    (seed) => {
+      const events = generateSchedule({ ...base, seed });
+      for (let r = 0; r < base.replicas; r++)
+        expect(overlaps(busy(events, (e) => isProcess(e) && 'replica' in e && e.replica === r))).toBe(false);
+      expect(overlaps(busy(events, (e) => e.kind === 'clock-step'))).toBe(false);
+      expect(overlaps(busy(events, (e) => e.kind === 'etcd-kill'))).toBe(false);
+      expect(overlaps(busy(events, (e) => e.kind === 'redis-pause' || e.kind === 'redis-restart'))).toBe(
+        false,
+      );
+      const processSpans = busy(events, isProcess);
+      for (const [start] of processSpans) {
+        const down = processSpans.filter(([s, end]) => s <= start && start < end).length;
+        expect(down).toBeLessThanOrEqual(base.replicas - 1);
+      }
+      const apiSpans = busy(events, (e) => e.kind.startsWith('api-'));
+      for (const [start] of apiSpans)
+        expect(apiSpans.filter(([s, end]) => s <= start && start < end).length).toBeLessThanOrEqual(2);
+    },
+  );
+
+  it.each(SEEDS)('seed %i: clock steps are on the faked replica, by 2 to 20 s either way', (seed) => {
+    for (const e of generateSchedule({ ...base, seed })) {
+      if (e.kind !== 'clock-step') continue;
+      expect(e.replica).toBe(base.fakedReplica);
+      expect(Math.abs(e.offsetSeconds)).toBeGreaterThanOrEqual(2);
+      expect(Math.abs(e.offsetSeconds)).toBeLessThanOrEqual(20);
+    }
+  });
+
+  it('most windows of lost etcd answers have a replica restarting (campaigning) inside them', () => {
+    // A window can lack one only when every replica is busy with another fault at its start.
+    const drops = SEEDS.flatMap((seed) => {
+      const events = generateSchedule({ ...base, seed });
+      return events
+        .filter((e) => e.kind === 'etcd-drop-answers')
+        .map((drop) =>
+          events.some((e) => e.kind === 'replica-term' && e.atMs > drop.atMs && e.atMs <= drop.atMs + 1300),
+        );
+    });
+    expect(drops.length).toBeGreaterThanOrEqual(SEEDS.length);
+    expect(drops.filter(Boolean).length / drops.length).toBeGreaterThanOrEqual(0.6);
+  });
+
+  it.each([['clock-step'], ['replica-term'], ['etcd-drop-answers', 'api-slow']] as const)(
+    'NEMESIS_EXCLUDE %j: those kinds never appear, every other one does',
+    (...exclude) => {
+      for (const seed of SEEDS) {
+        const kinds = new Set(generateSchedule({ ...base, seed, exclude }).map((e) => e.kind));
+        expect([...kinds].sort()).toEqual(FAULT_KINDS.filter((k) => !exclude.includes(k as never)).sort());
+      }
+    },
+  );
+
+  it.each([
+    ['unset → none', undefined, []],
+    ['"clock-step" → one kind', 'clock-step', ['clock-step']],
+    ['" clock-step , api-slow " → two, trimmed', ' clock-step , api-slow ', ['clock-step', 'api-slow']],
+  ] as const)('parseExclude: %s', (_name, raw, want) => {
+    expect(parseExclude(raw)).toEqual(want);
+  });
+
+  it('parseExclude refuses an unknown kind, naming NEMESIS_EXCLUDE and the known kinds', () => {
+    expect(() => parseExclude('clock')).toThrow(
+      /^NEMESIS_EXCLUDE: "clock" is not a fault kind; expected some of replica-kill, .*api-drop-watches$/,
+    );
+  });
+
+  it('a longer run has more faults, at about one start per mean gap', () => {
+    const short = generateSchedule(base).length;
+    const long = generateSchedule({ ...base, durationMs: 30 * 60_000 }).length;
+    expect(long).toBeGreaterThan(short * 10);
+    expect(long).toBeLessThan((30 * 60_000) / 1000);
+  });
+
+  it.each([
+    [
+      'SIGKILL',
+      { id: 3, atMs: 12_345, durationMs: 2000, kind: 'replica-kill', replica: 1 },
+      '+ 12.3 s  #3 replica-kill      SIGKILL r1, restarted after 2.0 s',
+    ],
+    [
+      'clock step back',
+      { id: 0, atMs: 3000, durationMs: 5000, kind: 'clock-step', replica: 2, offsetSeconds: -7 },
+      "+  3.0 s  #0 clock-step        r2's wall clock -7 s for 5.0 s",
+    ],
+    [
+      '429 in one namespace',
+      {
+        id: 9,
+        atMs: 40_000,
+        durationMs: 1500,
+        kind: 'api-status',
+        status: 429,
+        verb: 'delete',
+        namespace: 'nem-b',
+        retryAfterSeconds: 2,
+      },
+      '+ 40.0 s  #9 api-status        API 429 on delete in nem-b (Retry-After 2) for 1.5 s',
+    ],
+  ] as [string, NemesisEvent, string][])('describeEvent: %s', (_name, e, line) => {
+    expect(describeEvent(e)).toBe(line);
+  });
+});
