@@ -7,6 +7,7 @@
  * that a violation can be set beside the faults active at that moment.
  */
 import type { FaultSpec } from '../../harness/sandbox/apiserver/faults.ts';
+import type { ReplicaProcess } from '../../harness/sandbox/replica-process.ts';
 import type { NemesisEvent } from './schedule.ts';
 import type { NemesisWorld, ReplicaSlot } from './world.ts';
 
@@ -34,6 +35,37 @@ function restart(slot: ReplicaSlot): void {
 const podsOf = (namespace: string | undefined) =>
   namespace === undefined ? undefined : `^/api/v1/namespaces/${namespace}/pods`;
 
+/** One fault on a replica process, to its end (thawed, or restarted). `note` records what went off plan. */
+async function processFault(
+  kind: 'replica-kill' | 'replica-term' | 'replica-stop',
+  durationMs: number,
+  slot: ReplicaSlot,
+  proc: ReplicaProcess,
+  note: (text: string) => void,
+): Promise<void> {
+  if (kind === 'replica-stop') {
+    slot.signal('SIGSTOP');
+    slot.frozen = true;
+    await sleep(durationMs);
+    slot.signal('SIGCONT');
+    slot.frozen = false;
+    return;
+  }
+  slot.signal(kind === 'replica-kill' ? 'SIGKILL' : 'SIGTERM');
+  const exit = await Promise.race([proc.exited, sleep(TERM_EXIT_TIMEOUT_MS).then(() => 'timeout')]);
+  if (exit === 'timeout') {
+    note(`did not exit within ${TERM_EXIT_TIMEOUT_MS} ms of SIGTERM: SIGKILLed`);
+    slot.signal('SIGKILL');
+    await proc.exited;
+  } else if (kind === 'replica-term' && exit !== 0) {
+    // Before its handler is installed (still starting), SIGTERM ends the process: no resign.
+    const started = proc.lines.some((l) => l.msg === 'http server listening');
+    note(`exited with ${exit} after SIGTERM (${started ? 'after' : 'before'} its start completed)`);
+  }
+  await sleep(durationMs);
+  restart(slot);
+}
+
 /** Runs one fault to its end. @throws when the world cannot be put back (a restart failed). */
 export async function applyFault(world: NemesisWorld, e: NemesisEvent): Promise<FaultRecord> {
   const now = () => world.server.clock.now();
@@ -47,32 +79,26 @@ export async function applyFault(world: NemesisWorld, e: NemesisEvent): Promise<
     case 'replica-kill':
     case 'replica-term':
     case 'replica-stop': {
-      const slot = world.slots[e.replica];
+      // The leader if it is free, else the planned slot, else (an earlier fault took the planned one in the
+      // leader's stead) another free one: as many slots are in process faults as the plan has, never all.
+      const leader = e.leaderOf ? await world.leaderOf(e.leaderOf) : undefined;
+      const planned = world.slots[e.replica];
+      const slot = [leader, planned, ...world.slots].find((s) => s && !s.busy);
+      if (e.leaderOf || slot !== planned)
+        note = `hit ${slot?.id}${slot && slot === leader ? `, the leader of ${e.leaderOf}` : ''}`;
       const proc = slot?.current;
       if (!slot || !proc) {
         note = 'no process to signal';
         break;
       }
-      if (e.kind === 'replica-stop') {
-        slot.signal('SIGSTOP');
-        slot.frozen = true;
-        await sleep(e.durationMs);
-        slot.signal('SIGCONT');
-        slot.frozen = false;
-        break;
+      slot.busy = true;
+      try {
+        await processFault(e.kind, e.durationMs, slot, proc, (n) => {
+          note = note ? `${note}; ${n}` : n;
+        });
+      } finally {
+        slot.busy = false;
       }
-      slot.signal(e.kind === 'replica-kill' ? 'SIGKILL' : 'SIGTERM');
-      const exit = await Promise.race([proc.exited, sleep(TERM_EXIT_TIMEOUT_MS).then(() => 'timeout')]);
-      if (exit === 'timeout') {
-        note = `did not exit within ${TERM_EXIT_TIMEOUT_MS} ms of SIGTERM: SIGKILLed`;
-        slot.signal('SIGKILL');
-        await proc.exited;
-      } else if (e.kind === 'replica-term' && exit !== 0) {
-        // Before its handler is installed (still starting), SIGTERM ends the process: no resign.
-        note = `exited with ${exit} after SIGTERM (${proc.lines.some((l) => l.msg === 'http server listening') ? 'after' : 'before'} its start completed)`;
-      }
-      await sleep(e.durationMs);
-      restart(slot);
       break;
     }
     case 'clock-step': {

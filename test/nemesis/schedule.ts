@@ -47,7 +47,13 @@ interface Base {
 /** One scheduled fault. Times in ms; `replica` is a slot index (r0, r1, …). */
 export type NemesisEvent = Base &
   (
-    | { kind: ProcessFaultKind; replica: number }
+    | {
+        kind: ProcessFaultKind;
+        /** The slot to hit; with `leaderOf`, the one hit when that leader cannot be (busy, or unknown). */
+        replica: number;
+        /** Hit the leader of this namespace at that moment instead (when it is in no other process fault). */
+        leaderOf?: string;
+      }
     | { kind: 'clock-step'; replica: number; offsetSeconds: number }
     | { kind: 'etcd-kill' }
     | { kind: 'etcd-drop-answers'; path: string; count: number; mode: 'reset' | 'cut'; holdMs: number }
@@ -93,10 +99,22 @@ const WARMUP_MS = 3000;
 const BOOT_MS = 2000;
 const MAX_API_FAULTS = 2;
 
-/** [min, max] duration of each kind, ms. */
+/** [min, max] duration of each kind, ms (a freeze: see FREEZES). */
+/**
+ * A freeze is drawn from one of three ranges, equally likely: shorter than the lease TTL (3 s); longer than
+ * it, shorter than BullMQ's job lock (10 s); longer than the lock and the stall check (10 s + 5 s) — only
+ * then does another leader re-run the frozen one's jobs, so only then can a woken leader that skipped its
+ * fence DELETE a second time.
+ */
+const FREEZES: readonly [number, number][] = [
+  [1000, 2500],
+  [3500, 9000],
+  [15_500, 20_000],
+];
+
 const DURATION: Record<FaultKind, [number, number]> = {
   'replica-kill': [500, 6000],
-  'replica-stop': [1000, 8000],
+  'replica-stop': [1000, 20_000],
   'replica-term': [0, 3000],
   'clock-step': [3000, 12_000],
   'etcd-kill': [1500, 8000],
@@ -128,7 +146,7 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
 
   /** The fault of `kind` at `t` (and a companion), or undefined when it does not fit there. */
   const place = (kind: FaultKind, t: number): Draft[] | undefined => {
-    const [lo, hi] = DURATION[kind];
+    const [lo, hi] = kind === 'replica-stop' ? rng.pick(FREEZES) : DURATION[kind];
     const durationMs = Math.min(Math.round(rng.between(lo, hi + 1)), opts.durationMs - t);
     if (durationMs < lo) return undefined;
     const ns = () => (rng.chance(0.5) ? rng.pick(opts.namespaces) : undefined);
@@ -137,7 +155,11 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
       case 'replica-stop':
       case 'replica-term': {
         const r = pickReplica(t, durationMs);
-        return r ? [{ ...r, kind }] : undefined;
+        // Most process faults aim at a target's leader: a leader frozen or killed with DELETEs in flight is
+        // what fencing, stall recovery and handover are for.
+        return r
+          ? [{ ...r, kind, leaderOf: rng.chance(0.6) ? rng.pick(opts.namespaces) : undefined }]
+          : undefined;
       }
       case 'clock-step': {
         if (!free('clock', t)) return undefined;
@@ -280,19 +302,24 @@ function shuffle<T>(items: T[], rng: Prng): T[] {
 
 const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
+/** The process a process fault hits: `r1`, or `the leader of nem-a (else r1)`. */
+function who(e: { replica: number; leaderOf?: string }): string {
+  return e.leaderOf ? `the leader of ${e.leaderOf} (else r${e.replica})` : `r${e.replica}`;
+}
+
 /** One line describing a fault, e.g. `+ 12.3 s  #4 replica-kill r1, restarted after 2.0 s`. */
 export function describeEvent(e: NemesisEvent): string {
   const where = (ns: string | undefined) => (ns ? ` in ${ns}` : '');
   let what: string;
   switch (e.kind) {
     case 'replica-kill':
-      what = `SIGKILL r${e.replica}, restarted after ${secs(e.durationMs)}`;
+      what = `SIGKILL ${who(e)}, restarted after ${secs(e.durationMs)}`;
       break;
     case 'replica-stop':
-      what = `SIGSTOP r${e.replica}, SIGCONT after ${secs(e.durationMs)}`;
+      what = `SIGSTOP ${who(e)}, SIGCONT after ${secs(e.durationMs)}`;
       break;
     case 'replica-term':
-      what = `SIGTERM r${e.replica}, restarted ${secs(e.durationMs)} after it exits`;
+      what = `SIGTERM ${who(e)}, restarted ${secs(e.durationMs)} after it exits`;
       break;
     case 'clock-step':
       what = `r${e.replica}'s wall clock ${e.offsetSeconds > 0 ? '+' : ''}${e.offsetSeconds} s for ${secs(e.durationMs)}`;

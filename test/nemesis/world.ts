@@ -4,6 +4,7 @@
  * proxy of its own (which replica sent which request), restartable under the same identity (a container
  * restart), one of them under libfaketime.
  */
+import { Etcd3 } from 'etcd3';
 import type { SandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
 import { startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
 import {
@@ -13,6 +14,7 @@ import {
   startRedis,
 } from '../../harness/sandbox/local-services.ts';
 import { type ReplicaProcess, spawnReplica } from '../../harness/sandbox/replica-process.ts';
+import { electionPrefix } from '../../src/queue/job-identity.ts';
 import { type ApiProxy, startApiProxy } from '../failure/helpers.ts';
 import { serviceEnv } from '../helpers/cluster.ts';
 import { type EtcdProxy, startEtcdProxy } from './etcd-proxy.ts';
@@ -30,6 +32,8 @@ export interface ReplicaSlot {
   readonly current: ReplicaProcess | undefined;
   /** True between SIGSTOP and SIGCONT. */
   frozen: boolean;
+  /** True while a process fault (kill, freeze, termination and restart) is on this slot. */
+  busy: boolean;
   /** Every process the slot ran, oldest first. */
   readonly generations: readonly ReplicaProcess[];
   /** Sends a signal to the current process and remembers it (so that its exit can be told from a crash). */
@@ -60,6 +64,11 @@ export interface NemesisWorld {
   readonly etcdProxy: EtcdProxy;
   readonly server: SandboxApiServer;
   readonly slots: readonly ReplicaSlot[];
+  /**
+   * The slot leading a namespace's target now, read from etcd itself (the candidate key with the lowest
+   * create revision); undefined when etcd does not answer within a second or nobody campaigns.
+   */
+  leaderOf(namespace: string): Promise<ReplicaSlot | undefined>;
   /** Kills every process, closes the proxies and the server, stops Redis and etcd. */
   stop(): Promise<void>;
 }
@@ -85,6 +94,7 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
       proxy,
       clock,
       frozen: false,
+      busy: false,
       get current() {
         return current;
       },
@@ -117,13 +127,28 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
     slot.start();
     slots.push(slot);
   }
+  // The harness's own etcd client, straight to etcd (not through the proxy that loses answers).
+  const etcdClient = new Etcd3({ hosts: [...etcd.endpoints], dialTimeout: 1000 });
   return {
     redis,
     etcd,
     etcdProxy,
     server,
     slots,
+    async leaderOf(namespace) {
+      const read = etcdClient
+        .namespace(electionPrefix({ context: opts.context, namespace }))
+        .getAll()
+        .sort('Create', 'Ascend')
+        .limit(1)
+        .exec();
+      const timeout = new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 1000).unref());
+      const res = await Promise.race([read.catch(() => undefined), timeout]);
+      const id = res?.kvs[0]?.value.toString();
+      return slots.find((s) => s.id === id);
+    },
     async stop() {
+      etcdClient.close();
       for (const s of slots) {
         s.current?.kill('SIGCONT');
         s.current?.kill('SIGKILL');
