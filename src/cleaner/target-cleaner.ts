@@ -228,7 +228,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     if (times.skewMs > 0) {
       log.warn(
         { ...podFields(pod), skewMs: times.skewMs },
-        'finishedAt is in the future (clock skew): deadline clamped to now + retention',
+        'finishedAt is in the future (clock skew): cleanup deferred to finishedAt + retention',
       );
     }
     const send = async (data: CleanupJobData) => {

@@ -47,9 +47,12 @@ export function decide(pod: DriverPod, opts: { selector: LabelSelector; policy: 
 
 /**
  * The pod's cleanup deadline in epoch ms: `finishedAt + retention`. When the status has no finish time
- * (an evicted driver), `firstSeenTerminalMs` stands in. A finish time in the future (clock skew between
- * the node and us) is clamped to `nowMs`, so we never wait beyond now + retention; `skewMs` reports by how
- * much it was in the future (0 when not), for a log line.
+ * (an evicted driver), `firstSeenTerminalMs` stands in. A finish time in the future (clock skew: the node
+ * ahead of us, or *our* clock behind) is kept as it is, and the cleanup deferred, as Kubernetes'
+ * TTL-after-finished controller does ("Found Job finished in the future … cleanup will be deferred"):
+ * clamping it to `nowMs` deleted pods early whenever this replica's clock was behind, because the job's
+ * deadline then came from the lagging clock (found by the nemesis, a replica's clock stepped back 17 s).
+ * `skewMs` reports by how much it was in the future (0 when not), for a log line.
  */
 export function deadlineMs(
   finishedAtMs: number | undefined,
@@ -59,6 +62,5 @@ export function deadlineMs(
 ): { deadlineMs: number; finishedAtMs: number; skewMs: number } {
   const finished = finishedAtMs ?? firstSeenTerminalMs;
   const skewMs = Math.max(0, finished - nowMs);
-  const clamped = Math.min(finished, nowMs);
-  return { deadlineMs: clamped + retentionMs, finishedAtMs: clamped, skewMs };
+  return { deadlineMs: finished + retentionMs, finishedAtMs: finished, skewMs };
 }

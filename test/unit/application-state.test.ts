@@ -83,11 +83,11 @@ describe('deadlineMs(finishedAt, retention, now)', () => {
     ['retention 0 → due at finish', now - 1, 0, undefined, { deadlineMs: now - 1, skewMs: 0 }],
     ['finishedAt exactly now → now + retention', now, 5000, undefined, { deadlineMs: now + 5000, skewMs: 0 }],
     [
-      'finishedAt 1 h in the future (skew) → clamped to now + retention',
+      'finishedAt 1 h in the future (skew, or our clock behind) → deferred: finishedAt + retention, never earlier',
       now + 3_600_000,
       5000,
       undefined,
-      { deadlineMs: now + 5000, skewMs: 3_600_000 },
+      { deadlineMs: now + 3_605_000, skewMs: 3_600_000 },
     ],
     [
       'no finishedAt, first seen 3 s ago → first seen + retention',

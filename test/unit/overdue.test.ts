@@ -85,7 +85,7 @@ describe('findOverdue', () => {
       count: 0,
     },
     {
-      name: 'finish time in the future (node clock ahead) → clamped to now, not overdue',
+      name: 'finish time in the future (node clock ahead) → deferred, not overdue',
       pods: [driver('a', -600_000)],
       count: 0,
     },
