@@ -367,6 +367,11 @@ export async function startApiProxy(server: SandboxApiServer): Promise<ApiProxy>
         seen.code = upRes.statusCode ?? 0;
         res.writeHead(upRes.statusCode ?? 502, upRes.headers);
         upRes.pipe(res);
+        // The server reset the connection mid-answer (a reset fault on a watch): reset the client's too.
+        // pipe() ends `res` only on a clean end; without this the client's watch hung, silent, forever.
+        upRes.on('close', () => {
+          if (!upRes.complete) res.destroy();
+        });
       },
     );
     up.on('error', () => {
