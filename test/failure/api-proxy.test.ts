@@ -7,8 +7,8 @@
 import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type SandboxApiServer, startSandboxApiServer } from '../../src/sandbox/apiserver/server.ts';
-import { sparkDriverPod } from '../../src/sandbox/workload.ts';
+import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
+import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { type ApiProxy, startApiProxy } from './helpers.ts';
 
