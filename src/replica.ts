@@ -135,6 +135,7 @@ export async function startReplica(
       pods: clients.pods,
       log: tlog,
       now,
+      dueNow: clients.serverClock.dueNow,
       monotonicNow,
       selfCheck: selfCheckSettings(config.electionTtlSeconds, config.overdueGraceMs),
       backoffMs: config.retryBaseDelayMs,

@@ -13,7 +13,9 @@
  *   error naming the leader (at most once per `followerAlarmMs` per target).
  *
  * Intervals between two moments of this process use the monotonic clock (`monotonicNow`); only deadlines
- * from Kubernetes timestamps use the wall clock (`now`).
+ * from Kubernetes timestamps use a wall clock (`now`): the one the handler judges "due" by, never ahead of the
+ * API server's (src/kube/server-clock.ts), so a replica whose clock is ahead sees no false overdue pods, and
+ * a pod counts as overdue only once the cleaner itself would have deleted it `grace` earlier.
  */
 
 import type { LabelSelector } from '../config/label-selector.ts';
@@ -82,7 +84,7 @@ export interface SelfCheckOptions {
   /** Dry-run deletes nothing, so nothing is ever overdue. */
   readonly dryRun: boolean;
   readonly log: Logger;
-  /** Epoch ms (deadlines from Kubernetes timestamps). */
+  /** Epoch ms (deadlines from Kubernetes timestamps): the due clock, `ServerClock.dueNow`. */
   readonly now: () => number;
   /** Monotonic ms (intervals). */
   readonly monotonicNow: () => number;

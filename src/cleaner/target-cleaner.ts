@@ -59,8 +59,14 @@ export interface TargetCleanerOptions {
   /** The target's leadership, not started: the cleaner subscribes to it and starts it. */
   leadership: Leadership;
   log: Logger;
-  /** Wall clock, epoch ms: deadlines from Kubernetes timestamps. */
+  /** Wall clock, epoch ms: deadlines from Kubernetes timestamps, BullMQ delays. */
   now: () => number;
+  /**
+   * The clock that judges whether a cleanup is due (the handler) and whether a pod is overdue (the
+   * self-check), epoch ms: the context's `ServerClock.dueNow` (src/kube/server-clock.ts), never ahead of the
+   * API server's clock. Default `now`.
+   */
+  dueNow?: () => number;
   /** Monotonic clock, ms (default `performance.now()`): the informer-sync wait and the informer-down threshold. */
   monotonicNow?: () => number;
   /**
@@ -134,6 +140,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   const badUids = new Set<string>();
   let stopped = false;
   const monotonicNow = opts.monotonicNow ?? (() => performance.now());
+  const dueNow = opts.dueNow ?? opts.now;
   /** Monotonic ms: since when this replica leads (undefined when not), and its worker's last processed job. */
   let leaderSinceMs: number | undefined;
   let lastProcessedMs: number | undefined;
@@ -157,6 +164,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     backoffMs: opts.backoffMs,
     maxBackoffMs: opts.maxBackoffMs,
     telemetry: opts.telemetry,
+    now: opts.now,
     onRefused: (job) => requeueRefused(job),
     onProcessed: () => {
       lastProcessedMs = monotonicNow();
@@ -191,7 +199,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       selector: opts.selector,
       policy: opts.policy,
       dryRun: opts.dryRun,
-      now: opts.now,
+      now: dueNow,
     },
   });
 
@@ -441,7 +449,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     followerAlarmMs: checkSettings.followerAlarmMs,
     dryRun: opts.dryRun,
     log,
-    now: opts.now,
+    now: dueNow,
     monotonicNow,
   });
 

@@ -29,7 +29,11 @@ export interface CleanupDeps {
   selector: LabelSelector;
   policy: Policy;
   dryRun: boolean;
-  /** Epoch ms. */
+  /**
+   * The clock that judges whether a job is due, epoch ms: the earlier of this replica's wall clock and a lower
+   * bound of the API server's (src/kube/server-clock.ts `dueNow`), so a replica whose clock is ahead does
+   * not delete early. Also the outcome's `latenessMs`.
+   */
   now: () => number;
 }
 

@@ -10,6 +10,7 @@ import { createKubeHttp, type KubeHttp } from './kube-http.ts';
 import { kubeconfigPath, loadClusterAccess } from './kubeconfig.ts';
 import { createPodApi, type PodApi, type PodCallObserver } from './pod-api.ts';
 import { createRateLimiter } from './rate-limiter.ts';
+import { createServerClock, type ServerClock } from './server-clock.ts';
 
 /** One context's clients. */
 export interface ContextClients {
@@ -18,6 +19,8 @@ export interface ContextClients {
   /** The context's transport, shared by its informers and pod API. */
   readonly http: KubeHttp;
   readonly pods: PodApi;
+  /** The context's API server clock, as its answers' `Date` headers show it: judges when a cleanup is due. */
+  readonly serverClock: ServerClock;
 }
 
 /**
@@ -69,7 +72,8 @@ export function openContexts(
     }
     let c = byContext.get(access.context);
     if (!c) {
-      const http = createKubeHttp(access);
+      const serverClock = createServerClock(clocks);
+      const http = createKubeHttp(access, { serverClock });
       const limiter = createRateLimiter({
         qps: config.apiQps,
         burst: config.apiBurst,
@@ -82,7 +86,7 @@ export function openContexts(
         observer: deps.observer?.(access.context),
         now: deps.now,
       });
-      c = { context: access.context, http, pods };
+      c = { context: access.context, http, pods, serverClock };
       byContext.set(access.context, c);
     }
     return { namespace: t.namespace, clients: c };

@@ -10,6 +10,7 @@
  */
 import { Agent, type Dispatcher, ProxyAgent, request } from 'undici';
 import type { ClusterAccess } from './cluster-access.ts';
+import type { ServerClock } from './server-clock.ts';
 
 /** An answer: status, headers (lower-case names) and the body, parsed when it is JSON. */
 export interface KubeResponse {
@@ -57,9 +58,10 @@ export interface KubeHttp {
 
 /**
  * Creates the transport of one context: one keep-alive connection pool (through the cluster's proxy when it
- * has one), auth headers from {@link ClusterAccess.headers} per request.
+ * has one), auth headers from {@link ClusterAccess.headers} per request. Every answer's `Date` header (LIST,
+ * WATCH, GET, DELETE, errors alike) is shown to `serverClock`, when given (src/kube/server-clock.ts).
  */
-export function createKubeHttp(access: ClusterAccess): KubeHttp {
+export function createKubeHttp(access: ClusterAccess, opts: { serverClock?: ServerClock } = {}): KubeHttp {
   const server = access.server.replace(/\/+$/, '');
   const connect = { ...access.tls, keepAlive: true, keepAliveInitialDelay: 30_000 };
   // 30 s keep-alive probes, as client-go (cloud load balancers drop idle connections at 60 s).
@@ -96,6 +98,8 @@ export function createKubeHttp(access: ClusterAccess): KubeHttp {
       // The informer guards a silent watch itself (src/kube/pod-informer.ts).
       ...(extra.watch ? { bodyTimeout: 0 } : {}),
     });
+    // Its headers have arrived: the server wrote its Date before now.
+    opts.serverClock?.observe(res.headers.date);
     // A revoked or rotated credential: let the next request fetch a fresh one (client-go does the same).
     if (res.statusCode === 401) access.unauthorized?.();
     return res;

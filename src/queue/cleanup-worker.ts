@@ -86,6 +86,13 @@ export interface CleanupWorkerOptions {
   /** Wraps each processing attempt (consumer span, outcome metrics); the outcome log line is written inside it. */
   telemetry?: ProcessTelemetry;
   /**
+   * This replica's wall clock, epoch ms (default `Date.now`): the timestamps of jobs put back to delayed.
+   * BullMQ promotes a delayed job when the *worker's* `Date.now()` passes it, so a job not yet due by
+   * `deps.now` (the server-bounded clock) goes back for its `dueInMs` on this clock, not to its raw deadline:
+   * a replica whose clock is ahead would see the raw deadline as past and spin on the job.
+   */
+  now?: () => number;
+  /**
    * Called once a job refused for its data has been removed from Redis, so that its pod can be enqueued again
    * from a trusted copy (the informer's). Without it the next reconcile finds the pod without a job.
    */
@@ -177,6 +184,7 @@ function logOutcome(log: Logger, d: CleanupJobData, attemptsMade: number, o: Out
 export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
   const base = opts.backoffMs ?? 1000;
   const max = opts.maxBackoffMs ?? 300_000;
+  const wallNow = opts.now ?? (() => Date.now());
   const keep = { age: Math.ceil(opts.keepFinishedMs / 1000) };
   let worker: Worker<StoredJobData, Outcome> | undefined;
   let closing = false;
@@ -237,12 +245,12 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
     );
     switch (outcome.outcome) {
       case 'not-yet':
-        await job.moveToDelayed(data.deadlineMs, token);
+        await job.moveToDelayed(wallNow() + outcome.dueInMs, token);
         throw new DelayedError();
       case 'fenced':
       case 'aborted':
         // Not a failed attempt: put it back for whoever leads next (a short delay avoids a hot loop).
-        await job.moveToDelayed(opts.deps.now() + 250, token);
+        await job.moveToDelayed(wallNow() + 250, token);
         throw new DelayedError();
       case 'failed':
         throw new RetryableCleanupError(

@@ -1,7 +1,8 @@
 /**
  * Failure mode: the leader's wall clock steps (NTP, an operator) by 10 minutes, back and forward.
  * Fencing, the watchdog and the API rate limiter measure intervals, so they must not care: no second
- * DELETE of any pod, no stalled API calls, at most one leadership change. Real replica processes whose
+ * DELETE of any pod, no stalled API calls, at most one leadership change. And a leader whose clock is
+ * ahead must not delete before the deadline as the API server's clock has it (src/kube/server-clock.ts). Real replica processes whose
  * wall clock is stepped at run time by Debian's libfaketime (`faketime` package), one timestamp file per
  * replica; `DONT_FAKE_MONOTONIC=1` leaves the monotonic clock (performance.now) alone, as a real step does.
  */
@@ -9,9 +10,11 @@ import { globSync, renameSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { LogLine, ReplicaProcess } from '../../harness/sandbox/replica-process.ts';
 import { deletesPer, tempFile } from '../helpers/cluster.ts';
+import { judgePod } from '../nemesis/invariants.ts';
 import {
   createDrivers,
   firstLeader,
+  httpUrl,
   replicaEnv,
   stopAll,
   timeOf,
@@ -124,4 +127,56 @@ describe('wall clock steps', () => {
       await stopAll(replicas.map((s) => s.r));
     }
   }, 120_000);
+
+  it("the leader's clock 20 s ahead: no DELETE arrives before its pod's deadline by the API server's clock", async () => {
+    const ns = 'clock-ahead';
+    const retentionMs = 6_000;
+    const env = replicaEnv(cluster(), ns, 'ca1', { SDC_RETENTION: `${retentionMs / 1000}s` });
+    const leader = startSteppable('a1', env);
+    try {
+      await firstLeader([leader.r], ns);
+      leader.step(+20);
+      // The step did happen before any pod exists: a log line written after it is ~20 s ahead.
+      const from = leader.r.lines.length;
+      const probe = createDrivers(cluster().server, ns, 1, 'probe', 30 * 60_000);
+      await waitGone(cluster().server, probe, 'probe pod deleted', 30_000);
+      const line = leader.r.lines.slice(from).find((l) => l.msg === 'driver pod deleted');
+      expect((timeOf(line) - Date.now()) / 1000).toBeGreaterThan(15);
+
+      // Finished just now: due in 6 s by the server's clock, already 14 s overdue by the leader's.
+      const pods = createDrivers(cluster().server, ns, 10, 'ahead', 0);
+      const uids = new Set(pods.map(uidOf));
+      await waitGone(cluster().server, pods, 'pods deleted at their deadline', 30_000);
+      const deletes = cluster()
+        .server.requests.deletes()
+        .filter((d) => d.preconditionUid !== undefined && uids.has(d.preconditionUid));
+      expect(deletes).toHaveLength(pods.length);
+      const earlyMs = deletes.map((d) => {
+        const deadline = d.found ? judgePod(d.found, retentionMs).deadlineMs : undefined;
+        return deadline === undefined ? Number.NaN : deadline - d.atMs;
+      });
+      expect(earlyMs.every((ms) => Number.isFinite(ms))).toBe(true);
+      // ms before the deadline each DELETE arrived (≤ 0: on time).
+      expect(earlyMs.filter((ms) => ms > 0)).toEqual([]);
+      // Not due by the server's clock, each job goes back to delayed for the time it still has to wait, on the
+      // leader's own clock (which BullMQ promotes by): a few put-backs per pod, not a spin until the deadline.
+      const metrics = await (await fetch(`${await httpUrl(leader.r)}/metrics`)).text();
+      const notYet = metrics
+        .split('\n')
+        .find(
+          (l) =>
+            l.startsWith('sdc_cleanup_outcomes_total{') &&
+            l.includes(`namespace="${ns}"`) &&
+            l.includes('outcome="not-yet"'),
+        );
+      const putBacks = notYet === undefined ? 0 : Number(notYet.slice(notYet.lastIndexOf(' ') + 1));
+      expect(putBacks).toBeLessThanOrEqual(3 * pods.length);
+      console.info(
+        `[failure] leader clock +20 s: ${deletes.length} DELETEs, ${Math.round(-Math.max(...earlyMs))}–` +
+          `${Math.round(-Math.min(...earlyMs))} ms after their deadline by the server's clock; ${putBacks} not-yet put-backs`,
+      );
+    } finally {
+      await stopAll([leader.r]);
+    }
+  }, 90_000);
 });

@@ -315,6 +315,12 @@ describe('control surface over HTTP', () => {
     const before = server.clock.now();
     const adv = (await (await post('clock/advance', { ms: 5000 })).json()) as { nowMs: number };
     expect(adv.nowMs - before).toBeGreaterThanOrEqual(5000);
+    // Answers carry the server's clock in `Date`, as kube-apiserver's do (the replicas read it to judge
+    // deadlines, src/kube/server-clock.ts): the sandbox clock, advanced, floored to the second.
+    const answer = await fetch(`${server.url}/api/v1/namespaces/c/pods`);
+    const dateMs = Date.parse(answer.headers.get('date') ?? '');
+    expect(dateMs).toBeGreaterThanOrEqual(Math.floor(adv.nowMs / 1000) * 1000);
+    expect(dateMs).toBeLessThanOrEqual(server.clock.now());
     expect((await post('compact')).status).toBe(204);
     const state = (await (await fetch(`${ctl}/state`)).json()) as {
       resourceVersion: number;

@@ -143,6 +143,10 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
     const pathname = q < 0 ? rawUrl : rawUrl.slice(0, q);
     const query = new URLSearchParams(q < 0 ? '' : rawUrl.slice(q + 1));
     const method = req.method ?? 'GET';
+    // kube-apiserver's answers carry its clock in `Date` (Go's net/http writes it); the replicas read it to
+    // judge deadlines (src/kube/server-clock.ts). From the sandbox clock, so an advanced clock shows too;
+    // written at arrival, so never later than the time the answer leaves (node's own Date is replaced).
+    res.setHeader('Date', new Date(clock.now()).toUTCString());
     if (pathname.startsWith(CONTROL_PREFIX)) {
       await handleControl(req, res, pathname, { store, hub, faults, log, clock });
       return;
