@@ -1,6 +1,7 @@
 /**
- * One replica process: wires the configuration into a {@link TargetCleaner} per target, sharing one Redis
- * connection, one etcd client, and per context one connection pool (src/kube/kube-http.ts), rate limiter and pod API.
+ * One replica process: wires the configuration into a {@link TargetCleaner} per target, sharing two Redis
+ * connections (BullMQ's and the queues' own commands; each Worker of a target it leads adds its blocking one),
+ * one etcd client, and per context one connection pool (src/kube/kube-http.ts), rate limiter and pod API.
  *
  * Shutdown (SIGTERM) resigns every leadership first and at once, so other replicas take over within a
  * second; in-flight jobs are aborted before their DELETE and go back to the queue; nothing is deleted
@@ -77,6 +78,12 @@ export async function startReplica(
     redisDownLogged = false;
     void checkEvictionPolicy(redis, log);
   });
+  // The queues' own commands (enqueue probes, tombstones): one connection for every target, without BullMQ's
+  // scripts on it (src/queue/cleanup-queue.ts). With `redis` (BullMQ's Queues and the Workers' commands, shared)
+  // that makes two per replica; the only per-target connections are the blocking ones of the Workers of the
+  // targets this replica leads: clients = T + 2R across the fleet (README "Sizing").
+  const commands = redis.duplicate({ connectionName: `sdc:${config.replicaId}:commands` });
+  commands.on('error', () => undefined); // `redis`'s listener reports Redis outages
 
   const etcd = config.etcdEndpoints.length > 0 ? createEtcdClient(config.etcdEndpoints) : undefined;
   if (!etcd) log.warn('no etcdEndpoints: single-server mode, this replica leads every target');
@@ -94,6 +101,7 @@ export async function startReplica(
     const queue = createCleanupQueue({
       target: ref,
       connection: redis,
+      commands,
       prefix: config.queuePrefix,
       tombstoneTtlMs: config.tombstoneTtlMs,
       log: tlog,
@@ -161,6 +169,7 @@ export async function startReplica(
       stopping ??= (async () => {
         // All targets at once: resigning first lets other replicas take over while we wind down.
         await Promise.allSettled(cleaners.map((c) => c.stop()));
+        commands.disconnect();
         redis.disconnect();
         etcd?.close();
         await contexts.close();

@@ -148,8 +148,17 @@ export function finishedWithoutDeleting(returnvalue: string | null | undefined, 
 /** Options of {@link createCleanupQueue}. */
 export interface CleanupQueueOptions {
   target: TargetRef;
-  /** A connection with `maxRetriesPerRequest: null` (BullMQ requirement). */
+  /**
+   * BullMQ's connection, with `maxRetriesPerRequest: null` (BullMQ requirement). A Queue given an ioredis
+   * instance uses it as is (BullMQ `createRedisBackend`: `shared`), so every queue of a replica shares it.
+   */
   connection: Redis;
+  /**
+   * The connection for this module's own commands (tombstones, job probes), without BullMQ's Lua scripts
+   * defined on it (see {@link createCleanupQueue}). A replica passes one for all its queues; without it the
+   * queue opens a duplicate of `connection` of its own and closes it on `close()` (tests, one-off tools).
+   */
+  commands?: Redis;
   /** Redis key prefix (no `:`). */
   prefix: string;
   /** How long tombstones are kept, ms; finished jobs are kept as long (by the worker: `keepFinishedMs`). */
@@ -217,9 +226,11 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
   // Our own commands go over a second connection without BullMQ's ~100 Lua scripts defined on it: ioredis
   // copies every defined script onto each pipeline it creates (~16 KB per pipeline), which made the 10,000
   // enqueues of an initial list allocate ~160 MB and left the replica's RSS ~180 MiB higher (bench/README.md).
-  // Ordering between the two connections is causal: each step awaits the previous one.
-  const redis = opts.connection.duplicate({ connectionName: undefined });
-  redis.on('error', () => undefined); // the shared connection's listener reports Redis outages
+  // Ordering between the two connections is causal: each step awaits the previous one. The replica shares that
+  // connection between all its queues: one per target per replica was R × T clients (issue 15).
+  const ownsCommands = opts.commands === undefined;
+  const redis = opts.commands ?? opts.connection.duplicate({ connectionName: undefined });
+  if (ownsCommands) redis.on('error', () => undefined); // the shared connection's listener reports outages
 
   /** Removes the UID's job if it is pending; with `tombstone`, writes the tombstone first (same round trip). */
   const removePending = async (uid: string, tombstone: boolean): Promise<'removed' | 'none'> => {
@@ -316,7 +327,7 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
     },
     async close() {
       await queue.close();
-      redis.disconnect();
+      if (ownsCommands) redis.disconnect();
     },
   };
 }

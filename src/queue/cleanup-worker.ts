@@ -13,6 +13,9 @@
  * Jobs store only part of the handler's {@link CleanupJobData} (see `StoredJobData`); the adapter rebuilds
  * it from the job's id, name and this worker's target.
  *
+ * Idle, the worker costs Redis one fetch cycle per {@link IDLE_CHECKS}`.blockMs` and one stalled-jobs check per
+ * `stalledIdleMs` (see there): followers have no Worker at all, so an idle target costs ~0.25 commands/s.
+ *
  * BullMQ facts this relies on: delayed jobs are promoted only by a running Worker of the queue;
  * `close()` does not abort a running processor, so `stop()` calls `cancelAllJobs()` first, which aborts
  * each processor's AbortSignal. `run()` and `stop()` take effect one after another, in call order: a `run()`
@@ -30,6 +33,50 @@ import { cleanupJobDataOf, InvalidJobDataError, type StoredJobData } from './cle
 import { queueName, type TargetRef } from './job-identity.ts';
 import { recordLastAccepted } from './last-accepted.ts';
 import { createLockLossLog } from './lock-loss-log.ts';
+
+/**
+ * The leader's Worker's schedule on Redis while it has nothing to do, ms (issue 15: an idle target cost ~3
+ * commands/s with BullMQ's and our former settings; README "Sizing"). Measured on Redis 7 with BullMQ 6.7.0: one
+ * fetch cycle (BZPOPMIN, then the moveToActive script) is 8 commands, one stalled-jobs check 7; at 60 s each an
+ * idle target costs 0.25 commands/s (test/ops/redis-fleet-cost.test.ts).
+ *
+ * - `blockMs`: how long the Worker waits on its queue's marker before it looks again: BullMQ's `drainDelay`
+ *   when no job is delayed, and the cap on the wait for the next delayed job (BullMQ caps it at 10 s;
+ *   {@link CleanupBullWorker} at this). A longer wait delays no job: adding a job or a delayed job ZADDs the
+ *   queue's marker (BullMQ's addStandardJob / addDelayedJob scripts, also moveToDelayed and retries), which ends
+ *   the BZPOPMIN at once; the Worker then waits exactly until the earliest delayed job is due, so a job starts
+ *   at its deadline whatever this is. A proxy between the replicas and Redis must let a connection sit idle
+ *   this long plus 1 s (BullMQ's watchdog resets a blocking connection silent 1 s past its timeout).
+ * - `stalledFastMs` during the first `startupMs` of a term and after Redis came back: a crashed leader's
+ *   in-flight jobs (locks of `lockDuration`, 10 s) are found by two checks and back in the queue within ~15 s
+ *   of the new term (docs/failure-modes.md), and jobs whose locks lapsed during a Redis outage as quickly.
+ *   `startupMs` = lockDuration + 4 checks.
+ * - `stalledIdleMs` afterwards: only a lock lost inside a healthy term (this process frozen over 10 s) waits
+ *   for it.
+ * - `longestMs`: the longest of the idle intervals (a measuring window spans it).
+ */
+export const IDLE_CHECKS = {
+  blockMs: 60_000,
+  stalledFastMs: 5_000,
+  startupMs: 30_000,
+  stalledIdleMs: 60_000,
+  longestMs: 60_000,
+} as const;
+
+/** Locks of active jobs expire after this, ms (renewed every half); see {@link IDLE_CHECKS}. */
+const LOCK_DURATION_MS = 10_000;
+
+/**
+ * A BullMQ Worker whose wait for the next delayed job is capped at {@link IDLE_CHECKS}`.blockMs` instead of
+ * BullMQ's 10 s (`maximumBlockTimeout`, a public getter of Worker in 6.7.0; BullMQ's reason for 10 s,
+ * reconnection issues with long BZPOPMINs (#1658), is handled by its watchdog since: a blocked command silent
+ * past its timeout + 1 s is abandoned and the connection reset).
+ */
+class CleanupBullWorker extends Worker<StoredJobData, Outcome> {
+  override get maximumBlockTimeout(): number {
+    return IDLE_CHECKS.blockMs / 1000;
+  }
+}
 
 /** A failed API call, thrown so that BullMQ retries the job. Carries `Retry-After`, ms. */
 export class RetryableCleanupError extends Error {
@@ -186,7 +233,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
   const max = opts.maxBackoffMs ?? 300_000;
   const wallNow = opts.now ?? (() => Date.now());
   const keep = { age: Math.ceil(opts.keepFinishedMs / 1000) };
-  let worker: Worker<StoredJobData, Outcome> | undefined;
+  let worker: CleanupBullWorker | undefined;
   let closing = false;
   /** The last `run()`/`stop()`: the next one starts after it (a failed step does not block the next). */
   let lastStep: Promise<void> = Promise.resolve();
@@ -271,10 +318,40 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
     }
   };
 
+  /** Ends the current fast phase of stalled-jobs checks (the timer that slows them down). */
+  let fastChecksTimer: NodeJS.Timeout | undefined;
+  /**
+   * Checks stalled jobs every `stalledFastMs` for `startupMs`, then every `stalledIdleMs` ({@link IDLE_CHECKS}).
+   * BullMQ 6.7.0 reads `opts.stalledInterval` anew for each wait of its checker loop and for each check's
+   * `stalled-check` key (the TTL that keeps other checks of the queue off), so the interval can change while the
+   * Worker runs. A previous check with the slow interval (a dead leader's, or ours before an outage) left that
+   * key for up to a minute: it is deleted first (on the same connection, so before the Worker's first check), so
+   * that the first check runs at once. An extra check is harmless: a job is moved only when its lock is gone.
+   * @param restart also restart the checker loop now (BullMQ `startStalledCheckTimer`): Redis came back.
+   */
+  function checkStalledFast(w: CleanupBullWorker, restart: boolean): void {
+    clearTimeout(fastChecksTimer);
+    w.opts.stalledInterval = IDLE_CHECKS.stalledFastMs;
+    const cleared = opts.connection.del(w.toKey('stalled-check')).catch(() => 0);
+    if (restart) {
+      void cleared.then(() => {
+        if (worker === w && !closing) void w.startStalledCheckTimer().catch(() => undefined);
+      });
+    }
+    fastChecksTimer = setTimeout(() => {
+      w.opts.stalledInterval = IDLE_CHECKS.stalledIdleMs;
+    }, IDLE_CHECKS.startupMs);
+    fastChecksTimer.unref();
+  }
+  /** Redis came back (the shared connection is ready again): locks may have lapsed meanwhile. */
+  const onRedisReady = () => {
+    if (worker && !closing) checkStalledFast(worker, true);
+  };
+
   /** Creates and runs a new BullMQ Worker, unless one runs. */
   function start(): void {
     if (worker) return;
-    const w = new Worker<StoredJobData, Outcome>(queueName(opts.target), processor, {
+    const w = new CleanupBullWorker(queueName(opts.target), processor, {
       connection: opts.connection,
       prefix: opts.prefix,
       autorun: false,
@@ -282,11 +359,14 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
       name: opts.replicaId,
       // A crashed leader's active jobs come back through stall detection; give them a few chances.
       maxStalledCount: 5,
-      // Locks expire after lockDuration (renewed every half) and the check runs every stalledInterval:
-      // a crashed leader's in-flight jobs resume within ~15 s instead of BullMQ's default ~60 s
-      // (30 s + 30 s). Processing a job twice is harmless: fencing, re-check, UID precondition.
-      lockDuration: 10_000,
-      stalledInterval: 5_000,
+      // Locks expire after lockDuration (renewed every half) and the check runs every stalledInterval, 5 s at
+      // the start of a term (then every 60 s: checkStalledFast): a crashed leader's in-flight jobs resume
+      // within ~15 s instead of BullMQ's default ~60 s (30 s + 30 s). Processing a job twice is harmless:
+      // fencing, re-check, UID precondition.
+      lockDuration: LOCK_DURATION_MS,
+      stalledInterval: IDLE_CHECKS.stalledFastMs,
+      // Seconds: the idle wait on the queue's marker (IDLE_CHECKS), BullMQ's default is 5 s.
+      drainDelay: IDLE_CHECKS.blockMs / 1000,
       // Finished jobs stay as long as tombstones: re-adding a completed UID is then a no-op. Worker
       // options, not stored on each job (jobs stored by older versions carry the same setting themselves).
       removeOnComplete: keep,
@@ -311,6 +391,9 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
       if (!lockLoss.take(err)) opts.log.warn({ err: { message: err.message } }, 'worker error');
     });
     worker = w;
+    checkStalledFast(w, false);
+    opts.connection.setMaxListeners(opts.connection.getMaxListeners() + 1); // one per led target
+    opts.connection.on('ready', onRedisReady);
     w.run().catch((err: unknown) => opts.log.error({ err }, 'worker stopped with an error'));
   }
 
@@ -324,6 +407,9 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
         const w = worker;
         if (!w) return;
         closing = true;
+        clearTimeout(fastChecksTimer);
+        opts.connection.off('ready', onRedisReady);
+        opts.connection.setMaxListeners(Math.max(0, opts.connection.getMaxListeners() - 1));
         try {
           w.cancelAllJobs(reason);
           await w.close();

@@ -4,24 +4,29 @@
  * `_total`); every cleanup series carries `context` and `namespace` (the target).
  *
  * Recorded as things happen: outcomes, API request durations, DELETE lateness, reconciles.
- * Read at scrape time from the replica ({@link CleanerMetrics.watch}): queue job counts, leadership,
- * lease keepalive age, informer restarts and sync — so a scrape shows the state *now*, not a stale copy.
+ * Read at scrape time from the replica ({@link CleanerMetrics.watch}): leadership, lease keepalive age,
+ * informer restarts and sync — so a scrape shows the state *now*, not a stale copy. Queue job counts are read
+ * from Redis by each target's leader only, at most every {@link QUEUE_COUNTS_MAX_AGE_MS} (see there).
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { Outcome } from '../cleanup/outcome.ts';
 import type { TargetRef } from '../queue/job-identity.ts';
 
-/** BullMQ job states counted per target (`Queue.getJobCounts`). */
-export const QUEUE_STATES = [
-  'waiting',
-  'active',
-  'delayed',
-  'prioritized',
-  'completed',
-  'failed',
-  'paused',
-  'waiting-children',
-] as const;
+/**
+ * BullMQ job states counted per target (`Queue.getJobCounts`: BullMQ's getCounts script, one read per state,
+ * two for `waiting`: 7 commands). The states this service never uses are left out: `prioritized` (no job has a
+ * priority), `waiting-children` (no flows), `paused` (BullMQ 6 keeps a paused queue's jobs in `waiting`).
+ */
+export const QUEUE_STATES = ['waiting', 'active', 'delayed', 'completed', 'failed'] as const;
+
+/**
+ * How old the exported queue counts may be, ms. Each target's counts are read by its leader only, at a scrape
+ * that finds them older than this (or at the first one of its term), and served from that read until then:
+ * one read per target per 30 s at most, whatever the number of replicas and of scrapes (issue 15: every
+ * replica read every queue at every scrape, 11 commands each). Followers export no `sdc_queue_jobs` series
+ * for the target: a copy they could not refresh would look current.
+ */
+export const QUEUE_COUNTS_MAX_AGE_MS = 30_000;
 
 /** What the scrape-time gauges read from one target's cleaner (a `TargetCleaner` is one). */
 export interface MetricsSource {
@@ -71,6 +76,17 @@ export interface MetricsOptions {
   processMetrics?: boolean;
   /** Longest wait for the job counts of one queue at scrape time, ms (default 1000). */
   queueCountTimeoutMs?: number;
+  /** How old served queue counts may be, ms (default {@link QUEUE_COUNTS_MAX_AGE_MS}). */
+  queueCountsMaxAgeMs?: number;
+  /** The monotonic clock, ms (default `performance.now()`): the age of the queue counts. */
+  monotonicNow?: () => number;
+}
+
+/** One target's last queue counts read by this replica as its leader. */
+interface CachedCounts {
+  /** Monotonic ms of the read. */
+  readonly atMs: number;
+  readonly counts: Readonly<Record<string, number>>;
 }
 
 const TARGET = ['context', 'namespace'] as const;
@@ -81,7 +97,43 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
   const registry = new Registry();
   const registers = [registry];
   const countTimeoutMs = opts.queueCountTimeoutMs ?? 1000;
+  const countsMaxAgeMs = opts.queueCountsMaxAgeMs ?? QUEUE_COUNTS_MAX_AGE_MS;
+  const monotonicNow = opts.monotonicNow ?? (() => performance.now());
   let replica: MetricsReplica | undefined;
+  /** Per target label (`context/namespace`): its last counts, and the read in flight (concurrent scrapes share it). */
+  const counted = new Map<string, CachedCounts>();
+  const counting = new Map<string, Promise<CachedCounts | undefined>>();
+
+  /**
+   * The target's counts no older than the maximum age: the cached ones, or a fresh read (at most
+   * `countTimeoutMs`). Undefined when the read fails or times out: nothing stale is served.
+   */
+  function countsOf(c: MetricsSource): Promise<CachedCounts | undefined> {
+    const key = `${c.target.context}/${c.target.namespace}`;
+    const cached = counted.get(key);
+    if (cached && monotonicNow() - cached.atMs < countsMaxAgeMs) return Promise.resolve(cached);
+    let reading = counting.get(key);
+    if (!reading) {
+      let timer: NodeJS.Timeout | undefined;
+      reading = Promise.race([
+        c.queue.bullQueue.getJobCounts(...QUEUE_STATES).then(
+          (counts) => ({ atMs: monotonicNow(), counts }),
+          () => undefined,
+        ),
+        new Promise<undefined>((r) => {
+          timer = setTimeout(() => r(undefined), countTimeoutMs);
+        }),
+      ]).then((read) => {
+        clearTimeout(timer);
+        counting.delete(key);
+        if (read) counted.set(key, read);
+        else counted.delete(key);
+        return read;
+      });
+      counting.set(key, reading);
+    }
+    return reading;
+  }
   if (opts.processMetrics ?? true) {
     collectDefaultMetrics({ register: registry, prefix: 'sdc_' });
     // prom-client names three gauges `…_total`, which promtool rejects (a `_total` must be a counter);
@@ -133,23 +185,23 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
   const cleaners = () => replica?.cleaners ?? [];
   new Gauge({
     name: 'sdc_queue_jobs',
-    help: 'Cleanup jobs in the target queue by BullMQ state (absent while Redis is unreachable).',
+    help: 'Cleanup jobs in the target queue by BullMQ state, exported by the target’s leader only, read at most every 30 s (absent on followers and while Redis is unreachable).',
     labelNames: [...TARGET, 'state'],
     registers,
     async collect() {
       this.reset();
-      if (replica?.redis.status !== 'ready') return;
+      const ready = replica?.redis.status === 'ready';
       await Promise.all(
         cleaners().map(async (c) => {
-          let timer: NodeJS.Timeout | undefined;
-          const counts = await Promise.race([
-            c.queue.bullQueue.getJobCounts(...QUEUE_STATES).catch(() => undefined),
-            new Promise<undefined>((r) => {
-              timer = setTimeout(() => r(undefined), countTimeoutMs);
-            }),
-          ]).finally(() => clearTimeout(timer));
-          if (!counts) return;
-          for (const state of QUEUE_STATES) this.set({ ...labelsOf(c.target), state }, counts[state] ?? 0);
+          if (!ready || !c.isLeader) {
+            // A follower's or a past term's counts are never served: the next term reads anew.
+            counted.delete(`${c.target.context}/${c.target.namespace}`);
+            return;
+          }
+          const read = await countsOf(c);
+          if (!read) return;
+          for (const state of QUEUE_STATES)
+            this.set({ ...labelsOf(c.target), state }, read.counts[state] ?? 0);
         }),
       );
     },
