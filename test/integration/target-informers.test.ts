@@ -16,7 +16,7 @@ import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sand
 import { type LocalService, startRedis } from '../../harness/sandbox/local-services.ts';
 import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
 import { loadConfig } from '../../src/config/load.ts';
-import { openContexts } from '../../src/kube/context-clients.ts';
+import { type ContextClients, openContexts } from '../../src/kube/context-clients.ts';
 import type { PodEvent, PodInformer } from '../../src/kube/pod-informer.ts';
 import { createTargetInformers, type InformerScope } from '../../src/kube/target-informers.ts';
 import { jobKey } from '../../src/queue/job-identity.ts';
@@ -72,8 +72,15 @@ interface Started {
   lines: Record<string, unknown>[];
 }
 
-/** Opens the contexts of `targets` and starts their informers at once; resolves once all have synced. */
-async function startInformers(targets: string[], scope: InformerScope): Promise<Started> {
+/**
+ * Opens the contexts of `targets` and starts their informers at once; resolves once all have synced (and
+ * calls `whileStarting` with the contexts' clients right after starting them).
+ */
+async function startInformers(
+  targets: string[],
+  scope: InformerScope,
+  whileStarting?: (clients: ContextClients) => Promise<void>,
+): Promise<Started> {
   const contexts = openContexts(
     { targets: targets.map(parseTarget), kubeconfig, apiQps: QPS, apiBurst: BURST, apiTimeoutMs: 10_000 },
     { now: Date.now },
@@ -102,7 +109,9 @@ async function startInformers(targets: string[], scope: InformerScope): Promise<
   // limiter let them go, together with the next ones, which is the client's latency, not its rate.
   for (const c of new Set(contexts.targets.map((t) => t.clients)))
     expect((await c.http.request('GET', '/api')).statusCode).toBe(200);
-  await Promise.all(informers.map((i) => i.start()));
+  const synced = Promise.all(informers.map((i) => i.start()));
+  await whileStarting?.(contexts.targets[0]?.clients as ContextClients);
+  await synced;
   return { informers, events, lines };
 }
 
@@ -136,6 +145,29 @@ describe('informerScope: namespace', () => {
     expect(east.openConnections()).toBeGreaterThanOrEqual(30);
     for (const [i, informer] of informers.entries())
       expect(cachedNames(informer)).toEqual(namesIn(east, `ns-${i}`));
+  });
+
+  it('a DELETE sent while 30 targets start is served at the next token, not after their LISTs and WATCHes', async () => {
+    const targets = Array.from({ length: 30 }, (_, i) => `east:d-${i}`);
+    for (const t of targets) createDriver(east, parseTarget(t).namespace);
+    const due = createDriver(east, 'd-due');
+    east.requests.reset();
+
+    await startInformers(targets, 'namespace', async (clients) => {
+      // The informers' 30 LISTs are queued in the limiter by now (5 went at once, the burst).
+      expect(await clients.pods.delete('d-due', due.name, { uid: due.uid })).toBe('accepted');
+    });
+    await waitFor(() => apiCounts(east).watch === 30, '30 watches');
+    const order = east.requests.arrivals().map((a) => a.verb);
+    const informerRequestsBefore = order.indexOf('delete');
+    console.info(
+      `[informers] a DELETE during the start of 30 targets arrived after ${informerRequestsBefore} of their 60 requests`,
+    );
+    // The burst, and at most one more that got the token first; served first come, first served it would
+    // have waited for the 30 LISTs queued before it.
+    expect(informerRequestsBefore).toBeGreaterThanOrEqual(0);
+    expect(informerRequestsBefore).toBeLessThanOrEqual(BURST + 1);
+    expect(order.filter((v) => v === 'list' || v === 'watch')).toHaveLength(60);
   });
 });
 
