@@ -9,7 +9,8 @@
 #      tests `promtool test rules test/deploy/alerts.promtool.yaml` (promtool from Debian's prometheus
 #      package, which scripts/install-test-tools.sh installs);
 #   5. test/deploy (vitest): every rendered object validated against the Kubernetes schemas, the
-#      RBAC rules exactly get/list/watch/delete on pods, the Deployment's required fields, the
+#      RBAC rules exactly get/list/watch/delete on pods (cluster-scope overlay: list/watch cluster-wide,
+#      get/delete per target namespace), the Deployment's required fields, the
 #      Dockerfile's base/user/entrypoint, the compose file and collector configuration, the alerts'
 #      annotations and runbooks, the PrometheusRule, the Grafana dashboard, and the metric names they
 #      use against a running replica (which needs redis-server: scripts/setup.sh installs it).
@@ -49,7 +50,7 @@ echo "check-deploy: $("$kubectl" version --client 2>/dev/null | tr '\n' ' ')"
 export PATH="$PWD/node_modules/.bin:$PATH"
 
 status=0
-for dir in infra/k8s/base infra/k8s/backends infra/k8s/overlays/example test/deploy/with-monitoring; do
+for dir in infra/k8s/base infra/k8s/backends infra/k8s/overlays/example infra/k8s/overlays/cluster-scope test/deploy/with-monitoring; do
   err=$(mktemp)
   if out=$("$kubectl" kustomize "$dir" 2>"$err"); then
     echo "check-deploy: $dir renders $(grep -c '^kind:' <<<"$out") objects"

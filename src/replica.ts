@@ -1,7 +1,8 @@
 /**
  * One replica process: wires the configuration into a {@link TargetCleaner} per target, sharing two Redis
  * connections (BullMQ's and the queues' own commands; each Worker of a target it leads adds its blocking one),
- * one etcd client, and per context one connection pool (src/kube/kube-http.ts), rate limiter and pod API.
+ * one etcd client, and per context one connection pool (src/kube/kube-http.ts), rate limiter and pod API
+ * (and, with `informerScope: cluster`, one pod informer: src/kube/target-informers.ts).
  *
  * Shutdown (SIGTERM) resigns every leadership first and at once, so other replicas take over within a
  * second; in-flight jobs are aborted before their DELETE and go back to the queue; nothing is deleted
@@ -17,7 +18,8 @@ import type { Clock, MonotonicClock } from './clock.ts';
 import { parseLabelSelector } from './config/label-selector.ts';
 import type { CleanerConfig } from './config/schema.ts';
 import { openContexts } from './kube/context-clients.ts';
-import { createPodInformer } from './kube/pod-informer.ts';
+import type { PodInformer } from './kube/pod-informer.ts';
+import { createTargetInformers } from './kube/target-informers.ts';
 import { createEtcdClient } from './leadership/etcd-client.ts';
 import { createEtcdLeadership } from './leadership/etcd-leadership.ts';
 import { createLocalLeadership } from './leadership/local-leadership.ts';
@@ -95,8 +97,17 @@ export async function startReplica(
     const j = Math.floor(Math.random() * (i + 1)); // Fisher–Yates shuffle
     [campaignDelays[i], campaignDelays[j]] = [campaignDelays[j] ?? 0, campaignDelays[i] ?? 0];
   }
+  // Per target its own informer, or (informerScope: cluster) a view of its context's one shared informer;
+  // every list and watch through the context's rate limiter.
+  const informers = createTargetInformers(contexts.targets, {
+    scope: config.informerScope,
+    labelSelector: config.labelSelector,
+    log,
+    now,
+    monotonicNow,
+  });
   const cleaners: TargetCleaner[] = [];
-  for (const { ref, clients } of targets) {
+  for (const [i, { ref, clients }] of targets.entries()) {
     const tlog = log.child({ context: ref.context, namespace: ref.namespace });
     const queue = createCleanupQueue({
       target: ref,
@@ -106,14 +117,6 @@ export async function startReplica(
       tombstoneTtlMs: config.tombstoneTtlMs,
       log: tlog,
       now,
-    });
-    const informer = createPodInformer({
-      http: clients.http,
-      namespace: ref.namespace,
-      labelSelector: config.labelSelector,
-      log: tlog,
-      now,
-      monotonicNow,
     });
     const leadership = etcd
       ? createEtcdLeadership({
@@ -150,7 +153,7 @@ export async function startReplica(
       maxBackoffMs: config.retryMaxDelayMs,
       warnIfNotAlone: !etcd,
       telemetry: deps.telemetry?.forTarget(ref),
-      informer,
+      informer: informers[i] as PodInformer,
       leadership,
     });
     cleaners.push(cleaner);

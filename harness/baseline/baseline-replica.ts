@@ -44,7 +44,7 @@ export async function startBaselineReplica(
   const contexts = openContexts(config, { now });
   const cleaners: KyuubiLikeCleaner[] = [];
   for (const { namespace, clients } of contexts.targets) {
-    const { context, http, pods } = clients;
+    const { context, http, limiter, pods } = clients;
     const target = { context, namespace };
     const tlog = log.child({ context, namespace });
     const cleaner = createKyuubiLikeCleaner({
@@ -57,6 +57,7 @@ export async function startBaselineReplica(
       now,
       informer: createPodInformer({
         http,
+        limiter,
         namespace,
         labelSelector: config.labelSelector,
         log: tlog,

@@ -101,8 +101,17 @@ export const FIELDS: readonly FieldSpec[] = [
     default: 'resource-version',
     help: 'How the pod is re-checked before its DELETE: `resource-version` (the informer’s copy, confirmed by the API server: DELETE with `preconditions.resourceVersion`; a 409 falls back to a GET — one request per pod), `live` (GET, then DELETE: two) or `cache` (the informer’s copy, DELETE with the UID precondition only).',
   },
-  { key: 'apiQps', default: '20', help: 'API requests per second per context (as kube-controller-manager).' },
+  {
+    key: 'apiQps',
+    default: '20',
+    help: 'API requests per second per context (as kube-controller-manager), every request counted: GET, DELETE, and the informers’ LIST pages and WATCHes; waiting GETs and DELETEs go first.',
+  },
   { key: 'apiBurst', default: '30', help: 'API request burst per context.' },
+  {
+    key: 'informerScope',
+    default: 'namespace',
+    help: '`namespace`: one pod informer (list+watch) per target, needing list/watch on pods in each target namespace; `cluster`: one per context, watching pods of all namespaces and keeping those of its targets — one list+watch per context whatever the number of targets, but it needs list/watch on pods cluster-wide (a ClusterRole, README “Deployment”).',
+  },
   {
     key: 'apiTimeout',
     default: '10s',

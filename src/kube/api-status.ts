@@ -2,7 +2,7 @@
  * Reading the Kubernetes API's error answers: the `Status` object (k8s.io/apimachinery/pkg/apis/meta/v1
  * `Status`: code, reason, message) of a non-2xx body or a watch ERROR event, the Status reason kube-apiserver
  * gives each HTTP code, and `Retry-After`; and the one error they become ({@link KubeApiError},
- * {@link statusError}). Shared by the pod API (src/kube/pod-api.ts) and the informer (src/kube/pod-informer.ts).
+ * {@link statusError}). Shared by the pod API (src/kube/pod-api.ts) and the informers (src/kube/pod-reflector.ts).
  */
 
 /** The fields of a Status object we read; each only when it has the right type. */

@@ -1,6 +1,7 @@
 /**
  * The Kubernetes clients of a replica's targets: per context one transport (one connection pool), one rate
- * limiter and one pod API, shared by every target namespace of that context. Each context named by the
+ * limiter (for every request: GET, DELETE, LIST, WATCH) and one pod API, shared by every target namespace of
+ * that context. Each context named by the
  * targets is loaded once, so a kubeconfig's exec credential plugin runs once per context, not per target.
  */
 import { type Clock, type MonotonicClock, monotonicClock } from '../clock.ts';
@@ -9,7 +10,7 @@ import type { ClusterAccess } from './cluster-access.ts';
 import { createKubeHttp, type KubeHttp } from './kube-http.ts';
 import { kubeconfigPath, loadClusterAccess } from './kubeconfig.ts';
 import { createPodApi, type PodApi, type PodCallObserver } from './pod-api.ts';
-import { createRateLimiter } from './rate-limiter.ts';
+import { createRateLimiter, type RateLimiter } from './rate-limiter.ts';
 import { createServerClock, type ServerClock } from './server-clock.ts';
 
 /** One context's clients. */
@@ -18,6 +19,11 @@ export interface ContextClients {
   readonly context: string;
   /** The context's transport, shared by its informers and pod API. */
   readonly http: KubeHttp;
+  /**
+   * The context's API rate limit (`apiQps`, `apiBurst`), shared by its pod API (GET, DELETE) and its
+   * informers (LIST, WATCH): src/kube/rate-limiter.ts.
+   */
+  readonly limiter: RateLimiter;
   readonly pods: PodApi;
   /** The context's API server clock, as its answers' `Date` headers show it: judges when a cleanup is due. */
   readonly serverClock: ServerClock;
@@ -86,7 +92,7 @@ export function openContexts(
         observer: deps.observer?.(access.context),
         now: deps.now,
       });
-      c = { context: access.context, http, pods, serverClock };
+      c = { context: access.context, http, limiter, pods, serverClock };
       byContext.set(access.context, c);
     }
     return { namespace: t.namespace, clients: c };

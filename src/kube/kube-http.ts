@@ -95,7 +95,7 @@ export function createKubeHttp(access: ClusterAccess, opts: { serverClock?: Serv
       reset: false,
       // A watch is quiet while nothing changes (and an API server without its watch cache sends no
       // bookmarks): undici's 300 s body timeout would cut it before its own `timeoutSeconds` (300–600 s).
-      // The informer guards a silent watch itself (src/kube/pod-informer.ts).
+      // The informer guards a silent watch itself (src/kube/pod-reflector.ts).
       ...(extra.watch ? { bodyTimeout: 0 } : {}),
     });
     // Its headers have arrived: the server wrote its Date before now.

@@ -1,67 +1,21 @@
 /**
- * A pod informer for one (context, namespace) that keeps running: a reflector and a cache of trimmed pods
- * ({@link DriverPod}) over our HTTP transport ({@link KubeHttp}), as client-go's `Reflector` +
- * `SharedIndexInformer` with a `TransformFunc` (k8s.io/client-go/tools/cache):
+ * A target's pod informer: the pods of one (context, namespace) as its cleaner sees them, whatever watches
+ * them underneath. Two kinds implement {@link PodInformer}:
  *
- * - **list** in pages (`limit` + `continue`, the label selector server-side), trim every item, then
- *   reconcile the cache against the full list as client-go's `Replace`: `added` for new pods, `updated`
- *   for present ones whose resourceVersion changed, `deleted` for cached pods missing from the list (a pod
- *   re-created under the same name with another UID: `deleted` for the old, `added` for the new); a page
- *   answered 410 (its continue token compacted) restarts the list, and a second one lists in one request;
- * - **watch** from the list's resourceVersion (`allowWatchBookmarks`, `timeoutSeconds` 300–600 at random),
- *   newline-delimited JSON: ADDED/MODIFIED/DELETED update the cache and are reported, BOOKMARK only moves
- *   the resourceVersion; a watch that ends (server timeout, dropped cleanly) is resumed from the last
- *   resourceVersion;
- * - **410 Gone/Expired** (an ERROR event or the watch answered 410) → relist at once, no backoff;
- * - **any other failure** (non-2xx on list or watch, a network error, a bad line, an ERROR event) → the
- *   whole list+watch restarts after an exponential backoff with jitter (500 ms · 2ⁿ · U(0.5, 1), at most
- *   30 s; `Retry-After` honoured), forever, until `stop()`, logging the API Status (code, reason, message).
- *
- * Only trimmed pods are kept (src/kube/driver-pod.ts): list pages and watch objects are dropped once
- * trimmed. The cache is keyed by name (the namespace is fixed):
- * consumers compare UIDs themselves. Events are delivered synchronously, in order; a throwing handler is
- * logged and does not break the informer.
+ * - {@link createPodInformer} (`informerScope: namespace`, the default): its own list+watch of the namespace
+ *   (src/kube/pod-reflector.ts), needing list/watch on pods in that namespace only;
+ * - a namespace's view of its context's one cluster-scope informer (`informerScope: cluster`,
+ *   src/kube/cluster-pod-informer.ts).
  */
-import { StringDecoder } from 'node:string_decoder';
-import { backoffMs } from '../backoff.ts';
-import { type Clock, type MonotonicClock, monotonicClock } from '../clock.ts';
-import type { Logger } from '../log.ts';
-import { sleep } from '../sleep.ts';
-import { KubeApiError, statusError, statusOf } from './api-status.ts';
-import { type DriverPod, trimPod } from './driver-pod.ts';
-import type { KubeHttp } from './kube-http.ts';
+import type { DriverPod } from './driver-pod.ts';
+import { createPodReflector, type PodEvent, type PodReflectorOptions } from './pod-reflector.ts';
 
-/** What the informer observed. `deleted` is a DELETE event (the pod is gone from the API server). */
-export type PodEvent = 'added' | 'updated' | 'deleted';
-
-/** Options of {@link createPodInformer}. */
-export interface PodInformerOptions {
-  /** The transport of the target's context (shared; the informer does not close it). */
-  http: KubeHttp;
-  namespace: string;
-  /** Applied server-side to the list and the watch ('' for none). */
-  labelSelector: string;
-  log: Logger;
-  /** Called after each successful list (the first, and every relist) once the cache is reconciled. */
-  onSynced?: () => void;
-  /** First restart delay, ms (default 500); doubles up to `maxBackoffMs` (default 30 000). */
-  backoffMs?: number;
-  maxBackoffMs?: number;
-  /** Items per list page (default 500, as client-go's pager). */
-  pageSize?: number;
-  /** The wall clock, epoch ms: `Retry-After` dates of failed lists and watches. */
-  now: Clock;
-  /**
-   * The monotonic clock, ms: backoff resets, short watches, {@link PodInformer.downSinceMs} (default the
-   * system's monotonic clock).
-   */
-  monotonicNow?: MonotonicClock;
-}
+export type { PodEvent } from './pod-reflector.ts';
 
 /** Told about every event; must not throw (errors are logged) and makes no API calls. */
 export type PodEventHandler = (event: PodEvent, pod: DriverPod) => void;
 
-/** A running informer. */
+/** A running informer of one namespace. */
 export interface PodInformer {
   /**
    * Subscribes `handler` to every event from now on, as client-go's `AddEventHandler`: add handlers before
@@ -86,368 +40,31 @@ export interface PodInformer {
   list(): readonly DriverPod[];
 }
 
-/** The watch's resourceVersion is too old (410): relist. */
-class ExpiredError extends Error {
-  override name = 'ExpiredError';
-}
+/** Options of {@link createPodInformer}: a reflector's, for one namespace. */
+export type PodInformerOptions = Omit<PodReflectorOptions, 'namespace' | 'acceptNamespace'> & {
+  namespace: string;
+};
 
-/** Reads a (small) error answer of a watch request as text (a Status for {@link statusOf}), at most 64 KiB. */
-async function readErrorBody(body: AsyncIterable<Buffer> & { destroy(err?: Error): void }): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  try {
-    for await (const chunk of body) {
-      chunks.push(chunk);
-      size += chunk.length;
-      if (size > 65_536) break;
-    }
-  } catch {
-    // The status code alone will do.
-  } finally {
-    body.destroy();
-  }
-  return Buffer.concat(chunks).toString('utf8');
-}
-
-/** Creates the informer; call `start()`. */
+/** Creates the informer of one namespace, with its own list and watch; call `start()`. */
 export function createPodInformer(opts: PodInformerOptions): PodInformer {
-  const log = opts.log;
-  const base = opts.backoffMs ?? 500;
-  const max = opts.maxBackoffMs ?? 30_000;
-  const pageSize = opts.pageSize ?? 500;
-  const monotonicNow = opts.monotonicNow ?? monotonicClock;
-  /** Consecutive failures less than this apart keep growing the backoff (client-go's reset duration). */
-  const backoffResetMs = 120_000;
-  const path = `/api/v1/namespaces/${encodeURIComponent(opts.namespace)}/pods`;
-  const selector = opts.labelSelector ? `labelSelector=${encodeURIComponent(opts.labelSelector)}` : '';
-
-  const cache = new Map<string, DriverPod>();
-  const stopping = new AbortController();
-  let stopped = false;
-  let started = false;
-  let synced = false;
-  let downSinceMs: number | undefined = monotonicNow();
-  let restarts = 0;
-  let failures = 0;
-  let lastFailureAt = Number.NEGATIVE_INFINITY;
-  let loop: Promise<void> | undefined;
-  let firstSync: (() => void) | undefined;
-  const firstSynced = new Promise<void>((resolve) => {
-    firstSync = resolve;
-  });
-
-  const handlers: PodEventHandler[] = [];
-  function emit(event: PodEvent, pod: DriverPod): void {
-    for (const handler of handlers) {
-      try {
-        handler(event, pod);
-      } catch (err) {
-        log.error(
-          { err, event, pod: pod.metadata?.name, uid: pod.metadata?.uid },
-          'informer event handler failed',
-        );
-      }
-    }
-  }
-
-  /**
-   * One consistent list, in pages, trimmed. kube-apiserver reads every page at the first page's
-   * resourceVersion; once etcd has compacted past it (every 5 min by default, so a list that took that long)
-   * the next page is answered 410 Expired, and the pages read so far are dropped, never taken as a list: the
-   * list starts again from the first page (memory stays bounded by a page), and if that one expires too, it
-   * is read in one request, as client-go's pager falls back to a full list (paging cannot finish in time).
-   * The 410's inconsistent-continue token is never used: it would mix two resourceVersions in the cache.
-   */
-  async function listAll(): Promise<{ pods: DriverPod[]; resourceVersion: string }> {
-    const pods: DriverPod[] = [];
-    let cont: string | undefined;
-    let limit = pageSize;
-    let pages = 0;
-    let expired = 0;
-    let resourceVersion: string | undefined;
-    for (;;) {
-      const params = [
-        ...(limit > 0 ? [`limit=${limit}`] : []),
-        ...(selector ? [selector] : []),
-        ...(cont ? [`continue=${encodeURIComponent(cont)}`] : []),
-      ];
-      const query = params.length > 0 ? `?${params.join('&')}` : '';
-      const res = await opts.http.request('GET', `${path}${query}`, { signal: stopping.signal });
-      if (res.statusCode === 410 && cont) {
-        expired += 1;
-        const s = statusOf(res.body);
-        log.info(
-          { pages, pods: pods.length, reason: s.reason, restart: expired === 1 ? 'paged' : 'one request' },
-          expired === 1
-            ? 'list continue token expired (410); listing again from the first page'
-            : 'list continue token expired again (410); listing in one request',
-        );
-        pods.length = 0;
-        pages = 0;
-        cont = undefined;
-        resourceVersion = undefined;
-        if (expired > 1) limit = 0;
-        continue;
-      }
-      if (res.statusCode < 200 || res.statusCode > 299)
-        throw statusError(
-          res.statusCode,
-          res.body,
-          res.headers,
-          opts.now(),
-          `list answered HTTP ${res.statusCode}`,
-        );
-      const list = res.body as {
-        metadata?: { resourceVersion?: unknown; continue?: unknown };
-        items?: unknown;
-      };
-      if (typeof list !== 'object' || list === null || !Array.isArray(list.items))
-        throw new KubeApiError('list answer is not a PodList', res.statusCode, 'BadList');
-      pages += 1;
-      for (const item of list.items) pods.push(trimPod(item));
-      // Every page carries the first page's resourceVersion: the list's.
-      if (typeof list.metadata?.resourceVersion === 'string') resourceVersion = list.metadata.resourceVersion;
-      cont =
-        typeof list.metadata?.continue === 'string' && list.metadata.continue ? list.metadata.continue : '';
-      if (!cont || limit === 0) break;
-    }
-    if (!resourceVersion) throw new KubeApiError('list answer has no resourceVersion', 200, 'BadList');
-    return { pods, resourceVersion };
-  }
-
-  /** client-go's `Replace`: reconciles the cache with a full list and reports the differences. */
-  function replace(pods: readonly DriverPod[]): void {
-    const seen = new Set<string>();
-    for (const pod of pods) {
-      const name = pod.metadata?.name;
-      if (!name) {
-        emit('added', pod); // not cacheable; the consumer logs it as malformed
-        continue;
-      }
-      seen.add(name);
-      const old = cache.get(name);
-      if (!old) {
-        cache.set(name, pod);
-        emit('added', pod);
-      } else if (old.metadata?.uid !== pod.metadata?.uid) {
-        // Deleted and re-created under the same name while we were not watching.
-        cache.set(name, pod);
-        emit('deleted', old);
-        emit('added', pod);
-      } else if (old.metadata?.resourceVersion !== pod.metadata?.resourceVersion) {
-        cache.set(name, pod);
-        emit('updated', pod);
-      }
-    }
-    for (const [name, old] of cache) {
-      if (seen.has(name)) continue;
-      cache.delete(name);
-      emit('deleted', old);
-    }
-  }
-
-  async function relist(): Promise<string> {
-    const { pods, resourceVersion } = await listAll();
-    if (stopped) return resourceVersion;
-    replace(pods);
-    log.debug({ pods: cache.size, resourceVersion }, 'informer listed');
-    synced = true;
-    downSinceMs = undefined;
-    opts.onSynced?.();
-    firstSync?.();
-    return resourceVersion;
-  }
-
-  /** Applies one watch line; returns the new resourceVersion. @throws ExpiredError, KubeApiError. */
-  function applyLine(line: string, rv: string): string {
-    let ev: { type?: unknown; object?: unknown };
-    try {
-      ev = JSON.parse(line);
-    } catch {
-      throw new KubeApiError(`bad watch line: ${line.slice(0, 120)}`, undefined, 'BadWatchLine');
-    }
-    const type = ev?.type;
-    if (type === 'ERROR') {
-      const s = statusOf(ev.object);
-      if (s.code === 410 || s.reason === 'Expired' || s.reason === 'Gone')
-        throw new ExpiredError(s.message ?? 'resourceVersion expired');
-      throw statusError(s.code, ev.object, {}, opts.now(), 'watch ERROR event');
-    }
-    const raw = ev?.object as { metadata?: { resourceVersion?: unknown } } | undefined;
-    const next = typeof raw?.metadata?.resourceVersion === 'string' ? raw.metadata.resourceVersion : rv;
-    if (type === 'BOOKMARK') return next;
-    if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED')
-      throw new KubeApiError(`unknown watch event type ${JSON.stringify(type)}`, undefined, 'BadWatchLine');
-    const pod = trimPod(raw);
-    const name = pod.metadata?.name;
-    if (type === 'DELETED') {
-      if (name) cache.delete(name);
-      emit('deleted', pod);
-    } else if (!name) {
-      emit(type === 'ADDED' ? 'added' : 'updated', pod); // not cacheable; the consumer logs it as malformed
-    } else {
-      // As client-go's HandleDeltas: add or update by what the cache holds, whatever the event type says.
-      const had = cache.has(name);
-      cache.set(name, pod);
-      emit(had ? 'updated' : 'added', pod);
-    }
-    return next;
-  }
-
-  /**
-   * One watch from `rv` until the server ends it; returns the last resourceVersion seen.
-   * @throws ExpiredError on 410, KubeApiError/undici errors on failures.
-   */
-  async function watch(rv: string): Promise<{ rv: string; events: number }> {
-    const timeoutSeconds = 300 + Math.floor(Math.random() * 301);
-    const query = `?watch=1&resourceVersion=${encodeURIComponent(rv)}&allowWatchBookmarks=true&timeoutSeconds=${timeoutSeconds}${selector ? `&${selector}` : ''}`;
-    // The server ends the stream after timeoutSeconds; a connection that silently died never would.
-    const guard = new AbortController();
-    const guardTimer = setTimeout(() => guard.abort(), (timeoutSeconds + 30) * 1000);
-    guardTimer.unref();
-    const signal = AbortSignal.any([stopping.signal, guard.signal]);
-    const startedAt = monotonicNow();
-    let events = 0;
-    try {
-      const res = await opts.http.stream(`${path}${query}`, signal);
-      if (res.statusCode === 410) {
-        await readErrorBody(res.body);
-        throw new ExpiredError('watch answered 410 Gone');
-      }
-      if (res.statusCode < 200 || res.statusCode > 299)
-        throw statusError(
-          res.statusCode,
-          await readErrorBody(res.body),
-          res.headers,
-          opts.now(),
-          `watch answered HTTP ${res.statusCode}`,
-        );
-      const decoder = new StringDecoder('utf8');
-      let buffered = '';
-      try {
-        for await (const chunk of res.body) {
-          buffered += decoder.write(chunk);
-          let start = 0;
-          for (let nl = buffered.indexOf('\n'); nl >= 0; nl = buffered.indexOf('\n', start)) {
-            const line = buffered.slice(start, nl);
-            start = nl + 1;
-            if (line.trim() === '') continue;
-            rv = applyLine(line, rv);
-            events += 1;
-          }
-          buffered = start === 0 ? buffered : buffered.slice(start);
-        }
-        buffered += decoder.end();
-        if (buffered.trim() !== '') {
-          rv = applyLine(buffered, rv);
-          events += 1;
-        }
-      } finally {
-        res.body.destroy();
-      }
-    } catch (err) {
-      if (guard.signal.aborted && !stopped) {
-        log.warn({ timeoutSeconds }, 'watch outlived its timeout (connection lost?); re-watching');
-        return { rv, events };
-      }
-      throw err;
-    } finally {
-      clearTimeout(guardTimer);
-    }
-    if (events === 0 && monotonicNow() - startedAt < 1000 && !stopped) {
-      // client-go's reflector: a server (or proxy) closing every watch at once must not make us spin.
-      throw new KubeApiError(
-        'very short watch: ended within a second without any event',
-        undefined,
-        'ShortWatch',
-      );
-    }
-    return { rv, events };
-  }
-
-  /** List, then watch and re-watch until an error (thrown) or stop. 410 relists at once. */
-  async function listAndWatch(): Promise<void> {
-    let rv = await relist();
-    let expiredInARow = 0;
-    while (!stopped) {
-      try {
-        const result = await watch(rv);
-        rv = result.rv;
-        expiredInARow = 0;
-        log.debug({ resourceVersion: rv, events: result.events }, 'watch ended; re-watching');
-      } catch (err) {
-        if (!(err instanceof ExpiredError) || stopped) throw err;
-        expiredInARow += 1;
-        // A server answering 410 to the resourceVersion of each fresh list, again and again: back off.
-        if (expiredInARow > 3) throw new KubeApiError(err.message, 410, 'Expired');
-        log.info({ resourceVersion: rv, message: err.message }, 'watch expired (410 Gone); relisting');
-        rv = await relist();
-      }
-    }
-  }
-
-  async function run(): Promise<void> {
-    while (!stopped) {
-      try {
-        await listAndWatch();
-      } catch (err) {
-        if (stopped) return;
-        const at = monotonicNow();
-        downSinceMs ??= at;
-        if (at - lastFailureAt > backoffResetMs) failures = 0;
-        lastFailureAt = at;
-        failures += 1;
-        const backoff = backoffMs(failures, { baseMs: base, maxMs: max, jitter: true });
-        const e = err as { code?: unknown; reason?: unknown; message?: unknown; retryAfterMs?: unknown };
-        const retryAfter = typeof e.retryAfterMs === 'number' ? Math.min(max, e.retryAfterMs) : 0;
-        const delay = Math.max(backoff, retryAfter);
-        log.warn(
-          {
-            code: e?.code,
-            reason: e?.reason,
-            message: typeof e?.message === 'string' ? e.message.split('\n')[0] : undefined,
-            retryInMs: Math.round(delay),
-          },
-          'informer stopped on an error; restarting',
-        );
-        await sleep(delay, stopping.signal);
-        if (stopped) return;
-        restarts += 1;
-      }
-    }
-  }
-
+  const { namespace } = opts;
+  const reflector = createPodReflector(opts);
   return {
     addEventHandler(handler) {
-      handlers.push(handler);
+      reflector.addEventHandler((event, pod) => handler(event, pod));
     },
-    async start() {
-      if (!started && !stopped) {
-        started = true;
-        loop = run().catch((err) => log.error({ err }, 'informer loop failed'));
-      }
-      await firstSynced;
-    },
-    async stop() {
-      stopped = true;
-      stopping.abort();
-      firstSync?.();
-      await loop;
-    },
+    start: () => reflector.start(),
+    stop: () => reflector.stop(),
     get synced() {
-      return synced;
+      return reflector.synced;
     },
     get downSinceMs() {
-      return downSinceMs;
+      return reflector.downSinceMs;
     },
     get restarts() {
-      return restarts;
+      return reflector.restarts;
     },
-    get(name) {
-      return cache.get(name);
-    },
-    list() {
-      return [...cache.values()];
-    },
+    get: (name) => reflector.get(namespace, name),
+    list: () => reflector.list(namespace),
   };
 }

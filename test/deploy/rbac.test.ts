@@ -154,3 +154,49 @@ describe('the RBAC check rejects every widening or gap', () => {
     expect(podRbacProblems(make(), expected).length).toBeGreaterThan(0);
   });
 });
+
+describe('RBAC of the cluster-scope overlay (informerScope: cluster)', () => {
+  const clusterOverlay = renderKustomization('infra/k8s/overlays/cluster-scope');
+  const clusterExpected: RbacExpectation = { ...expected, informerScope: 'cluster' };
+
+  it('sets SDC_INFORMER_SCOPE=cluster on the same targets', () => {
+    const d = findOne<Workload>(clusterOverlay, 'Deployment', 'spark-driver-cleaner');
+    const env = configMapEnv(
+      clusterOverlay,
+      d.spec.template.spec.containers[0] as Workload['spec']['template']['spec']['containers'][0],
+    );
+    expect(env.SDC_INFORMER_SCOPE).toBe('cluster');
+    expect(targetNamespaces(env.SDC_TARGETS ?? '')).toEqual(expected.targetNamespaces);
+  });
+
+  it('grants list, watch on pods cluster-wide, and only get, delete in each target namespace', () => {
+    expect(podRbacProblems(clusterOverlay, clusterExpected)).toEqual([]);
+    expect(findOne(clusterOverlay, 'ClusterRole').rules).toEqual([
+      { apiGroups: [''], resources: ['pods'], verbs: ['list', 'watch'] },
+    ]);
+    for (const role of clusterOverlay.filter((o) => o.kind === 'Role'))
+      expect(role.rules).toEqual([{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'delete'] }]);
+  });
+
+  const widen = (change: (o: KubeObject & Record<string, unknown>) => void, kind = 'ClusterRole') => {
+    const copy = structuredClone(clusterOverlay);
+    change(copy.find((o) => o.kind === kind) as KubeObject & Record<string, unknown>);
+    return copy;
+  };
+  it.each<[string, () => KubeObject[]]>([
+    ['delete cluster-wide', () => widen((r) => (r.rules = [rule({ verbs: ['list', 'watch', 'delete'] })]))],
+    ['secrets cluster-wide', () => widen((r) => (r.rules = [rule({ resources: ['pods', 'secrets'] })]))],
+    [
+      'the ClusterRole bound to every ServiceAccount',
+      () =>
+        widen(
+          (b) => (b.subjects = [{ kind: 'Group', name: 'system:serviceaccounts' }]),
+          'ClusterRoleBinding',
+        ),
+    ],
+    ['no ClusterRole', () => clusterOverlay.filter((o) => o.kind !== 'ClusterRole')],
+    ['the namespace overlay (no cluster grant) under cluster scope', () => overlay],
+  ])('%s → reported', (_name, make) => {
+    expect(podRbacProblems(make(), clusterExpected).length).toBeGreaterThan(0);
+  });
+});

@@ -14,7 +14,12 @@ import type { KubeObject } from './validate-object.ts';
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
 /** Every kustomization the repository ships, relative to the repository root. */
-export const KUSTOMIZATIONS = ['infra/k8s/base', 'infra/k8s/backends', 'infra/k8s/overlays/example'] as const;
+export const KUSTOMIZATIONS = [
+  'infra/k8s/base',
+  'infra/k8s/backends',
+  'infra/k8s/overlays/example',
+  'infra/k8s/overlays/cluster-scope',
+] as const;
 
 /** Thrown when kubectl is missing, kustomize fails, or its output is not YAML. */
 export class RenderError extends Error {

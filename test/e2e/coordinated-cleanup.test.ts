@@ -135,6 +135,71 @@ describe('coordinated cleanup', () => {
     await Promise.all(replicas.map((r) => r.exited));
   });
 
+  it('informerScope: cluster → one LIST and one WATCH per replica and context; other namespaces never touched', async () => {
+    const targets = 'alpha:cs-a,alpha:cs-b,beta:cs-c';
+    const replicas = [
+      cluster.startReplica('s1', env(targets, 'cs', { SDC_INFORMER_SCOPE: 'cluster' })),
+      cluster.startReplica('s2', env(targets, 'cs', { SDC_INFORMER_SCOPE: 'cluster' })),
+    ];
+    const a = startSparkWorkload(alpha(), {
+      namespaces: ['cs-a', 'cs-b'],
+      pods: 20,
+      ratePerSecond: 40,
+      runMs: 200,
+      pendingMs: 50,
+    });
+    const b = startSparkWorkload(beta(), {
+      namespaces: ['cs-c'],
+      pods: 10,
+      ratePerSecond: 40,
+      runMs: 200,
+      pendingMs: 50,
+    });
+    // Drivers the selector matches in a namespace that is no target: seen by the cluster watch, left alone.
+    const z = startSparkWorkload(alpha(), {
+      namespaces: ['cs-z'],
+      pods: 5,
+      ratePerSecond: 40,
+      runMs: 200,
+      pendingMs: 50,
+    });
+    await Promise.all([a.done, b.done, z.done]);
+    const driversIn = (server: typeof alpha, namespaces: string[]) =>
+      namespaces.reduce((n, ns) => n + server().pods.list(ns).filter(isDriver).length, 0);
+    await waitFor('alpha cleaned', () => driversIn(alpha, ['cs-a', 'cs-b']) === 0, 30_000);
+    await waitFor('beta cleaned', () => driversIn(beta, ['cs-c']) === 0, 30_000);
+    const ua = a.stats.terminated.map((t) => t.uid);
+    const ub = b.stats.terminated.map((t) => t.uid);
+    expect(deletesPer(alpha(), ua)).toEqual(ua.map(() => 1));
+    expect(deletesPer(beta(), ub)).toEqual(ub.map(() => 1));
+    const uz = z.stats.terminated.map((t) => t.uid);
+    expect(uz.length).toBe(5);
+    expect(deletesPer(alpha(), uz)).toEqual(uz.map(() => 0));
+    expect(driversIn(alpha, ['cs-z'])).toBe(5);
+    // Per server: one cluster-scope LIST and WATCH per replica, no namespaced list or watch of these targets.
+    for (const server of [alpha(), beta()]) {
+      const informerRequests = server.requests
+        .arrivals()
+        .filter(
+          (r) =>
+            (r.verb === 'list' || r.verb === 'watch') && /^\/api\/v1\/(pods|namespaces\/cs-)/.test(r.path),
+        );
+      expect(informerRequests.map((r) => `${r.verb} ${r.path}`).sort()).toEqual([
+        'list /api/v1/pods',
+        'list /api/v1/pods',
+        'watch /api/v1/pods',
+        'watch /api/v1/pods',
+      ]);
+    }
+    // Every pod reached its own target's cleaner: none asked for under another target's namespace (a 404).
+    const misrouted = alpha()
+      .requests.recent()
+      .filter((r) => r.path.startsWith('/api/v1/namespaces/cs-') && r.code === 404);
+    expect(misrouted).toEqual([]);
+    for (const r of replicas) r.kill('SIGTERM');
+    await Promise.all(replicas.map((r) => r.exited));
+  });
+
   it('Redis data lost, then the leader SIGKILLed → the new leader reconciles and deletes each pod exactly once', async () => {
     const ns = 'failover';
     const e = env(`alpha:${ns}`, 't3', { SDC_RETENTION: '5s' });

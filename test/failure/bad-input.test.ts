@@ -46,6 +46,7 @@ const BAD: Record<string, Record<string, string>> = {
   recheck: { SDC_RECHECK: 'sometimes' },
   apiQps: { SDC_API_QPS: '-5' },
   apiBurst: { SDC_API_BURST: '0' },
+  informerScope: { SDC_INFORMER_SCOPE: 'everywhere' },
   apiTimeout: { SDC_API_TIMEOUT: 'soon' },
   concurrency: { SDC_CONCURRENCY: '0' },
   retryBaseDelay: { SDC_RETRY_BASE_DELAY: 'x' },

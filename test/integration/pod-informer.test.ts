@@ -16,6 +16,7 @@ import {
   type PodEventHandler,
   type PodInformer,
 } from '../../src/kube/pod-informer.ts';
+import { createRateLimiter } from '../../src/kube/rate-limiter.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../sandbox/helpers.ts';
 
@@ -24,6 +25,8 @@ const until = <T>(what: string, cond: () => T | Promise<T>, timeoutMs?: number) 
   waitFor(cond, what, timeoutMs);
 
 const TOKEN = 'inf0rmer';
+/** A limiter that never waits: these tests are about the list and watch, not their rate. */
+const unlimited = createRateLimiter({ qps: 100_000, burst: 100_000, monotonicNow: () => performance.now() });
 const SELECTOR = 'spark-role=driver';
 let server: SandboxApiServer;
 let http: KubeHttp;
@@ -108,6 +111,7 @@ function startInformer(
   const events: Started['events'] = [];
   const informer = createPodInformer({
     http,
+    limiter: unlimited,
     namespace: ns,
     labelSelector: SELECTOR,
     log,
@@ -637,6 +641,7 @@ function scriptedInformer(
   const { log, lines } = memoryLogger();
   const inf = createPodInformer({
     http: t,
+    limiter: unlimited,
     namespace: 'n',
     labelSelector: opts.labelSelector ?? '',
     log,

@@ -38,16 +38,14 @@ let server: SandboxApiServer;
 let http: KubeHttp;
 let pods: PodApi;
 const connections: Redis[] = [];
+const unlimited = createRateLimiter({ qps: 1000, burst: 1000, monotonicNow: () => performance.now() });
 /** Cleaners of the current test, stopped after it whatever happened. */
 const running: TargetCleaner[] = [];
 
 beforeAll(async () => {
   [redis, server] = await Promise.all([startRedis(), startSandboxApiServer({ contextName: CONTEXT })]);
   http = createKubeHttp({ context: CONTEXT, server: server.url, tls: {}, headers: async () => ({}) });
-  pods = createPodApi({
-    http,
-    limiter: createRateLimiter({ qps: 1000, burst: 1000, monotonicNow: () => performance.now() }),
-  });
+  pods = createPodApi({ http, limiter: unlimited });
 });
 afterEach(async () => {
   server.faults.clear();
@@ -124,6 +122,7 @@ async function startCleaner(
     maxBackoffMs: 2000,
     informer: createPodInformer({
       http,
+      limiter: unlimited,
       namespace,
       labelSelector: SELECTOR,
       log,

@@ -179,6 +179,45 @@ describe('watch', () => {
     await w.close();
   });
 
+  it('watches every namespace at /api/v1/pods: the selector applied, resumable from a resourceVersion, 410 once compacted', async () => {
+    const from = server.resourceVersion();
+    const w = await openRawWatch(
+      `${server.url}/api/v1/pods?watch=true&labelSelector=role%3Ddriver&resourceVersion=${from}`,
+    );
+    server.pods.create(pod('cw-a', 'd1', { labels: { role: 'driver' } }));
+    server.pods.create(pod('cw-b', 'd2', { labels: { role: 'driver' } }));
+    server.pods.create(pod('cw-b', 'x1', { labels: { role: 'executor' } }));
+    server.pods.delete('cw-a', 'd1');
+    await waitFor(() => w.events.length >= 4, 'events of both namespaces');
+    expect(
+      w.events.map((e) => `${e.type} ${e.object.metadata?.namespace}/${e.object.metadata?.name}`),
+    ).toEqual(['ADDED cw-a/d1', 'ADDED cw-b/d2', 'MODIFIED cw-a/d1', 'DELETED cw-a/d1']);
+    await w.close();
+
+    // Resumed from the first event's resourceVersion: the rest, across namespaces, in order.
+    const rv = w.events[0]?.object.metadata?.resourceVersion;
+    const resumed = await openRawWatch(
+      `${server.url}/api/v1/pods?watch=true&labelSelector=role%3Ddriver&resourceVersion=${rv}`,
+    );
+    await waitFor(() => resumed.events.length >= 3, 'resumed events');
+    expect(resumed.events.map((e) => `${e.type} ${e.object.metadata?.name}`)).toEqual([
+      'ADDED d2',
+      'MODIFIED d1',
+      'DELETED d1',
+    ]);
+    await resumed.close();
+
+    server.compact();
+    const expired = await openRawWatch(`${server.url}/api/v1/pods?watch=true&resourceVersion=${from}`);
+    await waitFor(() => expired.ended, 'stream end');
+    expect(expired.events).toEqual([
+      expect.objectContaining({
+        type: 'ERROR',
+        object: expect.objectContaining({ code: 410, reason: 'Expired' }),
+      }),
+    ]);
+  });
+
   it('ends the stream after timeoutSeconds', async () => {
     const w = await openRawWatch(`${server.url}/api/v1/namespaces/w4/pods?watch=true&timeoutSeconds=1`);
     await waitFor(() => w.ended, 'timeout end', 3000);

@@ -7,7 +7,7 @@ export interface RawEvent {
     kind?: string;
     code?: number;
     reason?: string;
-    metadata?: { name?: string; resourceVersion?: string };
+    metadata?: { name?: string; namespace?: string; resourceVersion?: string };
   };
 }
 

@@ -238,6 +238,7 @@ describe('loadConfig', () => {
       recheck: 'resource-version',
       apiQps: 20,
       apiBurst: 30,
+      informerScope: 'namespace',
       dryRun: false,
       etcdEndpoints: [],
       tombstoneTtlMs: 86_400_000,
@@ -245,6 +246,11 @@ describe('loadConfig', () => {
       httpHost: '127.0.0.1',
     });
     expect(c.replicaId).toMatch(/-\d+$/);
+  });
+
+  it('informerScope from the environment (any case), default namespace', () => {
+    expect(loadConfig({ env: { ...base, SDC_INFORMER_SCOPE: 'Cluster' } }).informerScope).toBe('cluster');
+    expect(loadConfig({ env: base }).informerScope).toBe('namespace');
   });
 
   it('flags > env > file > defaults', () => {
@@ -313,6 +319,11 @@ describe('loadConfig', () => {
     ],
     ['bad qps', { SDC_API_QPS: '0' }, /SDC_API_QPS: "0" is not a positive number/],
     ['bad burst', { SDC_API_BURST: '2.5' }, /SDC_API_BURST: "2.5" is not an integer/],
+    [
+      'bad informer scope',
+      { SDC_INFORMER_SCOPE: 'everywhere' },
+      /SDC_INFORMER_SCOPE: "everywhere": expected one of namespace, cluster/,
+    ],
     ['bad dry run', { SDC_DRY_RUN: 'maybe' }, /SDC_DRY_RUN: "maybe" is not a boolean/],
     ['bad port', { SDC_HTTP_PORT: '70000' }, /SDC_HTTP_PORT: "70000" is not an integer from 0 to 65535/],
     ['bad selector', { SDC_LABEL_SELECTOR: 'spark-role=driver,=x' }, /SDC_LABEL_SELECTOR: invalid label key/],

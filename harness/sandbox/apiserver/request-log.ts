@@ -36,6 +36,14 @@ export interface DeleteDetails {
 /** One DELETE request with its {@link DeleteDetails}. */
 export type DeleteRecord = RequestRecord & DeleteDetails;
 
+/** One API request as it arrived (before it was served or answered): what a rate is counted from. */
+export interface Arrival {
+  verb: RequestRecord['verb'];
+  path: string;
+  /** Epoch ms (sandbox clock) at arrival. */
+  atMs: number;
+}
+
 /** Read side of the request log, as exposed on the server handle. */
 export interface RequestLogView {
   /** Requests per verb since the last reset, e.g. `{ list: 2, watch: 3, delete: 10 }`. */
@@ -48,11 +56,22 @@ export interface RequestLogView {
   recent(): RequestRecord[];
   /** Every DELETE request since the last reset, in the order they were answered (not bounded). */
   deletes(): DeleteRecord[];
+  /**
+   * Every API request since the last reset as it arrived, oldest first (the last 100,000): unlike
+   * {@link recent}, a watch is here as soon as it is opened, not when it ends.
+   */
+  arrivals(): Arrival[];
+  /**
+   * The most requests that arrived within any `windowMs` (a half-open window `[t, t + windowMs)`) among
+   * {@link arrivals} that `filter` keeps (default all): the peak rate, to hold against a client's QPS + burst.
+   */
+  busiestWindow(windowMs: number, filter?: (a: Arrival) => boolean): number;
   /** Forgets everything logged so far. */
   reset(): void;
 }
 
 const RECENT_MAX = 1000;
+const ARRIVALS_MAX = 100_000;
 
 /** Mutable request log used by the server. */
 export class RequestLog implements RequestLogView {
@@ -61,6 +80,7 @@ export class RequestLog implements RequestLogView {
   #deleteTotal = 0;
   #recent: RequestRecord[] = [];
   #deleteRecords: DeleteRecord[] = [];
+  #arrivals: Arrival[] = [];
   #generation = 0;
 
   /**
@@ -75,6 +95,10 @@ export class RequestLog implements RequestLogView {
   ): (code: number, uid?: string, details?: DeleteDetails) => void {
     this.#counts[verb] = (this.#counts[verb] ?? 0) + 1;
     if (verb === 'delete') this.#deleteTotal++;
+    if (verb !== 'discovery') {
+      this.#arrivals.push({ verb, path, atMs });
+      if (this.#arrivals.length > ARRIVALS_MAX * 2) this.#arrivals = this.#arrivals.slice(-ARRIVALS_MAX);
+    }
     const generation = this.#generation;
     let done = false;
     return (code, uid, details) => {
@@ -114,8 +138,26 @@ export class RequestLog implements RequestLogView {
     return [...this.#deleteRecords];
   }
 
+  arrivals(): Arrival[] {
+    return this.#arrivals.slice(-ARRIVALS_MAX);
+  }
+
+  busiestWindow(windowMs: number, filter: (a: Arrival) => boolean = () => true): number {
+    const times = this.arrivals()
+      .filter(filter)
+      .map((a) => a.atMs)
+      .sort((a, b) => a - b);
+    let most = 0;
+    for (let start = 0, end = 0; start < times.length; start++) {
+      while (end < times.length && (times[end] ?? 0) < (times[start] ?? 0) + windowMs) end++;
+      most = Math.max(most, end - start);
+    }
+    return most;
+  }
+
   reset(): void {
     this.#counts = {};
+    this.#arrivals = [];
     this.#deletes = new Map();
     this.#deleteTotal = 0;
     this.#recent = [];

@@ -102,6 +102,8 @@ export interface SandboxApiServer {
   resourceVersion(): number;
   /** Number of open watch streams. */
   openWatches(): number;
+  /** Number of open client connections (TCP, HTTP/1.1 keep-alive ones included). */
+  openConnections(): number;
   /** Number of pods stored (cheaper than `pods.list().length`). */
   podCount(): number;
   /** Drops retained events: the next watch from an older resourceVersion gets 410 Expired. */
@@ -304,6 +306,7 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
     clock: { now: clock.now, advance: clock.advance },
     resourceVersion: () => store.resourceVersion,
     openWatches: () => hub.openCount,
+    openConnections: () => sockets.size,
     podCount: () => store.size,
     compact: () => store.compact(),
     dropWatches: () => hub.dropAll(),
