@@ -140,7 +140,9 @@ describe('informerScope: namespace', () => {
       `[informers] namespace scope, 30 targets, ${QPS} QPS burst ${BURST}: busiest second ${busiest} requests; ` +
         `${east.openConnections()} connections open (one per watch)`,
     );
-    expect(busiest).toBeLessThanOrEqual(QPS + BURST);
+    // The limiter lets at most QPS + BURST go in any second; they are counted on arrival at the server, where a
+    // busy machine's delivery jitter can bunch a request or two into the next second. Without the limiter: 60.
+    expect(busiest).toBeLessThanOrEqual(QPS + BURST + 2);
     // Every watch holds its own HTTP/1.1 connection.
     expect(east.openConnections()).toBeGreaterThanOrEqual(30);
     for (const [i, informer] of informers.entries())
