@@ -1,9 +1,11 @@
 /**
  * One replica process: wires the configuration into a {@link TargetCleaner} per target, sharing one Redis
- * connection, one etcd client, and per context one connection pool (src/kube/kube-http.ts), rate limiter and pod API.
+ * connection, one etcd client with one session lease and one watch for all elections
+ * (src/leadership/etcd-leadership-group.ts), and per context one connection pool (src/kube/kube-http.ts), rate
+ * limiter and pod API.
  *
- * Shutdown (SIGTERM) resigns every leadership first and at once, so other replicas take over within a
- * second; in-flight jobs are aborted before their DELETE and go back to the queue; nothing is deleted
+ * Shutdown (SIGTERM) resigns every leadership first and at once (the session lease is revoked), so other
+ * replicas take over within a second; in-flight jobs are aborted before their DELETE and go back to the queue; nothing is deleted
  * early.
  */
 import type { Etcd3 } from 'etcd3';
@@ -18,7 +20,7 @@ import type { CleanerConfig } from './config/schema.ts';
 import { openContexts } from './kube/context-clients.ts';
 import { createPodInformer } from './kube/pod-informer.ts';
 import { createEtcdClient } from './leadership/etcd-client.ts';
-import { createEtcdLeadership } from './leadership/etcd-leadership.ts';
+import { createEtcdLeadershipGroup, type LeadershipBalance } from './leadership/etcd-leadership-group.ts';
 import { createLocalLeadership } from './leadership/local-leadership.ts';
 import type { Logger } from './log.ts';
 import { createCleanupQueue } from './queue/cleanup-queue.ts';
@@ -31,6 +33,8 @@ export interface Replica {
   readonly cleaners: readonly TargetCleaner[];
   readonly redis: Redis;
   readonly etcd: Etcd3 | undefined;
+  /** How leaderships are balanced over the live replicas; undefined with local leadership. */
+  leadershipBalance(): LeadershipBalance | undefined;
   /** Resigns all leaderships, stops workers and informers, closes connections. Idempotent. */
   stop(): Promise<void>;
 }
@@ -81,13 +85,16 @@ export async function startReplica(
   const etcd = config.etcdEndpoints.length > 0 ? createEtcdClient(config.etcdEndpoints) : undefined;
   if (!etcd) log.warn('no etcdEndpoints: single-server mode, this replica leads every target');
 
-  // Each replica campaigns for its targets in a random order, 700 ms apart (at most 5 s): replicas that start
-  // together then lead different targets, instead of the first one to reach etcd leading them all.
-  const campaignDelays = targets.map((_, i) => Math.min(5000, i * 700));
-  for (let i = campaignDelays.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1)); // Fisher–Yates shuffle
-    [campaignDelays[i], campaignDelays[j]] = [campaignDelays[j] ?? 0, campaignDelays[i] ?? 0];
-  }
+  // One session lease, one watch and a balancer for all targets (src/leadership/etcd-leadership-group.ts).
+  const leaderships = etcd
+    ? createEtcdLeadershipGroup({
+        client: etcd,
+        replicaId: config.replicaId,
+        ttlSeconds: config.electionTtlSeconds,
+        log,
+        monotonicNow,
+      })
+    : undefined;
   const cleaners: TargetCleaner[] = [];
   for (const { ref, clients } of targets) {
     const tlog = log.child({ context: ref.context, namespace: ref.namespace });
@@ -107,16 +114,8 @@ export async function startReplica(
       now,
       monotonicNow,
     });
-    const leadership = etcd
-      ? createEtcdLeadership({
-          client: etcd,
-          prefix: electionPrefix(ref),
-          replicaId: config.replicaId,
-          ttlSeconds: config.electionTtlSeconds,
-          log: tlog,
-          monotonicNow,
-          initialCampaignDelayMs: campaignDelays[cleaners.length],
-        })
+    const leadership = leaderships
+      ? leaderships.election(targetLabel(ref), electionPrefix(ref), tlog)
       : createLocalLeadership({ replicaId: config.replicaId });
     const cleaner = createTargetCleaner({
       target: ref,
@@ -148,6 +147,7 @@ export async function startReplica(
   }
 
   for (const c of cleaners) await c.start();
+  leaderships?.start();
   log.info({ targets: cleaners.map((c) => targetLabel(c.target)) }, 'replica started');
 
   let stopping: Promise<void> | undefined;
@@ -156,9 +156,12 @@ export async function startReplica(
     cleaners,
     redis,
     etcd,
+    leadershipBalance: () => leaderships?.balance(),
     stop() {
       stopping ??= (async () => {
-        // All targets at once: resigning first lets other replicas take over while we wind down.
+        // All targets at once: revoking the session lease ends every term and removes every candidate key and
+        // the membership key in one step, so other replicas take over while we wind down.
+        await leaderships?.close();
         await Promise.allSettled(cleaners.map((c) => c.stop()));
         redis.disconnect();
         etcd?.close();

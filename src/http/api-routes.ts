@@ -3,7 +3,9 @@
  *
  * - `GET /api/v1/leaders` → `{ replica, leaders: { "context:namespace": replicaId | null }, targets: {
  *   "context:namespace": { leader, overdue, oldestOverdueSeconds, oldestOverdue: [{ pod, uid }] } } }` — the
- *   overdue pods as this replica's informer sees them (the self-check, src/cleaner/self-check.ts);
+ *   overdue pods as this replica's informer sees them (the self-check, src/cleaner/self-check.ts); with etcd,
+ *   also `balance: { rule, members, targets, cap, share: { replicaId: { assigned, leading } } }`, how
+ *   leaderships are balanced over the live replicas as this replica sees it (src/leadership/etcd-leadership-group.ts);
  * - `GET /api/v1/applications?tag=T` → the application of the driver pod labelled `kyuubi-unique-tag=T`,
  *   as Kyuubi's `getApplicationInfoByTag` answers it (newest pod when several carry the tag);
  * - `GET /api/v1/applications/{namespace}/{pod}[?context=C]` → the application of that driver pod;
@@ -110,10 +112,12 @@ export function registerApiRoutes(
         };
       }),
     );
+    const balance = replica.leadershipBalance?.();
     return {
       replica: replica.replicaId,
       leaders: Object.fromEntries(rows.map((r) => [r.target, r.leader])),
       targets: Object.fromEntries(rows.map(({ target, ...row }) => [target, row])),
+      ...(balance ? { balance } : {}),
     };
   });
 
