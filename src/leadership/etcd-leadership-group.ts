@@ -62,6 +62,8 @@ export interface LeadershipBalance {
   readonly cap: number;
   /** Per member: targets assigned to it, and targets it leads now (etcd's lowest candidate key). */
   readonly share: Readonly<Record<string, { readonly assigned: number; readonly leading: number }>>;
+  /** Target label → the member it is assigned to (absent without members). */
+  readonly owners: Readonly<Record<string, string>>;
 }
 
 /** A replica's etcd leaderships. */
@@ -229,7 +231,14 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
         const leader = view.candidates(x.election.prefix)[0]?.replicaId;
         if (leader !== undefined) of(leader).leading += 1;
       }
-      return { rule: ASSIGNMENT_RULE, members, targets: entries.length, cap, share };
+      return {
+        rule: ASSIGNMENT_RULE,
+        members,
+        targets: entries.length,
+        cap,
+        share,
+        owners: Object.fromEntries(owners),
+      };
     },
     session,
     view,
