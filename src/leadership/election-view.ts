@@ -43,6 +43,8 @@ export interface ElectionView {
   candidates(prefix: string): readonly CandidateKey[];
   /** The live member ids (replicas whose membership key exists), sorted. */
   members(): readonly string[];
+  /** The value of a live member's key (its target set, src/leadership/etcd-leadership-group.ts). */
+  memberValue(id: string): string | undefined;
   /**
    * Calls `cb` after each applied change with the election prefixes it touched (all of them after a fresh
    * read) and whether the members changed.
@@ -71,7 +73,7 @@ export function createElectionView(opts: ElectionViewOptions): ElectionView {
   const electionRoot = `${root}election/`;
   /** Election prefix → candidate key → candidate. */
   const elections = new Map<string, Map<string, CandidateKey>>();
-  /** Member id → its key's lease. */
+  /** Member id → its key's value. */
   const memberKeys = new Map<string, string>();
   let revision = 0n;
   let synced = false;
@@ -100,8 +102,9 @@ export function createElectionView(opts: ElectionViewOptions): ElectionView {
       const id = key.slice(membersPrefix.length);
       if (deleted) return memberKeys.delete(id);
       const had = memberKeys.get(id);
-      memberKeys.set(id, kv.lease);
-      return had !== kv.lease;
+      const value = kv.value.toString();
+      memberKeys.set(id, value);
+      return had !== value;
     }
     if (!key.startsWith(electionRoot)) return false;
     const prefix = prefixOf(key);
@@ -190,6 +193,7 @@ export function createElectionView(opts: ElectionViewOptions): ElectionView {
       );
     },
     members: () => [...memberKeys.keys()].sort(),
+    memberValue: (id) => memberKeys.get(id),
     onChange(cb) {
       listeners.push(cb);
     },

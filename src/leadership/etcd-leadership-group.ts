@@ -5,7 +5,10 @@
  *
  * How leadership is balanced (the same rule on every replica, from its view of etcd):
  * - the live members are the replicas whose membership key `spark-driver-cleaner/members/<id>` exists (it is
- *   on their session lease, so it goes when they leave or their lease expires);
+ *   on their session lease, so it goes when they leave or their lease expires); its value names the replica's
+ *   set of targets (a hash), and a replica balances with the members that serve the same set — its **peers**
+ *   (two deployments sharing one etcd, or replicas of a rollout that changes the targets, are balanced apart;
+ *   every target still has one leader at a time);
  * - a pure function assigns each target to one live member, at most ⌈T / R⌉ each (src/leadership/assignment.ts);
  * - a replica campaigns for the targets assigned to it, and for no other — except as a **fallback**: a target
  *   that has had no candidate at all for `fallbackMs` (views disagree, the owner is stuck or does not serve
@@ -17,6 +20,7 @@
  * So a replica leads at most ⌈T / R⌉ targets, plus those it still holds while their new owner is on its way
  * in; an added or restarted replica campaigns for its share as soon as it sees itself registered.
  */
+import { createHash } from 'node:crypto';
 import type { Etcd3 } from 'etcd3';
 import type { MonotonicClock } from '../clock.ts';
 import type { Logger } from '../log.ts';
@@ -54,7 +58,7 @@ export interface EtcdLeadershipGroupOptions {
 export interface LeadershipBalance {
   /** The assignment rule, in one sentence. */
   readonly rule: string;
-  /** The live members (replica ids), sorted. */
+  /** The live members serving the same targets as this replica (replica ids), sorted. */
   readonly members: readonly string[];
   /** Targets balanced (this replica's). */
   readonly targets: number;
@@ -105,8 +109,13 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
     ttlSeconds: opts.ttlSeconds,
     log,
     monotonicNow: opts.monotonicNow,
+    memberValue: () => targetSet,
   });
   const view = createElectionView({ client, log });
+  /** The membership value: a hash of this replica's sorted target labels, fixed at `start()`. */
+  let targetSet = '';
+  /** Live members serving the same targets as this replica (its peers, itself included), sorted. */
+  const peers = () => view.members().filter((m) => view.memberValue(m) === targetSet);
   const limit = createLimit(opts.campaignConcurrency ?? 16);
   const entries: Entry[] = [];
   let started = false;
@@ -136,7 +145,7 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
     }
     if (!view.synced) return;
     const now = opts.monotonicNow();
-    const members = view.members();
+    const members = peers();
     const live = session.lease !== undefined && members.includes(replicaId);
     const { owners } = assignment(members);
     for (const x of entries) {
@@ -203,6 +212,8 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
     start() {
       if (started || closed) return;
       started = true;
+      const labels = [...new Set(entries.map((e) => e.target))].sort().join('\n');
+      targetSet = `targets:${createHash('sha256').update(labels).digest('hex').slice(0, 16)}`;
       session.start();
       view.start();
       // The fallback waits on time, not on a change: look again a few times per fallback period.
@@ -218,7 +229,7 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
       await view.close();
     },
     balance() {
-      const members = view.members();
+      const members = peers();
       const { owners, cap } = assignment(members);
       const share: Record<string, { assigned: number; leading: number }> = {};
       const of = (m: string) => {

@@ -1,7 +1,8 @@
 /**
  * The etcd session of a replica, as etcd's Go `concurrency.Session`: **one lease** (one keepalive stream) that
  * every election of the replica campaigns on, and the replica's membership key `<root>members/<replica id>` on
- * that lease, so that the live members are exactly the replicas whose lease lives.
+ * that lease, so that the live members are exactly the replicas whose lease lives. Two replicas with the same
+ * id would share one membership key: replica ids must be unique (they are, as pod names).
  *
  * Freshness (fencing): every successful keepalive is recorded with the time its request was **sent** (the
  * server's TTL runs from its receipt, not from our reading of the answer), on the monotonic clock (a stepped
@@ -19,7 +20,7 @@ import { sleep } from '../sleep.ts';
 
 /** Where all leadership keys live; one watch over it serves every election of a replica. */
 export const ETCD_ROOT = 'spark-driver-cleaner/';
-/** Prefix of the membership keys: `<ETCD_ROOT>members/<replica id>` = replica id, on the replica's lease. */
+/** Prefix of the membership keys: `<ETCD_ROOT>members/<replica id>`, on the replica's lease. */
 export const MEMBERS_PREFIX = `${ETCD_ROOT}members/`;
 
 /** Why a session lease ended: `lost` (expired, stale, revoked behind our back) or `ended` (closed: we left). */
@@ -49,6 +50,8 @@ export interface EtcdSessionOptions {
   log: Logger;
   /** The monotonic clock, ms (src/clock.ts). */
   monotonicNow: MonotonicClock;
+  /** The value of the membership key, read at each registration (default: the replica id). */
+  memberValue?: () => string;
 }
 
 /** A replica's etcd session. */
@@ -160,7 +163,11 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
       current = { id, ended: end.signal, end, lease: l };
       lastKeepaliveSentMs = grantSentMs;
       await withTimeout(
-        opts.client.put(`${MEMBERS_PREFIX}${opts.replicaId}`).value(opts.replicaId).lease(id).exec(),
+        opts.client
+          .put(`${MEMBERS_PREFIX}${opts.replicaId}`)
+          .value(opts.memberValue?.() ?? opts.replicaId)
+          .lease(id)
+          .exec(),
         ttlMs,
         'membership registration',
       );

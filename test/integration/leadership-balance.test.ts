@@ -255,4 +255,20 @@ describe('balanced leadership (real etcd)', () => {
       probe.close();
     }
   });
+
+  it('replicas serving different targets (two deployments on one etcd) are balanced apart, each with its peers', async () => {
+    const xs = targetsOf('apart-x', 4);
+    const ys = targetsOf('apart-y', 6);
+    const rs = [startReplica('x1', xs), startReplica('x2', xs), startReplica('y1', ys)];
+    try {
+      await waitFor('x1 and x2 lead 2 each, y1 leads its 6', () => {
+        const l = leading(rs);
+        return l.x1 === 2 && l.x2 === 2 && l.y1 === 6;
+      });
+      expect(rs[0]?.group.balance()).toMatchObject({ members: ['x1', 'x2'], targets: 4, cap: 2 });
+      expect(rs[2]?.group.balance()).toMatchObject({ members: ['y1'], targets: 6, cap: 6 });
+    } finally {
+      for (const r of rs) await stopReplica(r);
+    }
+  });
 });
