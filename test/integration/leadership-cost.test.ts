@@ -9,6 +9,7 @@ import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalEtcd, startEtcd } from '../../harness/sandbox/local-services.ts';
 import { monotonicClock } from '../../src/clock.ts';
+import { createEtcdClient } from '../../src/leadership/etcd-client.ts';
 import type { EtcdLeadership } from '../../src/leadership/etcd-leadership.ts';
 import {
   createEtcdLeadershipGroup,
@@ -105,4 +106,58 @@ describe('leadership cost at fleet scale (real etcd)', () => {
       probe.close();
     }
   }, 120_000);
+
+  // A soak (SOAK=1): the fleet that opened the etcd client's circuit breaker before issue 15.
+  it.runIf(process.env.SOAK === '1')(
+    '1,000 targets × 5 replicas on the production etcd client: no failed etcd call, all led once, none over the cap',
+    async () => {
+      const T = 1000;
+      const R = 5;
+      const targets = Array.from({ length: T }, (_, i) => ({ context: 'ctx', namespace: `soak-${i}` }));
+      const logs = Array.from({ length: R }, () => memoryLogger('info'));
+      const replicas = logs.map((mem, r) => {
+        const client = createEtcdClient(etcd.endpoints);
+        const group = createEtcdLeadershipGroup({
+          client,
+          replicaId: `s${r}`,
+          ttlSeconds: 10,
+          log: mem.log,
+          monotonicNow: monotonicClock,
+        });
+        const elections = targets.map((t) => group.election(targetLabel(t), electionPrefix(t), mem.log));
+        for (const e of elections) e.start();
+        group.start();
+        return { group, elections, client };
+      });
+      const t0 = monotonicClock();
+      try {
+        await waitFor(
+          'every target led once',
+          () => targets.every((_, i) => replicas.filter((r) => r.elections[i]?.isLeader).length === 1),
+          120_000,
+          200,
+        );
+        const allLedMs = monotonicClock() - t0;
+        const leading = replicas.map((r) => r.elections.filter((e) => e.isLeader).length);
+        expect(Math.max(...leading)).toBeLessThanOrEqual(Math.ceil(T / R) + 1);
+        const failures = logs.flatMap((m) =>
+          m.lines.filter((l) => l.level === 'warn' || l.level === 'error'),
+        );
+        const probe = new Etcd3({ hosts: etcd.endpoints });
+        const leases = (await probe.leaseClient.leaseLeases()).leases.length;
+        probe.close();
+        console.info(
+          `[leadership cost] ${T} targets × ${R} replicas: all led ${Math.round(allLedMs)} ms after start ` +
+            `(TTL 10 s), leaderships ${leading.join('/')}, ${failures.length} warnings; ` +
+            `${leases} leases`,
+        );
+        expect(failures).toEqual([]);
+        expect(leases).toBe(R);
+      } finally {
+        for (const r of replicas) await r.group.close();
+        for (const r of replicas) r.client.close();
+      }
+    },
+    300_000,
+  );
 });
