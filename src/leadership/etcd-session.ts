@@ -216,7 +216,11 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
       } catch (err) {
         if (!running) break;
         failures += 1;
-        log.warn({ err: { message: (err as Error).message } }, 'etcd session: lease grant failed; retrying');
+        // The message operators look for (README, alerts) when a replica cannot campaign.
+        log.warn(
+          { err: { message: (err as Error).message }, step: 'session lease grant' },
+          'campaign failed; retrying',
+        );
       }
       if (running)
         await sleep(backoffMs(failures + 1, { baseMs: 200, maxMs: 5000, jitter: true }), stop.signal);

@@ -151,15 +151,13 @@ describe('etcd cluster faults', () => {
           (r) => linesSince(r, lostAt, (l) => l.msg === 'enqueue' && l.namespace === ns).length >= 30,
         ),
       );
-      // The leader notices (no keepalive) and every replica keeps failing to get a session lease to campaign on.
+      // The leader notices (no keepalive) and every replica keeps failing to campaign.
       await leader.waitForLine((l) => l.msg === 'leadership lost' && timeOf(l) >= lostAt, 15_000);
       await waitFor(
-        'both replicas failed to get a lease twice without quorum',
+        'both replicas failed to campaign twice without quorum',
         () =>
           replicas.every(
-            (r) =>
-              linesSince(r, lostAt, (l) => l.msg === 'etcd session: lease grant failed; retrying').length >=
-              2,
+            (r) => linesSince(r, lostAt, (l) => l.msg === 'campaign failed; retrying').length >= 2,
           ),
         60_000,
         200,
