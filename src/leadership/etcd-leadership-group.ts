@@ -148,10 +148,15 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
     const members = peers();
     const live = session.lease !== undefined && members.includes(replicaId);
     const { owners } = assignment(members);
+    const lease = session.lease;
     for (const x of entries) {
       const e = x.election;
-      if (!e.active) continue;
       const candidates = view.candidates(e.prefix);
+      if (lease && !e.wanted && e.idle)
+        for (const c of candidates)
+          if (c.lease === lease.id && c.replicaId === replicaId) deleteStray(c.key, c.createRevision);
+      // Not while a stray key of this election is being deleted: a campaign now would adopt that very key.
+      if (!e.active || [...deleting].some((k) => k.startsWith(e.prefix))) continue;
       if (candidates.length > 0) x.noCandidateSince = undefined;
       else x.noCandidateSince ??= now;
       const owner = owners.get(x.target);
@@ -171,6 +176,29 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
         e.setWanted(false);
       }
     }
+  }
+
+  /** Stray keys being deleted. */
+  const deleting = new Set<string>();
+  /**
+   * Deletes a candidate key of our lease that no term holds (a put whose answer was lost after the campaign
+   * gave up): left alone, it would stand in line for a target nobody here campaigns for. Best effort: the
+   * next evaluation tries again.
+   */
+  function deleteStray(key: string, createRevision: bigint): void {
+    if (deleting.has(key)) return;
+    deleting.add(key);
+    log.info({ key }, 'deleting a candidate key no term holds');
+    void limit(() =>
+      client.if(key, 'Create', '==', createRevision.toString()).then(client.delete().key(key)).commit(),
+    )
+      .catch((err: unknown) =>
+        log.warn({ err: { message: (err as Error).message }, key }, 'cannot delete a stray candidate key'),
+      )
+      .finally(() => {
+        deleting.delete(key);
+        schedule();
+      });
   }
 
   let scheduled = false;

@@ -65,6 +65,11 @@ export interface EtcdLeadership extends Leadership {
   /** Whether this replica should be a candidate. */
   readonly wanted: boolean;
   /**
+   * Neither campaigning nor leading, nor deleting a key after a term: a candidate key of this replica's lease
+   * seen now in this election belongs to no term (a put applied with its answer lost), and may be deleted.
+   */
+  readonly idle: boolean;
+  /**
    * Becomes a candidate (true) or withdraws (false): withdrawing ends a campaign not yet elected and deletes
    * its key; a term already won goes on until `stepDown` or `resign`.
    */
@@ -104,6 +109,8 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
   let resigned = false;
   let wanted = false;
   let leader = false;
+  /** In a campaign or term (from waiting for the lease to deleting the key after it). */
+  let busy = false;
   /** The session lease of the current term. */
   let termLease: SessionLease | undefined;
   let myKey: string | undefined;
@@ -285,9 +292,12 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
     try {
       if (lease.ended.aborted) return onLeaseEnd();
       const key = `${prefix}${lease.id}`;
-      const revision = await abortable(putCandidateKey(key, lease.id), end.signal);
+      // Not abortable: a put applied after we stopped waiting would leave a key nobody deletes. Once it
+      // returns, the key is ours to delete (the campaign loop does) even if the term has ended meanwhile.
+      const revision = await putCandidateKey(key, lease.id);
       myKey = key;
       myRevision = revision;
+      end.signal.throwIfAborted();
       await waitForPredecessors(revision, end.signal);
       if (!running || end.signal.aborted) return;
       leader = true;
@@ -309,6 +319,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
         await wake.promise;
         continue;
       }
+      busy = true;
       const stop = new AbortController();
       const onWake = () => stop.abort();
       void wake.promise.then(onWake);
@@ -316,6 +327,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
       try {
         lease = await session.nextLease(stop.signal);
       } catch {
+        busy = false;
         if (session.closed) break;
         continue; // woken (no longer wanted, resigned): the loop decides
       }
@@ -336,6 +348,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
         termLease = undefined;
         // The lease lives on (shared): our key must go, so that the next candidate is elected at once.
         if (key && revision && !lease.ended.aborted) await deleteKey(key, revision, lease);
+        busy = false;
       }
       // 200 ms after a failed campaign, doubling per failure up to 5 s, with jitter; none after a normal end.
       if (running && failures > 0)
@@ -350,6 +363,9 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
     },
     get wanted() {
       return wanted;
+    },
+    get idle() {
+      return !busy;
     },
     setWanted(w) {
       if (w === wanted) return;

@@ -271,4 +271,29 @@ describe('balanced leadership (real etcd)', () => {
       for (const r of rs) await stopReplica(r);
     }
   });
+
+  it("a candidate key of a replica's lease that no term holds (a put applied after its campaign gave up) is deleted", async () => {
+    const T = 4;
+    const targets = targetsOf('stray', T);
+    const rs = [startReplica('s1', targets), startReplica('s2', targets)];
+    const probe = new Etcd3({ hosts: etcd.endpoints });
+    try {
+      await waitFor('2 each', () => Object.values(leading(rs)).every((n) => n === 2) && ledOnce(rs, T));
+      const [s1, s2] = rs as [TestReplica, TestReplica];
+      const i = s1.elections.findIndex((e) => e.isLeader);
+      const target = targets[i];
+      const lease = s2.group.session.lease;
+      if (!target || !lease) throw new Error('no target led by s1, or no lease of s2');
+      // As the answer of s2's put lost after its campaign for this target gave up: its key, on its lease.
+      const stray = `${electionPrefix(target)}${lease.id}`;
+      const endedBefore = rs.map((r) => r.ended.length);
+      await probe.put(stray).value('s2').lease(lease.id).exec();
+      await waitFor('the stray key deleted', async () => (await probe.get(stray).string()) === null);
+      expect(s1.elections[i]?.isLeader).toBe(true);
+      expect(rs.flatMap((r, n) => r.ended.slice(endedBefore[n]))).toEqual([]);
+    } finally {
+      for (const r of rs) await stopReplica(r);
+      probe.close();
+    }
+  });
 });
