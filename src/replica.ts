@@ -1,11 +1,12 @@
 /**
  * One replica process: wires the configuration into a {@link TargetCleaner} per target, sharing two Redis
  * connections (BullMQ's and the queues' own commands; each Worker of a target it leads adds its blocking one),
- * one etcd client, and per context one connection pool (src/kube/kube-http.ts), rate limiter and pod API
- * (and, with `informerScope: cluster`, one pod informer: src/kube/target-informers.ts).
+ * one etcd client with one session lease and one watch for all elections
+ * (src/leadership/etcd-leadership-group.ts), and per context one connection pool (src/kube/kube-http.ts), rate
+ * limiter and pod API (and, with `informerScope: cluster`, one pod informer: src/kube/target-informers.ts).
  *
- * Shutdown (SIGTERM) resigns every leadership first and at once, so other replicas take over within a
- * second; in-flight jobs are aborted before their DELETE and go back to the queue; nothing is deleted
+ * Shutdown (SIGTERM) resigns every leadership first and at once (the session lease is revoked), so other
+ * replicas take over within a second; in-flight jobs are aborted before their DELETE and go back to the queue; nothing is deleted
  * early.
  */
 import type { Etcd3 } from 'etcd3';
@@ -21,7 +22,7 @@ import { openContexts } from './kube/context-clients.ts';
 import type { PodInformer } from './kube/pod-informer.ts';
 import { createTargetInformers } from './kube/target-informers.ts';
 import { createEtcdClient } from './leadership/etcd-client.ts';
-import { createEtcdLeadership } from './leadership/etcd-leadership.ts';
+import { createEtcdLeadershipGroup, type LeadershipBalance } from './leadership/etcd-leadership-group.ts';
 import { createLocalLeadership } from './leadership/local-leadership.ts';
 import type { Logger } from './log.ts';
 import { createCleanupQueue } from './queue/cleanup-queue.ts';
@@ -34,6 +35,8 @@ export interface Replica {
   readonly cleaners: readonly TargetCleaner[];
   readonly redis: Redis;
   readonly etcd: Etcd3 | undefined;
+  /** How leaderships are balanced over the live replicas; undefined with local leadership. */
+  leadershipBalance(): LeadershipBalance | undefined;
   /** Resigns all leaderships, stops workers and informers, closes connections. Idempotent. */
   stop(): Promise<void>;
 }
@@ -90,13 +93,16 @@ export async function startReplica(
   const etcd = config.etcdEndpoints.length > 0 ? createEtcdClient(config.etcdEndpoints) : undefined;
   if (!etcd) log.warn('no etcdEndpoints: single-server mode, this replica leads every target');
 
-  // Each replica campaigns for its targets in a random order, 700 ms apart (at most 5 s): replicas that start
-  // together then lead different targets, instead of the first one to reach etcd leading them all.
-  const campaignDelays = targets.map((_, i) => Math.min(5000, i * 700));
-  for (let i = campaignDelays.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1)); // Fisher–Yates shuffle
-    [campaignDelays[i], campaignDelays[j]] = [campaignDelays[j] ?? 0, campaignDelays[i] ?? 0];
-  }
+  // One session lease, one watch and a balancer for all targets (src/leadership/etcd-leadership-group.ts).
+  const leaderships = etcd
+    ? createEtcdLeadershipGroup({
+        client: etcd,
+        replicaId: config.replicaId,
+        ttlSeconds: config.electionTtlSeconds,
+        log,
+        monotonicNow,
+      })
+    : undefined;
   // Per target its own informer, or (informerScope: cluster) a view of its context's one shared informer;
   // every list and watch through the context's rate limiter.
   const informers = createTargetInformers(contexts.targets, {
@@ -118,16 +124,8 @@ export async function startReplica(
       log: tlog,
       now,
     });
-    const leadership = etcd
-      ? createEtcdLeadership({
-          client: etcd,
-          prefix: electionPrefix(ref),
-          replicaId: config.replicaId,
-          ttlSeconds: config.electionTtlSeconds,
-          log: tlog,
-          monotonicNow,
-          initialCampaignDelayMs: campaignDelays[cleaners.length],
-        })
+    const leadership = leaderships
+      ? leaderships.election(targetLabel(ref), electionPrefix(ref), tlog)
       : createLocalLeadership({ replicaId: config.replicaId });
     const cleaner = createTargetCleaner({
       target: ref,
@@ -160,6 +158,7 @@ export async function startReplica(
   }
 
   for (const c of cleaners) await c.start();
+  leaderships?.start();
   log.info({ targets: cleaners.map((c) => targetLabel(c.target)) }, 'replica started');
 
   let stopping: Promise<void> | undefined;
@@ -168,9 +167,12 @@ export async function startReplica(
     cleaners,
     redis,
     etcd,
+    leadershipBalance: () => leaderships?.balance(),
     stop() {
       stopping ??= (async () => {
-        // All targets at once: resigning first lets other replicas take over while we wind down.
+        // All targets at once: revoking the session lease ends every term and removes every candidate key and
+        // the membership key in one step, so other replicas take over while we wind down.
+        await leaderships?.close();
         await Promise.allSettled(cleaners.map((c) => c.stop()));
         commands.disconnect();
         redis.disconnect();

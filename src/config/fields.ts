@@ -88,7 +88,7 @@ export const FIELDS: readonly FieldSpec[] = [
   {
     key: 'electionTtlSeconds',
     default: '10',
-    help: 'Leader lease TTL in seconds (integer).',
+    help: "TTL of the replica's etcd lease (one for all its targets) in seconds (integer).",
     range: {
       min: '2',
       max: '3600',

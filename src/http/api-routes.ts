@@ -2,8 +2,11 @@
  * The JSON API under `/api/v1/` — this replica's view, from its informer caches (no API server call):
  *
  * - `GET /api/v1/leaders` → `{ replica, leaders: { "context:namespace": replicaId | null }, targets: {
- *   "context:namespace": { leader, overdue, oldestOverdueSeconds, oldestOverdue: [{ pod, uid }] } } }` — the
- *   overdue pods as this replica's informer sees them (the self-check, src/cleaner/self-check.ts);
+ *   "context:namespace": { leader, assigned?, overdue, oldestOverdueSeconds, oldestOverdue: [{ pod, uid }] } },
+ *   balance? }` — the overdue pods as this replica's informer sees them (the self-check,
+ *   src/cleaner/self-check.ts); with etcd, each target's `assigned` replica and `balance: { rule, members,
+ *   targets, cap, share: { replicaId: { assigned, leading } } }`: how leaderships are balanced over the live
+ *   replicas, as this replica sees it (src/leadership/etcd-leadership-group.ts);
  * - `GET /api/v1/applications?tag=T` → the application of the driver pod labelled `kyuubi-unique-tag=T`,
  *   as Kyuubi's `getApplicationInfoByTag` answers it (newest pod when several carry the tag);
  * - `GET /api/v1/applications/{namespace}/{pod}[?context=C]` → the application of that driver pod;
@@ -97,13 +100,16 @@ export function registerApiRoutes(
   const { replica } = opts;
 
   app.get('/api/v1/leaders', async () => {
+    const { owners, ...balance } = replica.leadershipBalance?.() ?? { owners: undefined };
     const rows = await Promise.all(
       replica.cleaners.map(async (c) => {
         const leader = (await c.leadership.currentLeader().catch(() => null)) ?? null;
         const overdue = c.overdue();
+        const target = targetLabel(c.target);
         return {
-          target: targetLabel(c.target),
+          target,
           leader,
+          ...(owners ? { assigned: owners[target] ?? null } : {}),
           overdue: overdue.count,
           oldestOverdueSeconds: Math.round(overdue.oldestAgeMs / 1000),
           oldestOverdue: overdue.oldest.map((p) => ({ pod: p.name, uid: p.uid })),
@@ -114,6 +120,7 @@ export function registerApiRoutes(
       replica: replica.replicaId,
       leaders: Object.fromEntries(rows.map((r) => [r.target, r.leader])),
       targets: Object.fromEntries(rows.map(({ target, ...row }) => [target, row])),
+      ...(owners ? { balance } : {}),
     };
   });
 

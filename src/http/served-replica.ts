@@ -6,6 +6,7 @@
 import type { Etcd3 } from 'etcd3';
 import type { Redis } from 'ioredis';
 import type { TargetCleaner } from '../cleaner/target-cleaner.ts';
+import type { LeadershipBalance } from '../leadership/etcd-leadership-group.ts';
 
 /** The replica as /healthz, /readyz, /api/v1/* and the dashboard see it. */
 export interface ServedReplica {
@@ -15,4 +16,6 @@ export interface ServedReplica {
   readonly redis: Redis;
   /** Checked by /readyz when the replica elects through etcd; undefined with local leadership. */
   readonly etcd: Etcd3 | undefined;
+  /** How leaderships are balanced over the live replicas (for /api/v1/leaders); undefined with local leadership. */
+  leadershipBalance?(): LeadershipBalance | undefined;
 }

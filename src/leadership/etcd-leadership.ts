@@ -1,50 +1,51 @@
 /**
  * Leadership of one target through an etcd election, as etcd's Go client does it
- * (client/v3/concurrency/election.go): each candidate puts a key `prefix/<lease id>` attached to its
- * lease; the key with the lowest create revision leads; the others wait for the key just before theirs
- * to be deleted.
+ * (client/v3/concurrency/election.go), on the replica's **shared session lease** (src/leadership/etcd-session.ts):
+ * each candidate puts a key `prefix/<lease id>` attached to its session lease; the key with the lowest create
+ * revision leads; the others wait until no key created before theirs is left. The waiting is woken by the
+ * replica's one watch over all elections (src/leadership/election-view.ts), confirmed by a read before a
+ * term starts, and re-read once per TTL anyway (a stalled watch must not hold a campaign forever).
  *
- * Why not etcd3's `Campaign`: it reports a lost lease only after ~2×TTL of failed keepalives, while the
- * server expires the lease after 1×TTL, so a replica could believe it leads after another was elected.
- * Here the lease is ours: we record every successful keepalive and consider leadership lost as soon as
- * (TTL − safety margin) has passed without one (**fencing**), and before each DELETE we confirm our key
- * still exists with our create revision. A keepalive counts from when its request was **sent** (the
- * server's TTL runs from its receipt, not from our reading of the answer), and every interval is measured
- * on the monotonic clock: a wall clock stepped back would make an expired lease look fresh, stepped forward
- * it would drop a live one.
+ * Whether this replica is a candidate at all is the balancer's decision (`setWanted`,
+ * src/leadership/etcd-leadership-group.ts): a term that ends — stepped down, resigned, or no longer wanted —
+ * **deletes its own key** (if it still has the term's create revision), since the lease is shared and lives on.
  *
- * Fencing reads are coalesced (single-flight): concurrent `fence()` calls share one etcd GET, but a call
- * is only ever satisfied by a GET that started after it was made, so a confirmation is never older than
- * its call. At most one GET is in flight; calls made while it is in flight share the next one, which
- * starts when it settles.
+ * Fencing: the term ends as soon as the session's lease ends or goes stale (no successful keepalive for
+ * TTL − margin, timed from when the keepalive was sent, on the monotonic clock); and before each DELETE,
+ * `fence()` confirms our key still exists with our create revision. Fencing reads are coalesced
+ * (single-flight): concurrent `fence()` calls share one etcd GET, but a call is only ever satisfied by a GET
+ * that started after it was made, so a confirmation is never older than its call.
  */
-import type { Etcd3, Lease, Namespace } from 'etcd3';
+import type { Etcd3 } from 'etcd3';
 import { backoffMs } from '../backoff.ts';
 import type { MonotonicClock } from '../clock.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
+import type { ElectionView } from './election-view.ts';
+import { type EtcdSession, LeaseEnd, type SessionLease } from './etcd-session.ts';
 import { FencedError } from './fenced-error.ts';
 import { type Leadership, leadershipSubscribers } from './leadership.ts';
+import type { Limit } from './limiter.ts';
 
 /** Options of {@link createEtcdLeadership}. */
 export interface EtcdLeadershipOptions {
   client: Etcd3;
+  /** The replica's session: its lease carries the candidate key. */
+  session: EtcdSession;
+  /** The replica's view of all elections (wakes a waiting candidate). */
+  view: ElectionView;
   /** Election key prefix of the target (ends with `/`). */
   prefix: string;
   replicaId: string;
-  /** Lease TTL, seconds (≥ 2). */
+  /** Lease TTL, seconds (≥ 2): the period of the predecessor re-read. */
   ttlSeconds: number;
   log: Logger;
-  /** The monotonic clock, ms (src/clock.ts): lease freshness and the watchdog never read the wall clock. */
+  /** The monotonic clock, ms (src/clock.ts). */
   monotonicNow: MonotonicClock;
+  /** Bounds the replica's concurrent campaign calls (puts, reads, deletes of candidate keys). */
+  limit: Limit;
   /** Timeout of the fencing GET, ms (default: a third of the TTL). */
   fenceTimeoutMs?: number;
-  /**
-   * Wait before the first campaign, ms (default 0). A replica staggers its targets' first campaigns (in an
-   * order of its own) so that leaderships spread over the replicas instead of all going to the first one
-   * to reach etcd: the order of candidates is fixed by who campaigns first.
-   */
-  initialCampaignDelayMs?: number;
   /**
    * Tests only: wraps the fencing GET of the leader key. `read` is the real GET; both resolve to the key's
    * create revision, or undefined when the key does not exist. Default: `read` itself.
@@ -53,6 +54,26 @@ export interface EtcdLeadershipOptions {
     key: string,
     read: (key: string) => Promise<string | undefined>,
   ) => Promise<string | undefined>;
+}
+
+/** An etcd election: a {@link Leadership} whose candidacy the balancer turns on and off. */
+export interface EtcdLeadership extends Leadership {
+  /** The election prefix. */
+  readonly prefix: string;
+  /** Started and not resigned. */
+  readonly active: boolean;
+  /** Whether this replica should be a candidate. */
+  readonly wanted: boolean;
+  /**
+   * Neither campaigning nor leading, nor deleting a key after a term: a candidate key of this replica's lease
+   * seen now in this election belongs to no term (a put applied with its answer lost), and may be deleted.
+   */
+  readonly idle: boolean;
+  /**
+   * Becomes a candidate (true) or withdraws (false): withdrawing ends a campaign not yet elected and deletes
+   * its key; a term already won goes on until `stepDown` or `resign`.
+   */
+  setWanted(wanted: boolean): void;
 }
 
 /** The result of one shared fencing read: the key and revision it confirmed, or why it could not. */
@@ -78,33 +99,32 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** At most this many keepalives awaiting their answer are remembered (etcd3 sends one every TTL/3). */
-const MAX_PENDING_KEEPALIVES = 16;
-
-/** Creates the etcd leadership of one target; call `start()` to campaign. */
-export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
-  const ns: Namespace = opts.client.namespace(opts.prefix);
+/** Creates the etcd leadership of one target; call `start()` to campaign (when wanted). */
+export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadership {
+  const { client, session, view, prefix } = opts;
   const ttlMs = opts.ttlSeconds * 1000;
-  // Stop DELETEs a little before the server can expire the lease: its clock's rate and ours, timer granularity.
-  const freshMs = ttlMs - Math.min(1000, ttlMs / 5);
   const fenceTimeoutMs = opts.fenceTimeoutMs ?? Math.max(500, ttlMs / 3);
   const events = leadershipSubscribers();
   let running = false;
   let resigned = false;
+  let wanted = false;
   let leader = false;
-  let lease: Lease | undefined;
+  /** In a campaign or term (from waiting for the lease to deleting the key after it). */
+  let busy = false;
+  /** The session lease of the current term. */
+  let termLease: SessionLease | undefined;
   let myKey: string | undefined;
   let myRevision: string | undefined;
-  /** When the last answered keepalive (or the lease grant) was sent, monotonic ms. */
-  let lastKeepaliveSentMs: number | undefined;
-  /**
-   * Aborted when the current term ends (lease lost or stale, key gone, resigned). Created at the start of
-   * each term, before anything waits, so that an end arriving at any moment — even while a watch is being
-   * created — is seen by every wait of that term.
-   */
+  /** Aborted when the current term (campaign or leadership) ends; created before anything waits. */
   let termEnd: AbortController | undefined;
+  /** Wakes the campaign loop (wanted, resigned). */
+  let wake = Promise.withResolvers<void>();
+  const poke = () => {
+    wake.resolve();
+    wake = Promise.withResolvers<void>();
+  };
 
-  const getRevision = async (key: string) => (await ns.get(key).exec()).kvs[0]?.create_revision;
+  const getRevision = async (key: string) => (await client.get(key).exec()).kvs[0]?.create_revision;
   const readLeaderKey = (key: string) =>
     opts.readLeaderKey ? opts.readLeaderKey(key, getRevision) : getRevision(key);
   /** The fencing read in flight, if any. */
@@ -112,17 +132,13 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
   /** Callers that arrived while a read was in flight: they share the next read. */
   let nextRead: PromiseWithResolvers<FenceRead> | undefined;
 
-  const keepaliveAgeMs = () =>
-    lastKeepaliveSentMs === undefined ? undefined : opts.monotonicNow() - lastKeepaliveSentMs;
-  const fresh = () => {
-    const age = keepaliveAgeMs();
-    return age !== undefined && age < freshMs;
-  };
+  /** The term's lease is still the live, fresh session lease. */
+  const fresh = () => termLease !== undefined && !termLease.ended.aborted && session.fresh();
 
   /**
    * Ends the current term (if leader, exactly once) and wakes whatever the term waits for. `lost`: the
-   * lease is lost or stale, or the key vanished — a real failure, logged at warn; `ended`: we resigned or
-   * the term finished normally (every rolling update does it), logged at info.
+   * lease is lost or stale, or the key vanished — a real failure, logged at warn; `ended`: we resigned,
+   * stepped down or handed over (every rolling update does it), logged at info.
    */
   function endTerm(reason: string, how: 'lost' | 'ended') {
     if (termEnd && !termEnd.signal.aborted) {
@@ -177,19 +193,21 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
   }
 
   /**
-   * Puts our candidate key (`prefix/<lease id>` = replica id, on our lease) unless it exists, and returns its
-   * create revision. As etcd's Go client does (concurrency/election.go): when the compare fails, the key
-   * already exists — etcd3 retries a transaction on Unavailable/DeadlineExceeded, so a first attempt may
-   * have been applied with its answer lost — and its revision is the key's own create revision, read in the
-   * same transaction; the header's is a later one, behind which we would wait for our own key forever.
-   * @throws Error when the existing key is gone or not ours (the campaign retries with a new lease).
+   * Puts our candidate key (`prefix/<lease id>` = replica id, on the session lease) unless it exists, and
+   * returns its create revision. As etcd's Go client does (concurrency/election.go): when the compare fails,
+   * the key already exists — etcd3 retries a transaction on Unavailable/DeadlineExceeded, so a first attempt
+   * may have been applied with its answer lost — and its revision is the key's own create revision, read in
+   * the same transaction; the header's is a later one, behind which we would wait for our own key forever.
+   * @throws Error when the existing key is gone or not ours (the campaign retries).
    */
   async function putCandidateKey(key: string, leaseId: string): Promise<string> {
-    const res = await ns
-      .if(key, 'Create', '==', 0)
-      .then(ns.put(key).value(opts.replicaId).lease(leaseId))
-      .else(ns.get(key))
-      .commit();
+    const res = await opts.limit(() =>
+      client
+        .if(key, 'Create', '==', 0)
+        .then(client.put(key).value(opts.replicaId).lease(leaseId))
+        .else(client.get(key))
+        .commit(),
+    );
     if (res.succeeded) return res.header.revision;
     const kv = res.responses[0]?.response_range?.kvs[0];
     if (!kv) throw new Error(`candidate key ${key} vanished (lease expired?)`);
@@ -202,151 +220,160 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
   }
 
   /**
-   * Waits until no key of the prefix was created before ours (we lead). Watches the key just before ours
-   * for its deletion, and re-reads once per TTL anyway: a watch that stalls (a stream etcd3 failed to
-   * re-establish) must not hold the campaign forever.
-   * @throws Error when the term ends meanwhile (lease lost, resigned).
+   * Deletes our candidate key if it still has `revision` (a later campaign's key is left alone), retrying
+   * with backoff until done or the lease ends (its keys go with it). Never rejects.
    */
-  async function waitForPredecessors(revision: string, signal: AbortSignal): Promise<void> {
-    const before = (BigInt(revision) - 1n).toString();
-    for (;;) {
-      if (!running) throw new Error('campaign interrupted: resigned');
-      signal.throwIfAborted();
-      const res = await abortable(
-        ns.getAll().maxCreateRevision(before).sort('Create', 'Descend').limit(1).exec(),
-        signal,
-      );
-      const prev = res.kvs[0];
-      if (!prev) return;
-      await predecessorGone(prev.key.toString(), res.header.revision, signal);
+  async function deleteKey(key: string, revision: string, lease: SessionLease): Promise<void> {
+    for (let attempt = 1; !lease.ended.aborted; attempt++) {
+      try {
+        await withTimeout(
+          opts.limit(() => client.if(key, 'Create', '==', revision).then(client.delete().key(key)).commit()),
+          fenceTimeoutMs,
+          'candidate key delete',
+        );
+        return;
+      } catch (err) {
+        opts.log.warn(
+          { err: { message: (err as Error).message } },
+          'cannot delete the candidate key; retrying',
+        );
+        await sleep(backoffMs(attempt, { baseMs: 200, maxMs: 5000, jitter: true }), lease.ended);
+      }
     }
   }
 
   /**
-   * Resolves when `key` is deleted after `revision`, when the term ends, or after one TTL, whichever comes
-   * first; the caller re-reads. Never rejects (a failed watch also makes the caller re-read).
+   * Waits until no key of the prefix was created before ours (we lead). Keys created later have a higher
+   * create revision, so predecessors can only go, never come: a read that finds none is final. The view wakes
+   * us when the election changes; we read again when it no longer shows a predecessor, and once per TTL
+   * anyway (a stalled watch must not hold the campaign forever).
+   * @throws Error when the term ends meanwhile (lease lost, withdrawn, resigned).
    */
-  async function predecessorGone(key: string, revision: string, signal: AbortSignal): Promise<void> {
-    const { promise, resolve } = Promise.withResolvers<void>();
-    const timer = setTimeout(resolve, ttlMs);
-    const onEnd = () => resolve();
-    signal.addEventListener('abort', onEnd, { once: true });
-    if (signal.aborted) resolve();
-    const created = ns
-      .watch()
-      .key(key)
-      .startRevision((BigInt(revision) + 1n).toString())
-      .create();
-    created.then(
-      (w) => {
-        w.on('delete', () => resolve());
-        w.on('error', () => resolve());
-      },
-      () => resolve(),
-    );
-    // The abort listener covers an end at any moment, also one while the watch was being created.
-    await promise;
-    clearTimeout(timer);
-    signal.removeEventListener('abort', onEnd);
-    created.then((w) => void w.cancel().catch(() => undefined)).catch(() => undefined);
+  async function waitForPredecessors(revision: string, signal: AbortSignal): Promise<void> {
+    const mine = BigInt(revision);
+    const viewShowsPredecessor = () => view.candidates(prefix).some((c) => c.createRevision < mine);
+    let read = true;
+    for (;;) {
+      signal.throwIfAborted();
+      let readRevision = 0n;
+      if (read) {
+        const res = await abortable(
+          opts.limit(() =>
+            client
+              .getAll()
+              .prefix(prefix)
+              .maxCreateRevision((mine - 1n).toString())
+              .limit(1)
+              .exec(),
+          ),
+          signal,
+        );
+        if (res.kvs.length === 0) return;
+        readRevision = BigInt(res.header.revision);
+      }
+      read = true;
+      // The view is past the read and shows no predecessor: it saw one go since; read again at once.
+      if (view.synced && view.revision >= readRevision && !viewShowsPredecessor()) continue;
+      const woken = await view.changed(prefix, signal, ttlMs);
+      // Woken by a change that left a predecessor in place: wait again without a read.
+      if (woken === 'changed' && view.synced && viewShowsPredecessor()) read = false;
+    }
   }
 
-  /**
-   * Records, for each answered keepalive of `l`, when its request was sent. etcd3 emits `keepaliveFired`
-   * just before sending and `keepaliveSucceeded` on an answer; one stream answers its requests in order, so
-   * an answer belongs to the oldest unanswered request of its stream (a new stream starts afresh).
-   */
-  function stampKeepalives(l: Lease): void {
-    const sent: number[] = [];
-    l.on('keepaliveEstablished', () => {
-      sent.length = 0;
-    });
-    l.on('keepaliveFailed', () => {
-      sent.length = 0;
-    });
-    l.on('keepaliveFired', () => {
-      // Full (answers stopped coming): an answer would be matched with an older send, erring on the safe side.
-      if (sent.length < MAX_PENDING_KEEPALIVES) sent.push(opts.monotonicNow());
-    });
-    l.on('keepaliveSucceeded', () => {
-      const at = sent.shift();
-      if (lease === l && at !== undefined) lastKeepaliveSentMs = Math.max(lastKeepaliveSentMs ?? at, at);
-    });
-  }
-
-  async function term(): Promise<void> {
+  async function term(lease: SessionLease): Promise<void> {
     const end = new AbortController();
     termEnd = end;
-    // The grant request leaves as the lease is created: its TTL runs from about now.
-    const grantSentMs = opts.monotonicNow();
-    const l = opts.client.lease(opts.ttlSeconds, { autoKeepAlive: true });
-    lease = l;
-    stampKeepalives(l);
-    l.on('lost', (err) => {
-      if (lease === l) endTerm(`lease lost: ${err.message}`, 'lost');
-    });
-    const leaseId = await withTimeout(l.grant(), ttlMs, 'lease grant');
-    lastKeepaliveSentMs ??= grantSentMs;
-    const key = leaseId;
-    const revision = await putCandidateKey(key, leaseId);
-    myRevision = revision;
-    myKey = key;
-    await waitForPredecessors(revision, end.signal);
-    if (!running || end.signal.aborted) return;
-    const ended = new Promise<void>((resolve) => end.signal.addEventListener('abort', () => resolve()));
-    leader = true;
-    opts.log.info({ leaseId, createRevision: myRevision }, 'elected leader');
-    events.onElected();
-    // Watchdog: etcd3 notices a dead lease late; we stop as soon as it may have expired on the server.
-    const watchdog = setInterval(
-      () => {
-        if (!fresh())
-          endTerm(
-            `no successful keepalive for ${Math.round(keepaliveAgeMs() ?? 0)} ms (TTL ${ttlMs} ms)`,
-            'lost',
-          );
-      },
-      Math.min(250, ttlMs / 8),
-    );
+    termLease = lease;
+    const onLeaseEnd = () => {
+      const why = lease.ended.reason;
+      endTerm(why instanceof Error ? why.message : 'lease ended', why instanceof LeaseEnd ? why.how : 'lost');
+    };
+    lease.ended.addEventListener('abort', onLeaseEnd, { once: true });
     try {
-      await ended;
+      if (lease.ended.aborted) return onLeaseEnd();
+      const key = `${prefix}${lease.id}`;
+      // Not abortable: a put applied after we stopped waiting would leave a key nobody deletes. Once it
+      // returns, the key is ours to delete (the campaign loop does) even if the term has ended meanwhile.
+      const revision = await putCandidateKey(key, lease.id);
+      myKey = key;
+      myRevision = revision;
+      end.signal.throwIfAborted();
+      await waitForPredecessors(revision, end.signal);
+      if (!running || end.signal.aborted) return;
+      leader = true;
+      opts.log.info({ leaseId: lease.id, createRevision: revision }, 'elected leader');
+      events.onElected();
+      await new Promise<void>((resolve) => {
+        if (end.signal.aborted) resolve();
+        end.signal.addEventListener('abort', () => resolve(), { once: true });
+      });
     } finally {
-      clearInterval(watchdog);
+      lease.ended.removeEventListener('abort', onLeaseEnd);
     }
   }
 
   async function campaign(): Promise<void> {
     let failures = 0;
-    let first = true;
     while (running) {
-      if (first && opts.initialCampaignDelayMs) {
-        await sleep(opts.initialCampaignDelayMs);
-        if (!running) break;
+      if (!wanted) {
+        await wake.promise;
+        continue;
       }
-      first = false;
+      busy = true;
+      const stop = new AbortController();
+      const onWake = () => stop.abort();
+      void wake.promise.then(onWake);
+      let lease: SessionLease;
       try {
-        await term();
+        lease = await session.nextLease(stop.signal);
+      } catch {
+        busy = false;
+        if (session.closed) break;
+        continue; // woken (no longer wanted, resigned): the loop decides
+      }
+      try {
+        await term(lease);
         failures = 0;
       } catch (err) {
-        if (!running) break;
-        failures += 1;
-        opts.log.warn({ err: { message: (err as Error).message } }, 'campaign failed; retrying');
+        if (running && wanted && !lease.ended.aborted && !termEnd?.signal.aborted) {
+          failures += 1;
+          opts.log.warn({ err: { message: (err as Error).message } }, 'campaign failed; retrying');
+        }
       } finally {
         endTerm('term ended', 'ended');
-        const l = lease;
-        lease = undefined;
+        const key = myKey;
+        const revision = myRevision;
         myKey = undefined;
         myRevision = undefined;
-        lastKeepaliveSentMs = undefined;
-        // Revoke so that the next candidate is elected at once instead of after the TTL.
-        if (l) await withTimeout(l.revoke(), 2000, 'lease revoke').catch(() => undefined);
+        termLease = undefined;
+        // The lease lives on (shared): our key must go, so that the next candidate is elected at once.
+        if (key && revision && !lease.ended.aborted) await deleteKey(key, revision, lease);
+        busy = false;
       }
-      // 200 ms after a term that ended normally, doubling per failed campaign up to 5 s, with jitter.
-      if (running) await sleep(backoffMs(failures + 1, { baseMs: 200, maxMs: 5000, jitter: true }));
+      // 200 ms after a failed campaign, doubling per failure up to 5 s, with jitter; none after a normal end.
+      if (running && failures > 0)
+        await sleep(backoffMs(failures, { baseMs: 200, maxMs: 5000, jitter: true }), session.lease?.ended);
     }
   }
 
-  return {
+  const self: EtcdLeadership = {
+    prefix,
+    get active() {
+      return running;
+    },
+    get wanted() {
+      return wanted;
+    },
+    get idle() {
+      return !busy;
+    },
+    setWanted(w) {
+      if (w === wanted) return;
+      wanted = w;
+      // A campaign not yet elected withdraws; a term already won ends only by stepDown or resign.
+      if (!w && !leader) endTerm('withdrawn', 'ended');
+      poke();
+    },
     addEventHandler: (e) => events.add(e),
     start() {
       if (running || resigned) return;
@@ -356,19 +383,28 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
     async resign() {
       resigned = true;
       running = false;
-      const l = lease;
+      wanted = false;
+      const key = myKey;
+      const revision = myRevision;
+      const lease = termLease;
       endTerm('resigned', 'ended');
-      if (l) await withTimeout(l.revoke(), 2000, 'lease revoke').catch(() => undefined);
+      poke();
+      if (key && revision && lease && !lease.ended.aborted)
+        await withTimeout(
+          client.if(key, 'Create', '==', revision).then(client.delete().key(key)).commit(),
+          2000,
+          'candidate key delete',
+        ).catch(() => undefined);
     },
     stepDown(reason) {
-      // The campaign loop then revokes the lease and campaigns again with a new key, behind the others.
+      // The campaign loop then deletes our key and, if still wanted, campaigns again behind the others.
       if (leader) endTerm(`stepped down: ${reason}`, 'ended');
     },
     get isLeader() {
       return leader;
     },
     get keepaliveAgeMs() {
-      return keepaliveAgeMs();
+      return running ? session.keepaliveAgeMs : undefined;
     },
     stillLeader: () => leader && fresh(),
     async fence(signal) {
@@ -388,12 +424,14 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): Leadership {
       if (!fresh()) throw new FencedError('lease went stale during the fencing read');
     },
     async currentLeader() {
+      if (view.synced) return view.candidates(prefix)[0]?.replicaId;
       const res = await withTimeout(
-        ns.getAll().sort('Create', 'Ascend').limit(1).exec(),
+        client.getAll().prefix(prefix).sort('Create', 'Ascend').limit(1).exec(),
         fenceTimeoutMs,
         'leader read',
       );
       return res.kvs[0]?.value.toString();
     },
   };
+  return self;
 }

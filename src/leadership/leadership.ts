@@ -1,6 +1,7 @@
 /**
  * Leadership of one target (context, namespace): only the leader's worker consumes the target's queue.
- * Two implementations: an etcd election ({@link createEtcdLeadership}) and, without etcd, local
+ * Two implementations: an etcd election ({@link createEtcdLeadership}, on the replica's shared session lease,
+ * balanced by src/leadership/etcd-leadership-group.ts) and, without etcd, local
  * leadership ({@link createLocalLeadership}) where this replica always leads.
  */
 
@@ -24,10 +25,12 @@ export interface Leadership {
   /** Leaves: revokes the lease so another replica is elected at once, and stops campaigning. Idempotent. */
   resign(): Promise<void>;
   /**
-   * Ends the current term so that another replica leads, and keeps campaigning: the etcd election revokes
-   * this term's lease (the next candidate in line is elected at once) and campaigns again at the back of the
-   * line; local leadership ends the term and begins a new one (a fresh worker). A no-op when not leading.
-   * Used by the self-check when this leader is stuck (src/cleaner/self-check.ts).
+   * Ends the current term so that another replica may lead: the etcd election deletes this term's candidate
+   * key (a candidate in line is elected at once) and, if this replica is still to be a candidate, campaigns
+   * again at the back of the line (alone, it begins a new term); local leadership ends the term and begins a
+   * new one (a fresh worker). A no-op when not leading. Used by the self-check when this leader is stuck
+   * (src/cleaner/self-check.ts) and by the balancer to hand a target over
+   * (src/leadership/etcd-leadership-group.ts).
    */
   stepDown(reason: string): void;
   readonly isLeader: boolean;

@@ -137,14 +137,20 @@ export function replicaEnv(
   };
 }
 
-/** Resolves with the replica that logs `elected leader` for the namespace first (past or future line). */
+/**
+ * Resolves with the replica that leads the namespace once leadership has settled: the first to log
+ * `elected leader` for it (past or future line), or — with etcd, where leaderships are balanced — the
+ * replica the target is assigned to, once every replica is a member and it leads (`/api/v1/leaders`): the
+ * first elected may hand the target over to its assigned replica as the others join.
+ */
 export async function firstLeader(
   replicas: ReplicaProcess[],
   namespace: string,
   timeoutMs = 60_000,
 ): Promise<ReplicaProcess> {
+  let first: ReplicaProcess;
   try {
-    return await Promise.any(
+    first = await Promise.any(
       replicas.map((r) =>
         r
           .waitForLine((l) => l.msg === 'elected leader' && l.namespace === namespace, timeoutMs)
@@ -161,6 +167,31 @@ export async function firstLeader(
     );
     throw new Error(`no leader elected for ${namespace} within ${timeoutMs} ms:\n${tails.join('\n')}`);
   }
+  const url = await httpUrl(first);
+  return waitFor(
+    `the leadership of ${namespace} settled on its assigned replica`,
+    async () => {
+      const body = (await (
+        await fetch(`${url}/api/v1/leaders`, { signal: AbortSignal.timeout(5000) })
+      ).json()) as {
+        targets: Record<string, { leader: string | null; assigned?: string | null }>;
+        balance?: { members: string[] };
+      };
+      if (!body.balance) return first; // local leadership: nothing to balance
+      const row = Object.entries(body.targets).find(([t]) => t.endsWith(`:${namespace}`))?.[1];
+      if (body.balance.members.length !== replicas.length || !row?.leader || row.leader !== row.assigned)
+        return undefined;
+      const leader = replicas.find((r) => r.id === row.leader);
+      // The leader itself says so (its last leadership line for the namespace).
+      const last = leader?.lines.findLast(
+        (l) =>
+          l.namespace === namespace &&
+          (l.msg === 'elected leader' || l.msg === 'leadership lost' || l.msg === 'leadership ended'),
+      );
+      return last?.msg === 'elected leader' ? leader : undefined;
+    },
+    timeoutMs,
+  );
 }
 
 /** Epoch ms of a log line (pino writes ISO-8601 `time`); NaN when absent. */

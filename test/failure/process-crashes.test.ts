@@ -110,16 +110,29 @@ describe('process crashes and fencing', () => {
       old.kill('SIGCONT');
       await old.waitForLine((l) => l.msg === 'leadership lost' && timeOf(l) >= resumedAt, 15_000);
       await waitGone(cluster().server, pods, 'every frozen-burst pod deleted', 120_000);
-      // Fencing: nothing the old leader sent after waking up is a DELETE.
-      expect(proxyOf.get(old)?.deletes(resumedAt)).toEqual([]);
+      // Balanced leadership: the woken replica gets a new lease and, the target being assigned to it, is
+      // elected again (the new leader hands it back). Its old term is what fencing must stop.
+      const reElected = linesSince(
+        old,
+        resumedAt,
+        (l) => l.msg === 'elected leader' && l.namespace === ns,
+      )[0];
+      const oldTermUntil = reElected ? timeOf(reElected) : Number.POSITIVE_INFINITY;
+      // Fencing: nothing the old leader sent after waking up, before a new term of its own, is a DELETE.
+      expect(
+        proxyOf
+          .get(old)
+          ?.deletes(resumedAt)
+          .filter((r) => r.atMs < oldTermUntil),
+      ).toEqual([]);
       // It may log 'driver pod deleted' after waking, but only for DELETEs it had sent before the freeze
-      // (their answers were read after SIGCONT).
+      // (their answers were read after SIGCONT), or in its new term.
       const sentBeforeFreeze = new Set(
         (proxyOf.get(old)?.deletes() ?? [])
           .filter((r) => r.atMs < stoppedAt)
           .map((r) => r.path.split('/').pop()),
       );
-      const late = linesSince(old, resumedAt, (l) => l.outcome === 'accepted');
+      const late = linesSince(old, resumedAt, (l) => l.outcome === 'accepted' && timeOf(l) < oldTermUntil);
       expect(late.filter((l) => !sentBeforeFreeze.has(String(l.pod)))).toEqual([]);
       // Before the freeze, only the old leader deleted; after the election, only the new one.
       expect(
@@ -135,7 +148,10 @@ describe('process crashes and fencing', () => {
       console.info(
         `[failure] SIGSTOP: new leader ${electedAt - stoppedAt} ms after the freeze (TTL 3 s); ` +
           `old leader woke after ${resumedAt - stoppedAt} ms, put back ${putBack} jobs, sent 0 DELETEs ` +
-          `(${late.length} answers to pre-freeze DELETEs read after waking)`,
+          `(${late.length} answers to pre-freeze DELETEs read after waking)` +
+          (reElected
+            ? `; elected again ${oldTermUntil - resumedAt} ms after waking (its assigned target)`
+            : ''),
       );
     } finally {
       await stopAll(replicas);

@@ -1,8 +1,12 @@
-import { Etcd3, type ITxnRequest, type ITxnResponse, type Lease, type Namespace } from 'etcd3';
+import { Etcd3, type ITxnRequest, type ITxnResponse, type Lease } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalEtcd, startEtcd } from '../../harness/sandbox/local-services.ts';
 import { monotonicClock } from '../../src/clock.ts';
-import { createEtcdLeadership, type EtcdLeadershipOptions } from '../../src/leadership/etcd-leadership.ts';
+import {
+  createEtcdLeadershipGroup,
+  type EtcdLeadershipGroup,
+  type EtcdLeadershipGroupOptions,
+} from '../../src/leadership/etcd-leadership-group.ts';
 import { FencedError } from '../../src/leadership/fenced-error.ts';
 import type { Leadership } from '../../src/leadership/leadership.ts';
 import { memoryLogger } from '../helpers/log.ts';
@@ -16,40 +20,59 @@ afterAll(async () => {
   await etcd?.stop();
 });
 
+/**
+ * These tests are of the election itself: each candidate is a replica of its own (its own client, session
+ * lease and watch) with one election, unbalanced (every started election campaigns). Balancing is tested in
+ * leadership-balance.test.ts.
+ */
 interface Candidate {
   id: string;
   client: Etcd3;
+  group: EtcdLeadershipGroup;
   leadership: Leadership;
   events: string[];
 }
+
+/** An election prefix under the leadership root (the one the replica's watch covers). */
+const election = (name: string) => `spark-driver-cleaner/election/test/${name}/`;
 
 function candidate(
   id: string,
   prefix: string,
   ttlSeconds = 2,
-  extra: Partial<EtcdLeadershipOptions> = {},
+  extra: Partial<EtcdLeadershipGroupOptions> = {},
 ): Candidate {
   const client = extra.client ?? new Etcd3({ hosts: etcd.endpoints });
   const events: string[] = [];
-  const leadership = createEtcdLeadership({
+  const log = extra.log ?? memoryLogger().log;
+  const group = createEtcdLeadershipGroup({
     client,
-    prefix,
     replicaId: id,
     ttlSeconds,
-    log: memoryLogger().log,
+    log,
     monotonicNow: monotonicClock,
+    balanced: false,
     ...extra,
   });
+  const leadership = group.election(prefix, prefix, log);
   leadership.addEventHandler({
     onElected: () => events.push('elected'),
     onLost: (r) => events.push(`lost: ${r}`),
   });
-  return { id, client, leadership, events };
+  group.start();
+  return { id, client, group, leadership, events };
+}
+
+/** Resigns, closes the session (revokes its lease) and the client. */
+async function leave(c: Candidate): Promise<void> {
+  await c.leadership.resign();
+  await c.group.close();
+  c.client.close();
 }
 
 describe('etcd leadership (real etcd)', () => {
   it('three candidates → exactly one leader; resign → another elected within a second', async () => {
-    const prefix = 'test/election-a/';
+    const prefix = election('election-a');
     const cs = ['r1', 'r2', 'r3'].map((id) => candidate(id, prefix));
     for (const c of cs) c.leadership.start();
     const first = await waitFor('a leader', () => cs.find((c) => c.leadership.isLeader));
@@ -70,14 +93,11 @@ describe('etcd leadership (real etcd)', () => {
     expect(first.events).toEqual(['elected', 'lost: resigned']);
     await expect(first.leadership.fence(new AbortController().signal)).rejects.toThrow(FencedError);
     expect(cs.filter((c) => c.leadership.isLeader)).toEqual([second]);
-    for (const c of cs) {
-      await c.leadership.resign();
-      c.client.close();
-    }
+    for (const c of cs) await leave(c);
   });
 
   it('stepDown: the next candidate is elected, the one that stepped down campaigns again behind it', async () => {
-    const prefix = 'test/election-stepdown/';
+    const prefix = election('election-stepdown');
     const [a, b] = ['a', 'b'].map((id) => candidate(id, prefix)) as [Candidate, Candidate];
     a.leadership.start();
     await waitFor('a leads', () => a.leadership.isLeader);
@@ -95,14 +115,11 @@ describe('etcd leadership (real etcd)', () => {
     await b.leadership.resign();
     await waitFor('a leads again', () => a.leadership.isLeader);
     expect(a.events).toEqual(['elected', 'lost: stepped down: stuck (test)', 'elected']);
-    for (const c of [a, b]) {
-      await c.leadership.resign();
-      c.client.close();
-    }
+    for (const c of [a, b]) await leave(c);
   });
 
   it('fencing: with etcd frozen, the leader stops before its TTL runs out and fence() refuses', async () => {
-    const prefix = 'test/election-b/';
+    const prefix = election('election-b');
     const c = candidate('solo', prefix, 2);
     c.leadership.start();
     await waitFor('elected', () => c.leadership.isLeader);
@@ -120,8 +137,7 @@ describe('etcd leadership (real etcd)', () => {
     }
     // After etcd is back, it campaigns again and is re-elected.
     await waitFor('re-elected', () => c.leadership.isLeader, 20_000);
-    await c.leadership.resign();
-    c.client.close();
+    await leave(c);
   });
 });
 
@@ -147,72 +163,55 @@ describe('etcd leadership: keepalive freshness (real etcd)', () => {
       };
       return l;
     };
-    c = candidate('late', 'test/keepalive-sent/', 2, { client });
+    c = candidate('late', election('keepalive-sent'), 2, { client });
     c.leadership.start();
     await waitFor('elected', () => c?.leadership.isLeader);
     await waitFor('three late answers', () => ages.length >= 3);
     // Right after each answer, the lease is as old as the request: at least the answer's delay.
     for (const age of ages) expect(age).toBeGreaterThanOrEqual(delayMs);
     expect(c.leadership.isLeader).toBe(true);
-    await c.leadership.resign();
-    client.close();
+    await leave(c);
   });
 });
 
 /**
- * An etcd client whose first transaction in `prefix` goes through `firstTxn` (given the real `txn` and
- * the request) instead of straight to etcd. The campaign's put-if-absent is that transaction.
+ * An etcd client whose first transaction on a key in `prefix` goes through `firstTxn` (given the real `txn`
+ * and the request) instead of straight to etcd. The campaign's put-if-absent is that transaction.
  */
 function clientWithFirstTxn(
   prefix: string,
   firstTxn: (txn: (req: ITxnRequest) => Promise<ITxnResponse>, req: ITxnRequest) => Promise<ITxnResponse>,
 ): Etcd3 {
-  return clientPatching(prefix, (ns) => {
-    // The builders' commit() calls the namespace's KV stub: the very RPC etcd3 would retry.
-    const kv = ns.kv;
-    const txn = kv.txn.bind(kv);
-    let first = true;
-    kv.txn = (req, o) => {
-      if (!first) return txn(req, o);
-      first = false;
-      return firstTxn((r) => txn(r, o), req);
-    };
-  });
-}
-
-/** A real etcd client whose namespace `prefix` (the one a leadership uses) is first handed to `patch`. */
-function clientPatching(prefix: string, patch: (ns: Namespace) => void): Etcd3 {
   const client = new Etcd3({ hosts: etcd.endpoints });
-  const namespace = client.namespace.bind(client);
-  client.namespace = (p: string) => {
-    const ns = namespace(p);
-    if (p === prefix) patch(ns);
-    return ns;
+  // The builders' commit() calls the client's KV stub: the very RPC etcd3 would retry.
+  const kv = client.kv;
+  const txn = kv.txn.bind(kv);
+  let first = true;
+  kv.txn = (req, o) => {
+    if (!first || !req.compare?.[0]?.key?.toString().startsWith(prefix)) return txn(req, o);
+    first = false;
+    return firstTxn((r) => txn(r, o), req);
   };
   return client;
 }
 
-/**
- * Watch creations in `ns` wait for `gate` (when given), and the first `stalled` watches watch a key that
- * never changes instead of theirs (a watch stream that silently stopped delivering).
- */
-function patchWatches(ns: Namespace, opts: { gate?: Promise<void>; stalled?: number }) {
-  const watch = ns.watch.bind(ns);
-  const seen = { created: 0, requested: 0 };
-  ns.watch = () => {
+/** A real etcd client whose watches watch a key that never changes (a stream that silently stopped delivering). */
+function clientWithStalledWatches(): { client: Etcd3; seen: { created: number } } {
+  const client = new Etcd3({ hosts: etcd.endpoints });
+  const watch = client.watch.bind(client);
+  const seen = { created: 0 };
+  client.watch = () => {
     const builder = watch();
+    builder.prefix = () => builder.key('stalled-watch-of-nothing');
     const create = builder.create.bind(builder);
     builder.create = async () => {
-      seen.requested += 1;
-      if (seen.requested <= (opts.stalled ?? 0)) builder.key('stalled-watch-of-nothing');
-      await opts.gate;
       const w = await create();
       seen.created += 1;
       return w;
     };
     return builder;
   };
-  return seen;
+  return { client, seen };
 }
 
 /** The leadership's keys under `prefix`: replica id → lease ids (the key names). */
@@ -224,18 +223,14 @@ async function candidateKeys(client: Etcd3, prefix: string): Promise<Map<string,
 }
 
 describe('etcd leadership: waiting for the predecessor (real etcd)', () => {
-  it('a lease lost while the watch of the predecessor is being created → the next term campaigns at once', async () => {
-    const prefix = 'test/wait-lost/';
+  it('the session lease revoked while waiting behind the leader → a new lease, the next term campaigns at once', async () => {
+    const prefix = election('wait-lost');
     const a = candidate('a', prefix);
     a.leadership.start();
     await waitFor('a elected', () => a.leadership.isLeader);
 
-    const gate = Promise.withResolvers<void>();
-    let watches = { created: 0, requested: 0 };
     const leases: Lease[] = [];
-    const bClient = clientPatching(prefix, (ns) => {
-      watches = patchWatches(ns, { gate: gate.promise });
-    });
+    const bClient = new Etcd3({ hosts: etcd.endpoints });
     const lease = bClient.lease.bind(bClient);
     bClient.lease = (...args) => {
       const l = lease(...args);
@@ -244,55 +239,51 @@ describe('etcd leadership: waiting for the predecessor (real etcd)', () => {
     };
     const b = candidate('b', prefix, 2, { client: bClient });
     b.leadership.start();
-    await waitFor("b is creating the watch of a's key", () => watches.requested === 1);
-    // b's lease ends now, in the window between b's read of its predecessor and its watch.
+    await waitFor('b waits behind a', async () => (await candidateKeys(a.client, prefix)).has('b'));
     const [bLease] = (await candidateKeys(a.client, prefix)).get('b') ?? [];
     if (!bLease) throw new Error('no key of b');
+    // b's session lease ends behind its back (an operator, an expiry etcd3 has not noticed yet).
     const lost = Promise.withResolvers<void>();
     leases[0]?.on('lost', () => lost.resolve());
     await a.client.leaseClient.leaseRevoke({ ID: bLease });
-    await lost.promise; // b's own lease listener has run: the term is over
-    gate.resolve();
-    // b campaigns again on a new lease while a still leads (it was stuck on a's key until a left).
+    await lost.promise;
+    // b campaigns again on a new lease while a still leads.
     await waitFor('b campaigns again with a new key', async () => {
       const keys = (await candidateKeys(a.client, prefix)).get('b') ?? [];
       return keys.length === 1 && keys[0] !== bLease;
     });
+    expect(leases).toHaveLength(2);
     expect(a.leadership.isLeader).toBe(true);
     expect(b.leadership.isLeader).toBe(false);
     await a.leadership.resign();
     await waitFor('b elected', () => b.leadership.isLeader);
     expect(b.events).toEqual(['elected']);
-    await b.leadership.resign();
-    a.client.close();
-    bClient.close();
+    await leave(a);
+    await leave(b);
   });
 
   it("a watch that stalls → the predecessor's key is re-read once per TTL: elected after the predecessor left", async () => {
-    const prefix = 'test/wait-stalled/';
+    const prefix = election('wait-stalled');
     const a = candidate('a', prefix);
     a.leadership.start();
     await waitFor('a elected', () => a.leadership.isLeader);
-    let watches = { created: 0, requested: 0 };
-    const bClient = clientPatching(prefix, (ns) => {
-      watches = patchWatches(ns, { stalled: Number.POSITIVE_INFINITY });
-    });
+    const { client: bClient, seen } = clientWithStalledWatches();
     const b = candidate('b', prefix, 2, { client: bClient });
     b.leadership.start();
-    await waitFor("b watches a's key (a stalled watch)", () => watches.created === 1);
+    await waitFor("b's view watches (a stalled watch)", () => seen.created === 1);
+    await waitFor('b waits behind a', async () => (await candidateKeys(a.client, prefix)).has('b'));
     await a.leadership.resign();
     // No watch ever reports the deletion: only the re-read can tell.
     await waitFor('b elected', () => b.leadership.isLeader, 10_000);
-    expect(watches.created).toBeGreaterThanOrEqual(1);
-    await b.leadership.resign();
-    a.client.close();
-    bClient.close();
+    expect(seen.created).toBe(1);
+    await leave(a);
+    await leave(b);
   });
 });
 
 describe('etcd leadership: the campaign transaction (real etcd)', () => {
   it('a campaign whose first put was applied but its answer lost (etcd3 retried it) is still elected', async () => {
-    const prefix = 'test/campaign-retried/';
+    const prefix = election('campaign-retried');
     let sent = 0;
     // As etcd3's retry after a lost answer: the same Txn reaches etcd twice. Other writes (here one key
     // elsewhere) happen in between, so the second answer's header revision is past our key's.
@@ -310,12 +301,11 @@ describe('etcd leadership: the campaign transaction (real etcd)', () => {
     const keys = await client.getAll().prefix(prefix).keys();
     expect(keys).toHaveLength(1); // one candidate key: the retry did not put a second one
     await c.leadership.fence(new AbortController().signal);
-    await c.leadership.resign();
-    client.close();
+    await leave(c);
   });
 
   it('a candidate key that exists but is not ours fails the campaign; the next one is elected on its own key', async () => {
-    const prefix = 'test/campaign-foreign/';
+    const prefix = election('campaign-foreign');
     const client = clientWithFirstTxn(prefix, async (txn, req) => {
       // Someone else's value under our lease id's key (no lease): the compare fails.
       const key = req.compare?.[0]?.key;
@@ -339,8 +329,7 @@ describe('etcd leadership: the campaign transaction (real etcd)', () => {
     await c.leadership.fence(new AbortController().signal);
     const kvs = await client.getAll().prefix(prefix).strings();
     expect(Object.values(kvs)).toEqual(['mine']);
-    await c.leadership.resign();
-    client.close();
+    await leave(c);
   });
 });
 
@@ -353,7 +342,7 @@ function heldReads(log: string[] = []) {
     return gates[n - 1] as PromiseWithResolvers<void>;
   };
   let count = 0;
-  const readLeaderKey: NonNullable<EtcdLeadershipOptions['readLeaderKey']> = async (key, read) => {
+  const readLeaderKey: NonNullable<EtcdLeadershipGroupOptions['readLeaderKey']> = async (key, read) => {
     count += 1;
     const n = count;
     log.push(`read ${n} started`);
@@ -396,7 +385,7 @@ describe('etcd leadership: coalesced fencing reads (real etcd)', () => {
 
   it('50 concurrent fence() calls share at most 2 etcd reads, and all resolve', async () => {
     let reads = 0;
-    const c = candidate('burst', 'test/fence-burst/', 2, {
+    const c = candidate('burst', election('fence-burst'), 2, {
       readLeaderKey: (key, read) => {
         reads += 1;
         return read(key);
@@ -410,14 +399,13 @@ describe('etcd leadership: coalesced fencing reads (real etcd)', () => {
     await Promise.all(Array.from({ length: 50 }, () => c.leadership.fence(signal())));
     expect(reads).toBeLessThanOrEqual(4);
     expect(c.leadership.isLeader).toBe(true);
-    await c.leadership.resign();
-    c.client.close();
+    await leave(c);
   });
 
   it('a fence() called while a read is in flight is satisfied only by a read that started after it', async () => {
     const log: string[] = [];
     const reads = heldReads(log);
-    const c = candidate('order', 'test/fence-order/', 2, { readLeaderKey: reads.readLeaderKey });
+    const c = candidate('order', election('fence-order'), 2, { readLeaderKey: reads.readLeaderKey });
     c.leadership.start();
     await waitFor('elected', () => c.leadership.isLeader);
 
@@ -464,13 +452,12 @@ describe('etcd leadership: coalesced fencing reads (real etcd)', () => {
     expect(at('call D')).toBeLessThan(at('read 3 started'));
     expect(at('read 3 done')).toBeLessThan(at('D resolved'));
     expect(reads.count).toBe(3);
-    await c.leadership.resign();
-    c.client.close();
+    await leave(c);
   });
 
   it("a caller's abort rejects it at once without cancelling the shared read of the others", async () => {
     const reads = heldReads();
-    const c = candidate('abort', 'test/fence-abort/', 2, { readLeaderKey: reads.readLeaderKey });
+    const c = candidate('abort', election('fence-abort'), 2, { readLeaderKey: reads.readLeaderKey });
     c.leadership.start();
     await waitFor('elected', () => c.leadership.isLeader);
 
@@ -494,14 +481,13 @@ describe('etcd leadership: coalesced fencing reads (real etcd)', () => {
     gone.abort();
     await expect(c.leadership.fence(gone.signal)).rejects.toMatchObject({ name: 'AbortError' });
     expect(reads.count).toBe(2);
-    await c.leadership.resign();
-    c.client.close();
+    await leave(c);
   });
 
   it('a timed-out shared read fences its callers (FencedError) without ending the term', async () => {
     let hang = true;
     let reads = 0;
-    const c = candidate('slow', 'test/fence-timeout/', 2, {
+    const c = candidate('slow', election('fence-timeout'), 2, {
       fenceTimeoutMs: 200,
       readLeaderKey: (key, read) => {
         reads += 1;
@@ -521,12 +507,11 @@ describe('etcd leadership: coalesced fencing reads (real etcd)', () => {
     expect(c.leadership.isLeader).toBe(true);
     hang = false;
     await c.leadership.fence(signal());
-    await c.leadership.resign();
-    c.client.close();
+    await leave(c);
   });
 
   it('leader key deleted behind its back → every concurrent caller fenced, leadership lost once', async () => {
-    const prefix = 'test/fence-deleted/';
+    const prefix = election('fence-deleted');
     let reads = 0;
     const c = candidate('victim', prefix, 2, {
       readLeaderKey: (key, read) => {
@@ -550,7 +535,6 @@ describe('etcd leadership: coalesced fencing reads (real etcd)', () => {
     // It campaigns again with a new key and fences fine under it.
     await waitFor('re-elected', () => c.leadership.isLeader);
     await c.leadership.fence(signal());
-    await c.leadership.resign();
-    c.client.close();
+    await leave(c);
   });
 });

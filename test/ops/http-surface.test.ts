@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
 import { monotonicClock } from '../../src/clock.ts';
 import { type HttpServer, startHttpServer } from '../../src/http/server.ts';
+import { ASSIGNMENT_RULE } from '../../src/leadership/assignment.ts';
 import { cleanupJobId, queueName } from '../../src/queue/job-identity.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { createTerminatedDriver, http, type OpsEnv, type OpsReplica, startOpsEnv } from './ops-env.ts';
@@ -221,8 +222,16 @@ describe('basic auth', () => {
       replica: 'ops-1',
       leaders: { 'alpha:ops-a': 'ops-1', 'alpha:ops-b': 'ops-1' },
       targets: {
-        'alpha:ops-a': { leader: 'ops-1', ...none },
-        'alpha:ops-b': { leader: 'ops-1', ...none },
+        'alpha:ops-a': { leader: 'ops-1', assigned: 'ops-1', ...none },
+        'alpha:ops-b': { leader: 'ops-1', assigned: 'ops-1', ...none },
+      },
+      // How leaderships are balanced, as this replica sees it: alone, it is assigned and leads both.
+      balance: {
+        rule: ASSIGNMENT_RULE,
+        members: ['ops-1'],
+        targets: 2,
+        cap: 2,
+        share: { 'ops-1': { assigned: 2, leading: 2 } },
       },
     });
     for (const path of ['/healthz', '/metrics']) expect((await http(url(), path)).status, path).toBe(200);

@@ -1,0 +1,238 @@
+/**
+ * A replica's in-memory view of every election and of the live members, kept by **one watch** over the
+ * leadership root (src/leadership/etcd-session.ts `ETCD_ROOT`) instead of a watch per target: one range read,
+ * then the watch from the next revision (etcd3 resumes it from its last revision after a reconnect; a watch
+ * etcd cancels — compacted history — is replaced by a fresh read and watch).
+ *
+ * The view only tells the elections and the balancer **when to look**: who leads is decided by etcd (the
+ * candidate key with the lowest create revision, confirmed by a read before taking a term), and every DELETE
+ * is fenced by a read of the leader key. A view that lags or stalls costs time, never safety.
+ */
+import type { Etcd3, IKeyValue, Watcher } from 'etcd3';
+import { backoffMs } from '../backoff.ts';
+import type { Logger } from '../log.ts';
+import { sleep } from '../sleep.ts';
+import { ETCD_ROOT, MEMBERS_PREFIX } from './etcd-session.ts';
+
+/** One candidate key of an election. */
+export interface CandidateKey {
+  /** The full key, `<election prefix><lease id>`. */
+  readonly key: string;
+  /** Its value: the candidate's replica id. */
+  readonly replicaId: string;
+  readonly createRevision: bigint;
+  /** The lease the key is attached to (decimal). */
+  readonly lease: string;
+}
+
+/** Options of {@link createElectionView}. */
+export interface ElectionViewOptions {
+  client: Etcd3;
+  log: Logger;
+  /** The watched root (default `ETCD_ROOT`). */
+  root?: string;
+}
+
+/** The view; `start()` reads and watches. */
+export interface ElectionView {
+  /** True once the first read is applied. */
+  readonly synced: boolean;
+  /** The revision the view reflects (0 before the first read). */
+  readonly revision: bigint;
+  /** The candidates of an election prefix, lowest create revision (the leader) first. */
+  candidates(prefix: string): readonly CandidateKey[];
+  /** The live member ids (replicas whose membership key exists), sorted. */
+  members(): readonly string[];
+  /** The value of a live member's key (its target set, src/leadership/etcd-leadership-group.ts). */
+  memberValue(id: string): string | undefined;
+  /**
+   * Calls `cb` after each applied change with the election prefixes it touched (all of them after a fresh
+   * read) and whether the members changed.
+   */
+  onChange(cb: (prefixes: ReadonlySet<string>, membersChanged: boolean) => void): void;
+  /**
+   * Resolves when the view next changes `prefix` (or is read afresh), when `signal` aborts, or after
+   * `timeoutMs`, whichever comes first, saying which. Never rejects.
+   */
+  changed(prefix: string, signal: AbortSignal, timeoutMs: number): Promise<'changed' | 'timeout' | 'aborted'>;
+  /** Watch streams opened so far (1 while nothing went wrong). */
+  readonly watchesOpened: number;
+  start(): void;
+  close(): Promise<void>;
+}
+
+/** The election prefix of a candidate key: everything up to its last `/`. */
+function prefixOf(key: string): string {
+  return key.slice(0, key.lastIndexOf('/') + 1);
+}
+
+/** Creates the view of a replica. */
+export function createElectionView(opts: ElectionViewOptions): ElectionView {
+  const root = opts.root ?? ETCD_ROOT;
+  const membersPrefix = root === ETCD_ROOT ? MEMBERS_PREFIX : `${root}members/`;
+  const electionRoot = `${root}election/`;
+  /** Election prefix → candidate key → candidate. */
+  const elections = new Map<string, Map<string, CandidateKey>>();
+  /** Member id → its key's value. */
+  const memberKeys = new Map<string, string>();
+  let revision = 0n;
+  let synced = false;
+  let running = false;
+  let watcher: Watcher | undefined;
+  let watches = 0;
+  const stop = new AbortController();
+  const listeners: ((prefixes: ReadonlySet<string>, membersChanged: boolean) => void)[] = [];
+  const waiting = new Map<string, Set<(why: 'changed') => void>>();
+
+  function notify(prefixes: Set<string>, membersChanged: boolean) {
+    for (const p of prefixes) {
+      const ws = waiting.get(p);
+      if (!ws) continue;
+      waiting.delete(p);
+      for (const w of ws) w('changed');
+    }
+    if (prefixes.size === 0 && !membersChanged) return;
+    for (const cb of listeners) cb(prefixes, membersChanged);
+  }
+
+  /** Applies a put (kv) or a delete; returns what it touched. */
+  function apply(kv: IKeyValue, deleted: boolean, touched: Set<string>): boolean {
+    const key = kv.key.toString();
+    if (key.startsWith(membersPrefix)) {
+      const id = key.slice(membersPrefix.length);
+      if (deleted) return memberKeys.delete(id);
+      const had = memberKeys.get(id);
+      const value = kv.value.toString();
+      memberKeys.set(id, value);
+      return had !== value;
+    }
+    if (!key.startsWith(electionRoot)) return false;
+    const prefix = prefixOf(key);
+    touched.add(prefix);
+    let e = elections.get(prefix);
+    if (deleted) {
+      e?.delete(key);
+      if (e?.size === 0) elections.delete(prefix);
+      return false;
+    }
+    if (!e) {
+      e = new Map();
+      elections.set(prefix, e);
+    }
+    e.set(key, {
+      key,
+      replicaId: kv.value.toString(),
+      createRevision: BigInt(kv.create_revision),
+      lease: kv.lease,
+    });
+    return false;
+  }
+
+  /** Reads everything and watches from the next revision; on failure retries with backoff. */
+  async function sync(): Promise<void> {
+    let failures = 0;
+    while (running) {
+      try {
+        const res = await opts.client.getAll().prefix(root).exec();
+        if (!running) return;
+        elections.clear();
+        memberKeys.clear();
+        const touched = new Set<string>();
+        for (const kv of res.kvs) apply(kv, false, touched);
+        const all = new Set<string>([...touched, ...waiting.keys()]);
+        revision = BigInt(res.header.revision);
+        synced = true;
+        const w = await opts.client
+          .watch()
+          .prefix(root)
+          .startRevision((revision + 1n).toString())
+          .create();
+        if (!running) {
+          await w.cancel().catch(() => undefined);
+          return;
+        }
+        watches += 1;
+        watcher = w;
+        w.on('data', (res) => {
+          const touched = new Set<string>();
+          let membersChanged = false;
+          for (const ev of res.events) if (apply(ev.kv, ev.type === 'Delete', touched)) membersChanged = true;
+          const r = BigInt(res.header.revision);
+          if (r > revision) revision = r;
+          notify(touched, membersChanged);
+        });
+        w.on('error', (err) => {
+          if (watcher !== w) return;
+          opts.log.warn({ err: { message: err.message } }, 'election watch cancelled; reading again');
+          watcher = undefined;
+          void w.cancel().catch(() => undefined);
+          void sync();
+        });
+        notify(all, true);
+        return;
+      } catch (err) {
+        failures += 1;
+        opts.log.warn({ err: { message: (err as Error).message } }, 'election view: read failed; retrying');
+        await sleep(backoffMs(failures, { baseMs: 200, maxMs: 5000, jitter: true }), stop.signal);
+      }
+    }
+  }
+
+  return {
+    get synced() {
+      return synced;
+    },
+    get revision() {
+      return revision;
+    },
+    candidates(prefix) {
+      const e = elections.get(prefix);
+      if (!e) return [];
+      return [...e.values()].sort((a, b) =>
+        a.createRevision < b.createRevision ? -1 : a.createRevision > b.createRevision ? 1 : 0,
+      );
+    },
+    members: () => [...memberKeys.keys()].sort(),
+    memberValue: (id) => memberKeys.get(id),
+    onChange(cb) {
+      listeners.push(cb);
+    },
+    changed(prefix, signal, timeoutMs) {
+      return new Promise((resolve) => {
+        let ws = waiting.get(prefix);
+        if (!ws) {
+          ws = new Set();
+          waiting.set(prefix, ws);
+        }
+        const done = (why: 'changed' | 'timeout' | 'aborted') => {
+          clearTimeout(timer);
+          signal.removeEventListener('abort', onAbort);
+          const set = waiting.get(prefix);
+          set?.delete(done);
+          if (set?.size === 0) waiting.delete(prefix);
+          resolve(why);
+        };
+        const onAbort = () => done('aborted');
+        const timer = setTimeout(() => done('timeout'), timeoutMs);
+        signal.addEventListener('abort', onAbort, { once: true });
+        ws.add(done);
+        if (signal.aborted) onAbort();
+      });
+    },
+    get watchesOpened() {
+      return watches;
+    },
+    start() {
+      if (running) return;
+      running = true;
+      void sync();
+    },
+    async close() {
+      running = false;
+      stop.abort();
+      const w = watcher;
+      watcher = undefined;
+      await w?.cancel().catch(() => undefined);
+    },
+  };
+}

@@ -1,0 +1,285 @@
+/**
+ * All the etcd leaderships of one replica: one session (one lease, one keepalive stream, the membership key),
+ * one watch (src/leadership/election-view.ts), one bound on concurrent campaign calls, an election per target
+ * — and the **balancer** that decides which elections this replica campaigns in.
+ *
+ * How leadership is balanced (the same rule on every replica, from its view of etcd):
+ * - the live members are the replicas whose membership key `spark-driver-cleaner/members/<id>` exists (it is
+ *   on their session lease, so it goes when they leave or their lease expires); its value names the replica's
+ *   set of targets (a hash), and a replica balances with the members that serve the same set — its **peers**
+ *   (two deployments sharing one etcd, or replicas of a rollout that changes the targets, are balanced apart;
+ *   every target still has one leader at a time);
+ * - a pure function assigns each target to one live member, at most ⌈T / R⌉ each (src/leadership/assignment.ts);
+ * - a replica campaigns for the targets assigned to it, and for no other — except as a **fallback**: a target
+ *   that has had no candidate at all for `fallbackMs` (views disagree, the owner is stuck or does not serve
+ *   it) is campaigned for by every replica, and the ones not elected withdraw as soon as there is a leader;
+ * - a replica leading a target assigned to another live member that has a candidate key **steps down**: its
+ *   term ends (the worker stops, in-flight jobs are aborted before their DELETE), its key is deleted, and the
+ *   owner, already waiting in line, is elected. The etcd election keeps one leader at a time; each DELETE is
+ *   fenced on the leader key.
+ * So a replica leads at most ⌈T / R⌉ targets, plus those it still holds while their new owner is on its way
+ * in; an added or restarted replica campaigns for its share as soon as it sees itself registered.
+ */
+import { createHash } from 'node:crypto';
+import type { Etcd3 } from 'etcd3';
+import type { MonotonicClock } from '../clock.ts';
+import type { Logger } from '../log.ts';
+import { ASSIGNMENT_RULE, type Assignment, assignTargets } from './assignment.ts';
+import { createElectionView, type ElectionView } from './election-view.ts';
+import { createEtcdLeadership, type EtcdLeadership, type EtcdLeadershipOptions } from './etcd-leadership.ts';
+import { createEtcdSession, type EtcdSession } from './etcd-session.ts';
+import { createLimit } from './limiter.ts';
+
+/** Options of {@link createEtcdLeadershipGroup}. */
+export interface EtcdLeadershipGroupOptions {
+  client: Etcd3;
+  replicaId: string;
+  /** Session lease TTL, seconds (≥ 2). */
+  ttlSeconds: number;
+  log: Logger;
+  /** The monotonic clock, ms (src/clock.ts). */
+  monotonicNow: MonotonicClock;
+  /**
+   * Balance leaderships over the live members (default true). False: every started election campaigns, the
+   * first candidate leads, as a plain etcd election — for tests of the election itself.
+   */
+  balanced?: boolean;
+  /** At most this many campaign calls to etcd at a time (default 16). */
+  campaignConcurrency?: number;
+  /** A target with no candidate for this long is campaigned for by every replica, ms (default: one TTL). */
+  fallbackMs?: number;
+  /** Passed to each election (src/leadership/etcd-leadership.ts). */
+  fenceTimeoutMs?: number;
+  /** Tests only: passed to each election. */
+  readLeaderKey?: EtcdLeadershipOptions['readLeaderKey'];
+}
+
+/** The balance as this replica sees it, for `/api/v1/leaders`. */
+export interface LeadershipBalance {
+  /** The assignment rule, in one sentence. */
+  readonly rule: string;
+  /** The live members serving the same targets as this replica (replica ids), sorted. */
+  readonly members: readonly string[];
+  /** Targets balanced (this replica's). */
+  readonly targets: number;
+  /** ⌈targets / members⌉: the most any member is assigned. */
+  readonly cap: number;
+  /** Per member: targets assigned to it, and targets it leads now (etcd's lowest candidate key). */
+  readonly share: Readonly<Record<string, { readonly assigned: number; readonly leading: number }>>;
+  /** Target label → the member it is assigned to (absent without members). */
+  readonly owners: Readonly<Record<string, string>>;
+}
+
+/** A replica's etcd leaderships. */
+export interface EtcdLeadershipGroup {
+  /**
+   * The election of one target; call once per target, before `start()`.
+   * @param target the target's label (`context:namespace`), what the assignment hashes
+   * @param prefix its election key prefix (ends with `/`)
+   */
+  election(target: string, prefix: string, log: Logger): EtcdLeadership;
+  /** Grants the session lease, starts the watch and the balancer (idempotent). */
+  start(): void;
+  /**
+   * Leaves: every term ends (`resigned`), the session lease is revoked — all candidate keys and the
+   * membership key go at once, so other replicas take over without waiting for the TTL. Idempotent.
+   */
+  close(): Promise<void>;
+  /** The balance as this replica sees it. */
+  balance(): LeadershipBalance;
+  readonly session: EtcdSession;
+  readonly view: ElectionView;
+}
+
+interface Entry {
+  readonly target: string;
+  readonly election: EtcdLeadership;
+  /** Since when (monotonic ms) the view shows no candidate; undefined while there is one. */
+  noCandidateSince: number | undefined;
+}
+
+/** Creates the etcd leaderships of a replica. */
+export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): EtcdLeadershipGroup {
+  const { client, replicaId, log } = opts;
+  const balanced = opts.balanced ?? true;
+  const fallbackMs = opts.fallbackMs ?? opts.ttlSeconds * 1000;
+  const session = createEtcdSession({
+    client,
+    replicaId,
+    ttlSeconds: opts.ttlSeconds,
+    log,
+    monotonicNow: opts.monotonicNow,
+    memberValue: () => targetSet,
+  });
+  const view = createElectionView({ client, log });
+  /** The membership value: a hash of this replica's sorted target labels, fixed at `start()`. */
+  let targetSet = '';
+  /** Live members serving the same targets as this replica (its peers, itself included), sorted. */
+  const peers = () => view.members().filter((m) => view.memberValue(m) === targetSet);
+  const limit = createLimit(opts.campaignConcurrency ?? 16);
+  const entries: Entry[] = [];
+  let started = false;
+  let closed = false;
+  let tick: NodeJS.Timeout | undefined;
+  let cached: { key: string; assignment: Assignment } | undefined;
+
+  const assignment = (members: readonly string[]): Assignment => {
+    const key = `${entries.length}|${members.join('\n')}`;
+    if (cached?.key !== key)
+      cached = {
+        key,
+        assignment: assignTargets(
+          entries.map((e) => e.target),
+          members,
+        ),
+      };
+    return cached.assignment;
+  };
+
+  /** Decides, for every election, whether this replica campaigns, and hands over what is not its own. */
+  function evaluate(): void {
+    if (closed || !started) return;
+    if (!balanced) {
+      for (const e of entries) if (e.election.active) e.election.setWanted(true);
+      return;
+    }
+    if (!view.synced) return;
+    const now = opts.monotonicNow();
+    const members = peers();
+    const live = session.lease !== undefined && members.includes(replicaId);
+    const { owners } = assignment(members);
+    const lease = session.lease;
+    for (const x of entries) {
+      const e = x.election;
+      const candidates = view.candidates(e.prefix);
+      if (lease && !e.wanted && e.idle)
+        for (const c of candidates)
+          if (c.lease === lease.id && c.replicaId === replicaId) deleteStray(c.key, c.createRevision);
+      // Not while a stray key of this election is being deleted: a campaign now would adopt that very key.
+      if (!e.active || [...deleting].some((k) => k.startsWith(e.prefix))) continue;
+      if (candidates.length > 0) x.noCandidateSince = undefined;
+      else x.noCandidateSince ??= now;
+      const owner = owners.get(x.target);
+      const fallback = x.noCandidateSince !== undefined && now - x.noCandidateSince >= fallbackMs;
+      if (live && (owner === replicaId || fallback)) {
+        if (!e.wanted && owner !== replicaId)
+          log.info({ target: x.target, owner }, 'no candidate for this target: campaigning as a fallback');
+        e.setWanted(true);
+      } else if (e.isLeader) {
+        // Keep leading until the owner is in line, so that the target is never without a leader.
+        if (owner !== undefined && owner !== replicaId && candidates.some((c) => c.replicaId === owner)) {
+          e.setWanted(false);
+          e.stepDown(`handing over to ${owner}, its assigned replica`);
+        }
+      } else if (e.wanted && (!live || (candidates[0] && candidates[0].replicaId !== replicaId))) {
+        // Not ours and another replica is first in line: the fallback is no longer needed.
+        e.setWanted(false);
+      }
+    }
+  }
+
+  /** Stray keys being deleted. */
+  const deleting = new Set<string>();
+  /**
+   * Deletes a candidate key of our lease that no term holds (a put whose answer was lost after the campaign
+   * gave up): left alone, it would stand in line for a target nobody here campaigns for. Best effort: the
+   * next evaluation tries again.
+   */
+  function deleteStray(key: string, createRevision: bigint): void {
+    if (deleting.has(key)) return;
+    deleting.add(key);
+    log.info({ key }, 'deleting a candidate key no term holds');
+    void limit(() =>
+      client.if(key, 'Create', '==', createRevision.toString()).then(client.delete().key(key)).commit(),
+    )
+      .catch((err: unknown) =>
+        log.warn({ err: { message: (err as Error).message }, key }, 'cannot delete a stray candidate key'),
+      )
+      .finally(() => {
+        deleting.delete(key);
+        schedule();
+      });
+  }
+
+  let scheduled = false;
+  const schedule = () => {
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(() => {
+      scheduled = false;
+      evaluate();
+    });
+  };
+  view.onChange(schedule);
+  session.onLease(schedule);
+
+  return {
+    election(target, prefix, elog) {
+      const election = createEtcdLeadership({
+        client,
+        session,
+        view,
+        prefix,
+        replicaId,
+        ttlSeconds: opts.ttlSeconds,
+        log: elog,
+        monotonicNow: opts.monotonicNow,
+        limit,
+        fenceTimeoutMs: opts.fenceTimeoutMs,
+        readLeaderKey: opts.readLeaderKey,
+      });
+      entries.push({ target, election, noCandidateSince: undefined });
+      // An election started after the group: decide for it at once.
+      const start = election.start.bind(election);
+      election.start = () => {
+        start();
+        schedule();
+      };
+      return election;
+    },
+    start() {
+      if (started || closed) return;
+      started = true;
+      const labels = [...new Set(entries.map((e) => e.target))].sort().join('\n');
+      targetSet = `targets:${createHash('sha256').update(labels).digest('hex').slice(0, 16)}`;
+      session.start();
+      view.start();
+      // The fallback waits on time, not on a change: look again a few times per fallback period.
+      tick = setInterval(evaluate, Math.max(250, Math.min(1000, fallbackMs / 4)));
+      schedule();
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      clearInterval(tick);
+      await session.close();
+      await Promise.all(entries.map((x) => x.election.resign()));
+      await view.close();
+    },
+    balance() {
+      const members = peers();
+      const { owners, cap } = assignment(members);
+      const share: Record<string, { assigned: number; leading: number }> = {};
+      const of = (m: string) => {
+        share[m] ??= { assigned: 0, leading: 0 };
+        return share[m];
+      };
+      for (const m of members) of(m);
+      for (const owner of owners.values()) of(owner).assigned += 1;
+      for (const x of entries) {
+        const leader = view.candidates(x.election.prefix)[0]?.replicaId;
+        if (leader !== undefined) of(leader).leading += 1;
+      }
+      return {
+        rule: ASSIGNMENT_RULE,
+        members,
+        targets: entries.length,
+        cap,
+        share,
+        owners: Object.fromEntries(owners),
+      };
+    },
+    session,
+    view,
+  };
+}

@@ -1,0 +1,299 @@
+/**
+ * Balanced leadership on real etcd: in-process replicas, each with its own etcd client and leadership group
+ * (one session lease, one watch), over the same targets. Counts, not times: leases in etcd, leaderships per
+ * replica, and — all along every handover — that no two replicas' `fence()` succeed for one target in the
+ * same round (the safety the cleanup handler relies on before each DELETE).
+ */
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { Etcd3 } from 'etcd3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type LocalEtcd, startEtcd } from '../../harness/sandbox/local-services.ts';
+import { monotonicClock } from '../../src/clock.ts';
+import { assignTargets } from '../../src/leadership/assignment.ts';
+import type { EtcdLeadership } from '../../src/leadership/etcd-leadership.ts';
+import {
+  createEtcdLeadershipGroup,
+  type EtcdLeadershipGroup,
+} from '../../src/leadership/etcd-leadership-group.ts';
+import { electionPrefix, targetLabel } from '../../src/queue/job-identity.ts';
+import { memoryLogger } from '../helpers/log.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+let etcd: LocalEtcd;
+beforeAll(async () => {
+  etcd = await startEtcd();
+});
+afterAll(async () => {
+  await etcd?.stop();
+});
+
+const TTL_SECONDS = 2;
+
+interface TestReplica {
+  id: string;
+  client: Etcd3;
+  group: EtcdLeadershipGroup;
+  elections: EtcdLeadership[];
+  /** Reasons of the terms that ended. */
+  ended: string[];
+}
+
+/** The targets `ctx:bal-<name>-0` … of a test. */
+const targetsOf = (name: string, n: number) =>
+  Array.from({ length: n }, (_, i) => ({ context: 'ctx', namespace: `bal-${name}-${i}` }));
+
+function startReplica(id: string, targets: ReturnType<typeof targetsOf>): TestReplica {
+  const client = new Etcd3({ hosts: etcd.endpoints });
+  const log = memoryLogger().log;
+  const group = createEtcdLeadershipGroup({
+    client,
+    replicaId: id,
+    ttlSeconds: TTL_SECONDS,
+    log,
+    monotonicNow: monotonicClock,
+  });
+  const ended: string[] = [];
+  const elections = targets.map((t) => {
+    const e = group.election(targetLabel(t), electionPrefix(t), log);
+    e.addEventHandler({ onElected: () => undefined, onLost: (r) => ended.push(r) });
+    e.start();
+    return e;
+  });
+  group.start();
+  return { id, client, group, elections, ended };
+}
+
+async function stopReplica(r: TestReplica): Promise<void> {
+  await r.group.close();
+  r.client.close();
+}
+
+/** Leaderships per replica id (its elections that lead). */
+const leading = (rs: readonly TestReplica[]) =>
+  Object.fromEntries(rs.map((r) => [r.id, r.elections.filter((e) => e.isLeader).length]));
+
+/** Targets led by exactly one replica (as the replicas themselves say). */
+const ledOnce = (rs: readonly TestReplica[], t: number) =>
+  Array.from({ length: t }, (_, i) => rs.filter((r) => r.elections[i]?.isLeader).length).every(
+    (n) => n === 1,
+  );
+
+/** The leases etcd holds now (all of them: each test's replicas are the only clients of this etcd). */
+async function leaseCount(client: Etcd3): Promise<number> {
+  return (await client.leaseClient.leaseLeases()).leases.length;
+}
+
+/**
+ * Runs rounds of `fence()` on every replica for every target until stopped: in each round, for each target,
+ * every replica fences at once; a round where two succeed for one target is recorded as a double leader.
+ */
+function fenceRounds(rs: () => readonly TestReplica[], t: number) {
+  const doubles: string[] = [];
+  let rounds = 0;
+  let running = true;
+  const done = (async () => {
+    while (running) {
+      const replicas = rs();
+      await Promise.all(
+        Array.from({ length: t }, async (_, i) => {
+          const ok = await Promise.all(
+            replicas.map((r) =>
+              r.elections[i]
+                ?.fence(AbortSignal.timeout(2000))
+                .then(() => r.id)
+                .catch(() => undefined),
+            ),
+          );
+          const winners = ok.filter((x) => x !== undefined);
+          if (winners.length > 1) doubles.push(`target ${i}: ${winners.join(' and ')}`);
+        }),
+      );
+      rounds += 1;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  })();
+  return {
+    doubles,
+    get rounds() {
+      return rounds;
+    },
+    async stop() {
+      running = false;
+      await done;
+    },
+  };
+}
+
+describe('balanced leadership (real etcd)', () => {
+  it('12 targets, 3 replicas: 3 leases in etcd, every target led once, none over ceil(12/3) = 4', async () => {
+    const T = 12;
+    const targets = targetsOf('three', T);
+    const rs = ['r1', 'r2', 'r3'].map((id) => startReplica(id, targets));
+    const probe = new Etcd3({ hosts: etcd.endpoints });
+    try {
+      await waitFor('every target led once, 4 each', () => {
+        const l = leading(rs);
+        return ledOnce(rs, T) && Object.values(l).every((n) => n === 4);
+      });
+      expect(await leaseCount(probe)).toBe(3);
+      // Each replica's view agrees: 3 members, cap 4, each assigned 4 and leading 4.
+      for (const r of rs) {
+        const b = r.group.balance();
+        expect(b.members).toEqual(['r1', 'r2', 'r3']);
+        expect(b.cap).toBe(4);
+        expect(Object.values(b.share)).toEqual([
+          { assigned: 4, leading: 4 },
+          { assigned: 4, leading: 4 },
+          { assigned: 4, leading: 4 },
+        ]);
+      }
+      // One watch stream and one lease per replica, whatever the number of targets.
+      for (const r of rs) {
+        expect(r.group.view.watchesOpened).toBe(1);
+        expect(r.group.session.leasesGranted).toBe(1);
+      }
+    } finally {
+      for (const r of rs) await stopReplica(r);
+      probe.close();
+    }
+  });
+
+  it('a replica added later reaches its share; the others hand over, never two leaders at once', async () => {
+    const T = 12;
+    const targets = targetsOf('added', T);
+    const rs = [startReplica('a1', targets), startReplica('a2', targets)];
+    const probe = new Etcd3({ hosts: etcd.endpoints });
+    const rounds = fenceRounds(() => rs, T);
+    try {
+      await waitFor(
+        '2 replicas: 6 each',
+        () => Object.values(leading(rs)).every((n) => n === 6) && ledOnce(rs, T),
+      );
+      const before = rounds.rounds;
+      const t0 = performance.now();
+      rs.push(startReplica('a3', targets));
+      await waitFor(
+        '3 replicas: 4 each',
+        () => Object.values(leading(rs)).every((n) => n === 4) && ledOnce(rs, T),
+      );
+      const tookMs = performance.now() - t0;
+      console.log(`[balance] the added replica reached its share of 4 in ${Math.round(tookMs)} ms (TTL 2 s)`);
+      await waitFor('a few more fence rounds', () => rounds.rounds > before + 5);
+      await rounds.stop();
+      expect(rounds.doubles).toEqual([]);
+      expect(rounds.rounds).toBeGreaterThan(before);
+      // The 4 targets the newcomer leads were handed over by the others (stepped down), not lost.
+      const handedOver = rs
+        .flatMap((r) => r.ended)
+        .filter((e) => e.startsWith('stepped down: handing over to a3'));
+      expect(handedOver).toHaveLength(4);
+      expect(rs.flatMap((r) => r.ended).filter((e) => !e.startsWith('stepped down'))).toEqual([]);
+      expect(await leaseCount(probe)).toBe(3);
+    } finally {
+      await rounds.stop();
+      for (const r of rs) await stopReplica(r);
+      probe.close();
+    }
+  });
+
+  it('a replica that dies (SIGKILL: its lease expires, nothing revoked) → the survivors take its targets over', async () => {
+    const T = 12;
+    const targets = targetsOf('died', T);
+    const probe = new Etcd3({ hosts: etcd.endpoints });
+    // The victim is a process of its own, so that it can die for real.
+    const victim = spawn(
+      process.execPath,
+      [
+        fileURLToPath(new URL('../helpers/leadership-group-process.ts', import.meta.url)),
+        etcd.endpoints.join(','),
+        'd1',
+        String(TTL_SECONDS),
+        ...targets.map((t) => t.namespace),
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    let victimLeads = 0;
+    victim.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      for (const line of chunk.split('\n').filter(Boolean))
+        victimLeads = (JSON.parse(line) as { leading: number }).leading;
+    });
+    const exited = new Promise<void>((resolve) => victim.on('exit', () => resolve()));
+    const survivors = ['d2', 'd3'].map((id) => startReplica(id, targets));
+    try {
+      await waitFor(
+        '4 each',
+        () => victimLeads === 4 && Object.values(leading(survivors)).every((n) => n === 4),
+      );
+      expect(await leaseCount(probe)).toBe(3);
+      const endedBefore = survivors.map((r) => r.ended.length);
+      console.log(
+        'DBG before kill',
+        victimLeads,
+        leading(survivors),
+        survivors.map((r) => r.group.balance()),
+      );
+      victim.kill('SIGKILL');
+      await exited;
+      await waitFor('its lease expired in etcd', async () => (await leaseCount(probe)) === 2, 10_000);
+      await waitFor(
+        'the survivors lead all, 6 each',
+        () => Object.values(leading(survivors)).every((n) => n === 6) && ledOnce(survivors, T),
+      );
+      for (const r of survivors) expect(r.group.balance().members).toEqual(['d2', 'd3']);
+      // Between the survivors, only what the assignment moves is handed over (the cap's spill-over).
+      const labels = targets.map(targetLabel);
+      const before = assignTargets(labels, ['d1', 'd2', 'd3']).owners;
+      const after = assignTargets(labels, ['d2', 'd3']).owners;
+      const moves = labels
+        .filter((t) => before.get(t) !== 'd1' && before.get(t) !== after.get(t))
+        .map((t) => `stepped down: handing over to ${after.get(t)}, its assigned replica`);
+      expect(survivors.flatMap((r, i) => r.ended.slice(endedBefore[i])).sort()).toEqual(moves.sort());
+    } finally {
+      victim.kill('SIGKILL');
+      for (const r of survivors) await stopReplica(r);
+      probe.close();
+    }
+  });
+
+  it('replicas serving different targets (two deployments on one etcd) are balanced apart, each with its peers', async () => {
+    const xs = targetsOf('apart-x', 4);
+    const ys = targetsOf('apart-y', 6);
+    const rs = [startReplica('x1', xs), startReplica('x2', xs), startReplica('y1', ys)];
+    try {
+      await waitFor('x1 and x2 lead 2 each, y1 leads its 6', () => {
+        const l = leading(rs);
+        return l.x1 === 2 && l.x2 === 2 && l.y1 === 6;
+      });
+      expect(rs[0]?.group.balance()).toMatchObject({ members: ['x1', 'x2'], targets: 4, cap: 2 });
+      expect(rs[2]?.group.balance()).toMatchObject({ members: ['y1'], targets: 6, cap: 6 });
+    } finally {
+      for (const r of rs) await stopReplica(r);
+    }
+  });
+
+  it("a candidate key of a replica's lease that no term holds (a put applied after its campaign gave up) is deleted", async () => {
+    const T = 4;
+    const targets = targetsOf('stray', T);
+    const rs = [startReplica('s1', targets), startReplica('s2', targets)];
+    const probe = new Etcd3({ hosts: etcd.endpoints });
+    try {
+      await waitFor('2 each', () => Object.values(leading(rs)).every((n) => n === 2) && ledOnce(rs, T));
+      const [s1, s2] = rs as [TestReplica, TestReplica];
+      const i = s1.elections.findIndex((e) => e.isLeader);
+      const target = targets[i];
+      const lease = s2.group.session.lease;
+      if (!target || !lease) throw new Error('no target led by s1, or no lease of s2');
+      // As the answer of s2's put lost after its campaign for this target gave up: its key, on its lease.
+      const stray = `${electionPrefix(target)}${lease.id}`;
+      const endedBefore = rs.map((r) => r.ended.length);
+      await probe.put(stray).value('s2').lease(lease.id).exec();
+      await waitFor('the stray key deleted', async () => (await probe.get(stray).string()) === null);
+      expect(s1.elections[i]?.isLeader).toBe(true);
+      expect(rs.flatMap((r, n) => r.ended.slice(endedBefore[n]))).toEqual([]);
+    } finally {
+      for (const r of rs) await stopReplica(r);
+      probe.close();
+    }
+  });
+});
