@@ -22,13 +22,13 @@
  */
 import { createHash } from 'node:crypto';
 import type { Etcd3 } from 'etcd3';
+import pLimit from 'p-limit';
 import type { MonotonicClock } from '../clock.ts';
 import type { Logger } from '../log.ts';
 import { ASSIGNMENT_RULE, type Assignment, assignTargets } from './assignment.ts';
 import { createElectionView, type ElectionView } from './election-view.ts';
 import { createEtcdLeadership, type EtcdLeadership, type EtcdLeadershipOptions } from './etcd-leadership.ts';
 import { createEtcdSession, type EtcdSession } from './etcd-session.ts';
-import { createLimit } from './limiter.ts';
 
 /** Options of {@link createEtcdLeadershipGroup}. */
 export interface EtcdLeadershipGroupOptions {
@@ -116,7 +116,9 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
   let targetSet = '';
   /** Live members serving the same targets as this replica (its peers, itself included), sorted. */
   const peers = () => view.members().filter((m) => view.memberValue(m) === targetSet);
-  const limit = createLimit(opts.campaignConcurrency ?? 16);
+  // Campaign calls (candidate puts, predecessor reads, candidate deletes) a few at a time: 1,000 targets
+  // campaigning at start in one burst would trip the etcd client's circuit breaker (src/leadership/etcd-client.ts).
+  const limit = pLimit(opts.campaignConcurrency ?? 16);
   const entries: Entry[] = [];
   let started = false;
   let closed = false;

@@ -17,6 +17,7 @@
  * that started after it was made, so a confirmation is never older than its call.
  */
 import type { Etcd3 } from 'etcd3';
+import type { LimitFunction } from 'p-limit';
 import { backoffMs } from '../backoff.ts';
 import type { MonotonicClock } from '../clock.ts';
 import type { Logger } from '../log.ts';
@@ -25,7 +26,6 @@ import type { ElectionView } from './election-view.ts';
 import { type EtcdSession, LeaseEnd, type SessionLease } from './etcd-session.ts';
 import { FencedError } from './fenced-error.ts';
 import { type Leadership, leadershipSubscribers } from './leadership.ts';
-import type { Limit } from './limiter.ts';
 
 /** Options of {@link createEtcdLeadership}. */
 export interface EtcdLeadershipOptions {
@@ -43,7 +43,7 @@ export interface EtcdLeadershipOptions {
   /** The monotonic clock, ms (src/clock.ts). */
   monotonicNow: MonotonicClock;
   /** Bounds the replica's concurrent campaign calls (puts, reads, deletes of candidate keys). */
-  limit: Limit;
+  limit: LimitFunction;
   /** Timeout of the fencing GET, ms (default: a third of the TTL). */
   fenceTimeoutMs?: number;
   /**
