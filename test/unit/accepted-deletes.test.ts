@@ -127,5 +127,4 @@ describe('cleanupDriverPod with the record of accepted DELETEs', () => {
       expect(calls.filter((c) => c.startsWith('delete'))).toHaveLength(1);
     },
   );
-
 });
