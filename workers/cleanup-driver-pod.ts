@@ -2,7 +2,8 @@
  * The cleanup job handler: a function of (job data, dependencies) → {@link Outcome}. It checks in layers,
  * as Kubernetes' TTL-after-finished controller does (pkg/controller/ttlafterfinished):
  *
- *   deadline reached? → fence (still the leader?) → re-check the pod → DELETE with preconditions → outcome.
+ *   deadline reached? → DELETE accepted before? → fence (still the leader?) → re-check the pod → DELETE with
+ *   preconditions → outcome.
  *
  * The re-check makes stale work harmless: a pod already gone, replaced by a new pod of the same name,
  * already being deleted, relabelled out of the selector or no longer terminal is left alone. Where the
@@ -16,6 +17,8 @@
  * While the informer's cache is not trusted (`cacheUntrusted`: its list or watch has been failing for a
  * while, src/cleaner/cache-trust.ts), both cache modes re-check as `live` does.
  * The UID precondition always closes the window between the check and the DELETE against re-created pods.
+ * A UID whose DELETE this replica saw accepted (`acceptedBefore`) is `already-deleting` before any of that:
+ * Redis may have lost the job that remembered it, and the cache may not show the deletion yet.
  * No no-op is ever a warning.
  * The handler never touches BullMQ: `src/queue/cleanup-worker.ts` maps outcomes onto it. Its contract
  * (`CleanupDeps`, `CleanupHandler`) and the `Outcome` type live in src/cleanup/.
@@ -57,6 +60,9 @@ export async function cleanupDriverPod(
   const now = deps.now();
   if (now < job.deadlineMs) return { outcome: 'not-yet', dueInMs: job.deadlineMs - now };
   if (signal.aborted) return { outcome: 'aborted' };
+  // Our own DELETE of this UID was accepted already: whatever the cache (maybe stale) or a job re-enqueued
+  // after Redis lost its data says, the pod is being deleted. One DELETE per pod.
+  if (deps.acceptedBefore?.(job.uid)) return { outcome: 'already-deleting' };
   const fenced = await fence(deps, signal);
   if (fenced) return fenced;
   const mode = deps.recheck !== 'live' && deps.cacheUntrusted?.() ? 'live' : deps.recheck;

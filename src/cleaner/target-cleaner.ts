@@ -31,6 +31,7 @@ import {
 import { isCleanupJobId, type TargetRef } from '../queue/job-identity.ts';
 import { sleep } from '../sleep.ts';
 import type { EnqueueTrigger, TargetTelemetry } from '../telemetry/target-telemetry.ts';
+import { ACCEPTED_DELETES_MAX, createAcceptedDeletes } from './accepted-deletes.ts';
 import { createCacheTrust } from './cache-trust.ts';
 import { createLeaderTerms, type Term, waitInTerm } from './leader-terms.ts';
 import type { OverdueReport } from './overdue.ts';
@@ -153,6 +154,15 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     staleAfterMs: opts.staleCacheAfterMs ?? 10_000,
     log,
   });
+  /**
+   * The UIDs whose DELETE this replica saw accepted, for as long as Redis would remember them (the tombstone
+   * TTL), across leadership terms: a job re-enqueued after Redis lost its data must not DELETE again.
+   */
+  const acceptedDeletes = createAcceptedDeletes({
+    horizonMs: opts.queue.keepFinishedMs,
+    maxEntries: ACCEPTED_DELETES_MAX,
+    monotonicNow,
+  });
   const worker: CleanupWorker = (opts.createWorker ?? createCleanupWorker)({
     target: opts.target,
     connection: opts.connection,
@@ -182,6 +192,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
           let result: Awaited<ReturnType<PodApi['delete']>> | undefined;
           try {
             result = await opts.pods.delete(namespace, name, preconditions, signal, beforeSend);
+            if (result === 'accepted') acceptedDeletes.record(uid);
             return result;
           } finally {
             if (result !== 'accepted' && lastActionByUid.get(uid) === 'deleted') {
@@ -194,6 +205,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       cached: (name) => informer.get(name),
       recheck: opts.recheck,
       cacheUntrusted: () => cacheTrust.untrusted(),
+      acceptedBefore: (uid) => acceptedDeletes.acceptedBefore(uid),
       fence: (signal) => leadership.fence(signal),
       stillLeader: () => leadership.stillLeader(),
       selector: opts.selector,

@@ -22,6 +22,12 @@ export interface CleanupDeps {
    * threshold): the re-check then GETs the pod whatever `recheck` says. Absent: the cache is trusted.
    */
   cacheUntrusted?: () => boolean;
+  /**
+   * True when this replica already saw a DELETE of that pod UID accepted (src/cleaner/accepted-deletes.ts):
+   * the job is then `already-deleting`, with no fence and no request. Redis (jobs, tombstones) can lose that
+   * memory and a lagging informer cache can still show the pod undeleted. Absent: nothing is remembered.
+   */
+  acceptedBefore?: (uid: string) => boolean;
   /** Resolves when this replica may still DELETE for the target; rejects with {@link FencedError} otherwise. */
   fence: (signal: AbortSignal) => Promise<void>;
   /** Synchronous, I/O-free part of the fence (lease freshness), checked again right before the DELETE. */

@@ -59,6 +59,52 @@ describe('Redis faults', () => {
     }
   }, 150_000);
 
+  it('Redis restarted empty while the watch lags (issue 14) → the stale cache re-enqueues the deleted pods; no second DELETE', async () => {
+    const ns = 'redis-lost-stale';
+    const env = replicaEnv(cluster(), ns, 'rf3', { SDC_RETENTION: '3s', SDC_RECONCILE_INTERVAL: '2s' });
+    const replicas = [cluster().startReplica('s1', env)];
+    let held: string | undefined;
+    try {
+      const leader = await firstLeader(replicas, ns);
+      const pods = createDrivers(cluster().server, ns, 5, 'stale');
+      const uids = pods.map(uidOf);
+      await waitFor(
+        'the leader enqueued every pod',
+        () =>
+          leader.lines.some((l) => l.msg === 'enqueue' && l.namespace === ns) &&
+          uids.every((u) => leader.lines.some((l) => l.msg === 'enqueue' && l.uid === u)),
+      );
+      // A slow API server: the leader's next watch is held for a minute, so its cache never sees the
+      // deletions; a pending watch is no failure, so the cache stays trusted.
+      held = cluster().server.faults.inject({
+        verb: 'watch',
+        path: `/namespaces/${ns}/pods$`,
+        latencyMs: 60_000,
+      });
+      cluster().server.dropWatches();
+      await waitGone(cluster().server, pods, 'pods deleted by the leader', 30_000);
+      await waitFor('every DELETE accepted', () =>
+        uids.every((u) => leader.lines.some((l) => l.msg === 'driver pod deleted' && l.uid === u)),
+      );
+      const restartedAt = Date.now();
+      await cluster().redis.restart(); // a new, empty redis-server: the finished jobs and tombstones are gone
+      const after = (u: string) =>
+        linesSince(leader, restartedAt, (l) => l.uid === u && typeof l.outcome === 'string')[0];
+      await waitFor(
+        'each pod re-enqueued from the stale cache and its job run',
+        () => uids.every(after),
+        30_000,
+      );
+      // The sandbox's DELETE log: one per pod (before the fix: a second one, answered 404).
+      expect(deletesPer(cluster().server, uids)).toEqual(uids.map(() => 1));
+      expect(uids.map((u) => after(u)?.outcome)).toEqual(uids.map(() => 'already-deleting'));
+      expect(leader.child.exitCode).toBeNull();
+    } finally {
+      if (held) cluster().server.faults.clear(held);
+      await stopAll(replicas);
+    }
+  }, 150_000);
+
   it(`Redis unreachable for ${SOAK ? 60 : 10} s → no crash, /readyz unready, cleanup resumes, nothing leaked`, async () => {
     const ns = 'redis-down';
     const outageMs = SOAK ? 60_000 : 10_000;

@@ -265,3 +265,48 @@ describe('a dead informer (sandbox list/watch faults)', () => {
     60_000,
   );
 });
+
+describe('Redis loses its data while the informer lags (issue 14)', () => {
+  it.each<RecheckMode>(['resource-version', 'cache'])(
+    'recheck %s: pods deleted, watch held (cache stale, trusted), Redis data lost (FLUSHALL), reconciled in the same and a new term → each pod DELETEd once',
+    async (recheck) => {
+      const ns = `tc-redis-lost-${recheck}`;
+      // The cache stays trusted throughout (a dropped watch restarted at once is no outage).
+      const { cleaner, lead, queue } = await startCleaner(ns, recheck, { staleCacheAfterMs: 60_000 });
+      const drivers = [1, 2, 3].map((i) => createDriver(ns, `lost-${i}`));
+      await waitFor('pods in the cache', () => drivers.every((p) => cleaner.informer.get(nameOf(p))));
+      // A slow API server: the informer's next watch is held, so the deletions reach its cache late. A pending
+      // watch is no failure: the informer is not down, its cache stays trusted.
+      server.faults.inject({ verb: 'watch', path: podPath(ns), latencyMs: 30_000 });
+      server.dropWatches();
+      lead.elect();
+      await waitFor('pods deleted', () => drivers.every(gone), 30_000);
+      await waitFor('jobs completed', async () => {
+        const states = await Promise.all(drivers.map((p) => queue.bullQueue.getJobState(uidOf(p))));
+        return states.every((s) => s === 'completed');
+      });
+      expect(
+        drivers.every((p) => cleaner.informer.get(nameOf(p))?.metadata?.deletionTimestamp === undefined),
+      ).toBe(true);
+
+      // Redis loses its data (FLUSHALL stands in for a restart without persistence): jobs and tombstones go.
+      await connect().flushall();
+      // The same term's reconcile enqueues the pods again from the stale cache; the worker runs them.
+      expect(await cleaner.reconcile()).toBe(drivers.length);
+      const outcomes = async () =>
+        Promise.all(drivers.map(async (p) => (await queue.bullQueue.getJob(uidOf(p)))?.returnvalue?.outcome));
+      await waitFor('re-enqueued jobs finished', async () =>
+        (await outcomes()).every((o) => o !== undefined),
+      );
+      expect(await outcomes()).toEqual(drivers.map(() => 'already-deleting'));
+      // A new term of the same replica (its own reconcile at the start) after Redis is lost again.
+      await connect().flushall();
+      lead.lose('lease lost (test)');
+      lead.elect();
+      await waitFor('new term reconciled and ran the jobs', async () => (await outcomes()).every((o) => o));
+      expect(await outcomes()).toEqual(drivers.map(() => 'already-deleting'));
+      for (const p of drivers) expect(deletesOf(p)).toEqual([200]);
+    },
+    90_000,
+  );
+});

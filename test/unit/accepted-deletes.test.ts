@@ -1,0 +1,130 @@
+/**
+ * One DELETE per pod even when Redis forgot it (issue 14, nemesis): the record of accepted DELETEs
+ * (src/cleaner/accepted-deletes.ts) — its horizon and bound on an injected monotonic clock — and the
+ * handler's re-check consulting it before the fence and the DELETE (workers/cleanup-driver-pod.ts).
+ */
+import { describe, expect, it } from 'vitest';
+import { createAcceptedDeletes } from '../../src/cleaner/accepted-deletes.ts';
+import type { CleanupDeps } from '../../src/cleanup/handler.ts';
+import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
+import type { RecheckMode } from '../../src/config/schema.ts';
+import type { DriverPod } from '../../src/kube/driver-pod.ts';
+import type { PodApi } from '../../src/kube/pod-api.ts';
+import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
+
+const A = '4720771f-8ca8-4811-a6d2-287672fdf202';
+const B = '5720771f-8ca8-4811-a6d2-287672fdf202';
+const C = '6720771f-8ca8-4811-a6d2-287672fdf202';
+
+describe('createAcceptedDeletes', () => {
+  it('remembers a UID for the horizon (monotonic ms), then forgets it', () => {
+    let now = 1_000;
+    const r = createAcceptedDeletes({ horizonMs: 60_000, maxEntries: 10, monotonicNow: () => now });
+    expect(r.acceptedBefore(A)).toBe(false);
+    r.record(A);
+    now += 60_000;
+    expect(r.acceptedBefore(A)).toBe(true);
+    now += 1;
+    expect(r.acceptedBefore(A)).toBe(false);
+    expect(r.size).toBe(0);
+  });
+
+  it('keeps at most maxEntries, evicting the oldest first', () => {
+    let now = 0;
+    const r = createAcceptedDeletes({ horizonMs: 60_000, maxEntries: 2, monotonicNow: () => now });
+    r.record(A);
+    now += 1;
+    r.record(B);
+    now += 1;
+    r.record(C);
+    expect(r.size).toBe(2);
+    expect([A, B, C].map((uid) => r.acceptedBefore(uid))).toEqual([false, true, true]);
+  });
+
+  it('a re-recorded UID counts from its latest acceptance', () => {
+    let now = 0;
+    const r = createAcceptedDeletes({ horizonMs: 100, maxEntries: 10, monotonicNow: () => now });
+    r.record(A);
+    r.record(B);
+    now = 50;
+    r.record(A);
+    now = 120;
+    expect(r.acceptedBefore(B)).toBe(false);
+    expect(r.acceptedBefore(A)).toBe(true);
+  });
+
+  it('refuses a horizon or bound that is not positive', () => {
+    expect(() => createAcceptedDeletes({ horizonMs: 0, maxEntries: 1, monotonicNow: () => 0 })).toThrow(
+      RangeError,
+    );
+    expect(() => createAcceptedDeletes({ horizonMs: 1, maxEntries: 0, monotonicNow: () => 0 })).toThrow(
+      RangeError,
+    );
+  });
+});
+
+const NOW = Date.parse('2026-12-01T10:00:00Z');
+const job: CleanupJobData = { context: 'c', namespace: 'spark', pod: 'd1', uid: A, deadlineMs: NOW - 1000 };
+/** The informer's copy: stale, it never shows the deletion (its watch events are late). */
+const stale: DriverPod = {
+  metadata: {
+    name: 'd1',
+    namespace: 'spark',
+    uid: A,
+    resourceVersion: '41',
+    labels: { 'spark-role': 'driver' },
+  },
+  status: { phase: 'Succeeded' },
+};
+
+/**
+ * Deps as the target cleaner wires them: an accepted DELETE is recorded, `acceptedBefore` asks the record.
+ * The GET answers the stale copy too (an API server whose watch cache lags): only the record can tell.
+ */
+function wired(recheck: RecheckMode) {
+  const calls: string[] = [];
+  const record = createAcceptedDeletes({ horizonMs: 60_000, maxEntries: 10, monotonicNow: () => 0 });
+  const pods: PodApi = {
+    async get(ns, name) {
+      calls.push(`get ${ns}/${name}`);
+      return stale;
+    },
+    async delete(ns, name, pre) {
+      calls.push(`delete ${ns}/${name}`);
+      record.record(pre.uid);
+      return 'accepted';
+    },
+  };
+  const deps: CleanupDeps = {
+    pods,
+    cached: () => stale,
+    recheck,
+    fence: async () => {
+      calls.push('fence');
+    },
+    stillLeader: () => true,
+    selector: parseLabelSelector('spark-role=driver'),
+    policy: 'ALL',
+    dryRun: false,
+    now: () => NOW,
+    acceptedBefore: (uid) => record.acceptedBefore(uid),
+  };
+  return { deps, calls };
+}
+
+describe('cleanupDriverPod with the record of accepted DELETEs', () => {
+  it.each<RecheckMode>(['resource-version', 'cache', 'live'])(
+    '%s: the same job twice (re-enqueued after Redis lost it) → already-deleting, one DELETE',
+    async (recheck) => {
+      const { deps, calls } = wired(recheck);
+      const signal = new AbortController().signal;
+      expect((await cleanupDriverPod(job, deps, signal)).outcome).toBe('accepted');
+      const after = calls.length;
+      expect(await cleanupDriverPod(job, deps, signal)).toEqual({ outcome: 'already-deleting' });
+      // No fence, no GET, no DELETE for the second run.
+      expect(calls.slice(after)).toEqual([]);
+      expect(calls.filter((c) => c.startsWith('delete'))).toHaveLength(1);
+    },
+  );
+});
