@@ -118,9 +118,9 @@ export interface ScaleRun extends ScaleSize {
   spread: {
     start: LeadershipSpread;
     /** 2 × TTL after one replica was stopped (SIGTERM) and a new process started in its place. */
-    afterRestart: LeadershipSpread & { restarted: string; restartedLeads: number };
+    afterRestart: LeadershipSpread & { restarted: string; restartedLeads: number; reads: number };
     /** 2 × TTL after one more replica was started. */
-    afterAdd: LeadershipSpread & { added: string; addedLeads: number };
+    afterAdd: LeadershipSpread & { added: string; addedLeads: number; reads: number };
   };
   lateness: {
     pods: number;
@@ -209,6 +209,23 @@ function spreadOf(leaders: Record<string, string | null>, live: readonly Live[])
     fairShare,
     spread: round(Math.max(...Object.values(perReplica)) / fairShare, 2),
   };
+}
+
+/**
+ * The spread read through `via`, again (up to 10 reads, 1 s apart) while some target shows no leader:
+ * `/api/v1/leaders` answers null both for a target without a leader and for one whose leader read timed out
+ * (a third of the TTL), which a loaded replica's reads do. `reads` says how many it took.
+ */
+async function settledSpread(
+  via: Live,
+  live: readonly Live[],
+): Promise<LeadershipSpread & { reads: number }> {
+  for (let reads = 1; ; reads++) {
+    const leaders = await leadersOf(via).catch(() => ({}));
+    const s = spreadOf(leaders, live);
+    if ((s.unled === 0 && Object.keys(leaders).length > 0) || reads >= 10) return { ...s, reads };
+    await sleep(1000);
+  }
 }
 
 /** Polls the leaders through `via` until every one of `targets` has a live leader; the leaders then. */
@@ -338,7 +355,7 @@ async function oneSize(
     live = [...live, restarted];
     await untilAllLed(live[0] as Live, live, T, timeoutMs).catch(() => undefined);
     await sleep(2 * ttlMs);
-    const afterRestart = spreadOf(await leadersOf(live[0] as Live), live);
+    const afterRestart = await settledSpread(live[0] as Live, live);
     progress(
       `  ${tag}: after restarting one replica: leaderships ${Object.values(afterRestart.perReplica).join('/')}`,
     );
@@ -348,7 +365,7 @@ async function oneSize(
     all.push(added.replica);
     live = [...live, added];
     await sleep(2 * ttlMs);
-    const afterAdd = spreadOf(await leadersOf(live[0] as Live), live);
+    const afterAdd = await settledSpread(live[0] as Live, live);
     progress(
       `  ${tag}: after adding one replica: leaderships ${Object.values(afterAdd.perReplica).join('/')}`,
     );
