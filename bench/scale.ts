@@ -285,6 +285,9 @@ async function oneSize(
     namespace: namespaces[0] ?? '',
     queuePrefix: `scale${tag}`,
     idPrefix: tag,
+    // Not spawnFleet's wait for an 'elected leader' line: with 1,000 targets it scrolls out of the lines a
+    // replica process keeps before the wait starts. Every target led is waited for through /api/v1/leaders.
+    joinExisting: true,
     env: {
       SDC_TARGETS: namespaces.map((ns) => `${BENCH_CONTEXT}:${ns}`).join(','),
       SDC_RETENTION: `${RETENTION_MS / 1000}s`,
