@@ -85,7 +85,7 @@ it('npm run bench -- --quick --only scale --name scale-quick (as the README show
   expect(afterAdd.addedLeads).toEqual(count);
 
   // Lateness with pods due across every target: one DELETE each, none left.
-  expect(run.lateness).toMatchObject({ pods: 8, deletesPerPod: 1, leaked: 0 });
+  expect(run.lateness).toMatchObject({ pods: 8, undeleted: 0, deletesPerPod: 1, leaked: 0 });
   for (const ms of [run.lateness.p50Ms, run.lateness.p99Ms, run.lateness.maxMs])
     expect(Number.isFinite(ms)).toBe(true);
 
