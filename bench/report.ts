@@ -8,6 +8,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BenchResults } from './results.ts';
+import { scaleSection, scaleTargetRows } from './scale.ts';
 import { barChart, lineChart } from './svg-chart.ts';
 
 /** One row of the targets table. */
@@ -160,6 +161,7 @@ export function targetRows(r: BenchResults): TargetRow[] {
       met: undefined,
     });
   }
+  if (b.scale) rows.push(...scaleTargetRows(b.scale));
   return rows;
 }
 
@@ -300,6 +302,7 @@ function detailSections(r: BenchResults): string[] {
       '',
     );
   }
+  if (b.scale) out.push(...scaleSection(b.scale));
   return out;
 }
 

@@ -8,6 +8,7 @@ import type { CostResult } from './cost.ts';
 import type { DeletesPerPodResult } from './deletes-per-pod.ts';
 import type { FailoverResult } from './failover.ts';
 import type { LatenessResult } from './lateness.ts';
+import type { ScaleResult } from './scale.ts';
 
 /** Where the figures came from. */
 export interface MachineFacts {
@@ -40,6 +41,7 @@ export interface BenchResults {
     burst?: BurstResult;
     apiRate?: ApiRateResult;
     cost?: CostResult;
+    scale?: ScaleResult;
   };
   /** Wall time of the whole run, ms. */
   durationMs: number;

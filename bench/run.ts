@@ -18,9 +18,10 @@ import { type BenchEnv, redisInfo, round, startBenchEnv } from './harness.ts';
 import { benchLateness } from './lateness.ts';
 import { renderReport } from './report.ts';
 import type { BenchResults, MachineFacts } from './results.ts';
+import { benchScale, type ScaleSize } from './scale.ts';
 
 /** The benchmarks, in the order they run. */
-export const BENCHMARKS = ['deletes', 'failover', 'lateness', 'burst', 'cost'] as const;
+export const BENCHMARKS = ['deletes', 'failover', 'lateness', 'burst', 'cost', 'scale'] as const;
 /** One benchmark's name. */
 export type BenchmarkName = (typeof BENCHMARKS)[number];
 
@@ -40,6 +41,11 @@ export interface RunBenchOptions {
    * partial run does not overwrite the full run's report.
    */
   reportDir?: string | null;
+  /**
+   * Sizes of the scale benchmark (default 100×3 and 300×3; 4×2 when quick). The 1,000 × 5 soak is
+   * `--scale-sizes 1000x5` (bench/README.md).
+   */
+  scaleSizes?: readonly ScaleSize[];
   /** Clock, epoch ms. */
   now: () => number;
   /** Progress lines (default stderr). */
@@ -145,6 +151,27 @@ export async function runBench(opts: RunBenchOptions): Promise<{ results: BenchR
       results.benchmarks.cost = await benchCost(
         env,
         { pods: q ? 1000 : 10_000, replicas: 2, compiled: !q, steadyWindowMs: q ? 0 : 240_000 },
+        progress,
+      );
+    }
+    if (only.has('scale')) {
+      results.benchmarks.scale = await benchScale(
+        env,
+        {
+          sizes: [
+            ...(opts.scaleSizes ??
+              (q
+                ? [{ targets: 4, replicas: 2 }]
+                : [
+                    { targets: 100, replicas: 3 },
+                    { targets: 300, replicas: 3 },
+                  ])),
+          ],
+          electionTtlSeconds: q ? 3 : 5,
+          idleWindowMs: q ? 5000 : 15_000,
+          podsPerTarget: 2,
+          dueWindowMs: q ? 5000 : 20_000,
+        },
         progress,
       );
     }

@@ -23,13 +23,14 @@ interface BenchModule {
     name?: string;
     resultsDir?: string;
     reportDir?: string;
+    scaleSizes?: readonly { targets: number; replicas: number }[];
     now: () => number;
   }): Promise<{ path: string }>;
 }
 
 const EXT = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
 const RUN_PATH = fileURLToPath(new URL(`../../bench/run${EXT}`, import.meta.url));
-const NAMES = ['deletes', 'failover', 'lateness', 'burst', 'cost'];
+const NAMES = ['deletes', 'failover', 'lateness', 'burst', 'cost', 'scale'];
 
 function benchList(raw: string): string[] {
   const names = raw
@@ -40,6 +41,18 @@ function benchList(raw: string): string[] {
   if (bad.length || !names.length)
     throw new InvalidArgumentError(`expected a comma-separated list of ${NAMES.join(', ')}; got ${raw}`);
   return names;
+}
+
+/** `100x3,300x3` → sizes of the scale benchmark (targets × replicas). */
+function scaleSizes(raw: string): { targets: number; replicas: number }[] {
+  return raw.split(',').map((s) => {
+    const m = /^\s*(\d+)x(\d+)\s*$/i.exec(s);
+    if (!m || Number(m[1]) < 1 || Number(m[2]) < 1)
+      throw new InvalidArgumentError(
+        `expected TARGETSxREPLICAS, comma-separated (e.g. 100x3,300x3); got ${raw}`,
+      );
+    return { targets: Number(m[1]), replicas: Number(m[2]) };
+  });
 }
 
 function fileName(raw: string): string {
@@ -59,34 +72,49 @@ export function registerBenchCommand(program: Command): void {
     .option('--quick', 'small sizes and short windows (under two minutes, for CI)', false)
     .addOption(new Option('--only <list>', `benchmarks to run: ${NAMES.join(',')}`).argParser(benchList))
     .addOption(new Option('--name <name>', 'results file name (default quick or full)').argParser(fileName))
+    .addOption(
+      new Option(
+        '--scale-sizes <list>',
+        'sizes of the scale benchmark as TARGETSxREPLICAS, comma-separated (default 100x3,300x3; quick 4x2; the soak: 1000x5)',
+      ).argParser(scaleSizes),
+    )
     .option(
       '--out <dir>',
       'write the results JSON and the report there (default: bench/results, and the report in bench/ for a full run, bench/results/<name>/ otherwise)',
     )
-    .action(async (flags: { quick: boolean; only?: string[]; name?: string; out?: string }) => {
-      if (!existsSync(RUN_PATH)) {
-        process.stderr.write(
-          `spark-driver-cleaner bench: ${RUN_PATH} not found; run it from a source checkout\n`,
-        );
-        process.exit(2);
-      }
-      const mod = (await import(RUN_PATH)) as BenchModule;
-      try {
-        const out = flags.out ? { resultsDir: flags.out, reportDir: flags.out } : {};
-        await mod.runBench({
-          quick: flags.quick,
-          only: flags.only,
-          name: flags.name,
-          ...out,
-          now: systemClock,
-        });
-      } catch (err) {
-        if (err instanceof MissingBinaryError) {
-          process.stderr.write(`spark-driver-cleaner bench: ${err.message}\n`);
-          process.exit(1);
+    .action(
+      async (flags: {
+        quick: boolean;
+        only?: string[];
+        name?: string;
+        out?: string;
+        scaleSizes?: { targets: number; replicas: number }[];
+      }) => {
+        if (!existsSync(RUN_PATH)) {
+          process.stderr.write(
+            `spark-driver-cleaner bench: ${RUN_PATH} not found; run it from a source checkout\n`,
+          );
+          process.exit(2);
         }
-        throw err;
-      }
-      process.exit(0);
-    });
+        const mod = (await import(RUN_PATH)) as BenchModule;
+        try {
+          const out = flags.out ? { resultsDir: flags.out, reportDir: flags.out } : {};
+          await mod.runBench({
+            quick: flags.quick,
+            only: flags.only,
+            name: flags.name,
+            ...(flags.scaleSizes ? { scaleSizes: flags.scaleSizes } : {}),
+            ...out,
+            now: systemClock,
+          });
+        } catch (err) {
+          if (err instanceof MissingBinaryError) {
+            process.stderr.write(`spark-driver-cleaner bench: ${err.message}\n`);
+            process.exit(1);
+          }
+          throw err;
+        }
+        process.exit(0);
+      },
+    );
 }

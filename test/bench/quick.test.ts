@@ -47,7 +47,7 @@ it('npm run bench -- --quick (as the README shows it) writes every benchmark’s
   expect(r.machine.node).toMatch(/^v\d+/);
   expect(r.machine.loadAverageAtStart).toHaveLength(3);
   expect(Object.keys(r.benchmarks).sort()).toEqual(
-    ['apiRate', 'burst', 'cost', 'deletesPerPod', 'failover', 'lateness'].sort(),
+    ['apiRate', 'burst', 'cost', 'deletesPerPod', 'failover', 'lateness', 'scale'].sort(),
   );
   const { deletesPerPod, failover, lateness, burst, apiRate, cost } = r.benchmarks;
   for (const run of deletesPerPod?.runs ?? []) {

@@ -1,0 +1,107 @@
+/**
+ * The scale benchmark at its smallest size, run exactly as bench/README.md shows it:
+ * `npm run bench -- --quick --only scale --name scale-quick` (4 targets × 2 replicas) writes
+ * `bench/results/scale-quick.json` and its report in `bench/results/scale-quick/`; whatever was there is set
+ * aside and put back. Every figure of issue 15's table must be there. Times are not asserted (they are
+ * figures for the report); the counts that are product guarantees are: one DELETE per pod, none leaked,
+ * every target led.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { BenchResults } from '../../bench/results.ts';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const OUTPUTS = [join(ROOT, 'bench/results/scale-quick.json'), join(ROOT, 'bench/results/scale-quick')];
+const aside = (path: string) => `${path}.before-test-${process.pid}`;
+
+beforeAll(() => {
+  for (const p of OUTPUTS) if (existsSync(p)) renameSync(p, aside(p));
+});
+afterAll(() => {
+  for (const p of OUTPUTS) {
+    rmSync(p, { recursive: true, force: true });
+    if (existsSync(aside(p))) renameSync(aside(p), p);
+  }
+});
+
+const count = expect.any(Number);
+
+it('npm run bench -- --quick --only scale --name scale-quick (as the README shows it) writes every scale figure and the report table', async () => {
+  const child = spawn('bash', ['-c', 'npm run bench -- --quick --only scale --name scale-quick'], {
+    cwd: ROOT,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  expect(code, stderr).toBe(0);
+  const [json = '', reportDir = ''] = OUTPUTS;
+
+  const r = JSON.parse(readFileSync(json, 'utf8')) as BenchResults;
+  expect(r).toMatchObject({ schema: 1, name: 'scale-quick', quick: true });
+  expect(Object.keys(r.benchmarks)).toEqual(['scale']);
+  const runs = r.benchmarks.scale?.runs ?? [];
+  expect(runs.map((x) => `${x.targets}x${x.replicas}`)).toEqual(['4x2']);
+  const [run] = runs;
+  if (!run) throw new Error('no scale run');
+
+  // Every figure of issue 15's table is there.
+  expect(run.redis.clientsAfterStart).toBeGreaterThan(0);
+  expect(run.redis.clientsIdle).toBeGreaterThan(0);
+  expect(Object.values(run.redis.clientsByName).reduce((a, b) => a + b, 0)).toBe(run.redis.clientsIdle);
+  expect(run.redis.commandsPerSecondIdle).toBeGreaterThan(0);
+  expect(run.redis.commandsPerSecondIdlePerTarget).toBeCloseTo(run.redis.commandsPerSecondIdle / 4, 1);
+  expect(run.etcd.leases).toBeGreaterThanOrEqual(2); // at least one per replica
+  expect(run.etcd.keepalivesPerSecond).toBeGreaterThan(0);
+  expect(run.etcd).toMatchObject({ watchers: count, watchStreams: count });
+  expect(run.api.listsAtStart).toBeGreaterThanOrEqual(2); // each replica lists at least once
+  expect(run.api.watchesAtStart).toBeGreaterThanOrEqual(2);
+  expect(run.api.openWatchesIdle).toBeGreaterThanOrEqual(2);
+  expect(Object.keys(run.rssMiB)).toHaveLength(2);
+  expect(run.rssMinMiB).toBeGreaterThan(0);
+  expect(run.rssMaxMiB).toBeGreaterThanOrEqual(run.rssMinMiB);
+  expect(run.allLedAfterMs).toEqual(count);
+  expect(run.allLedAfterReadyMs).toEqual(count);
+
+  // Spreads: every target led by a live replica; the restarted and the added replica are among them.
+  const { start, afterRestart, afterAdd } = run.spread;
+  for (const s of [start, afterRestart, afterAdd]) {
+    expect(s.unled).toBe(0);
+    expect(s.fairShare).toBe(Math.ceil(4 / Object.keys(s.perReplica).length));
+    expect(Object.values(s.perReplica).reduce((a, b) => a + b, 0) + s.other).toBe(4);
+    expect(s.spread).toBeGreaterThan(0);
+  }
+  expect(Object.keys(start.perReplica)).toHaveLength(2);
+  expect(Object.keys(afterRestart.perReplica)).toContain(afterRestart.restarted);
+  expect(Object.keys(afterRestart.perReplica)).toHaveLength(2);
+  expect(Object.keys(afterAdd.perReplica)).toContain(afterAdd.added);
+  expect(Object.keys(afterAdd.perReplica)).toHaveLength(3);
+  expect(afterRestart.restartedLeads).toEqual(count);
+  expect(afterAdd.addedLeads).toEqual(count);
+
+  // Lateness with pods due across every target: one DELETE each, none left.
+  expect(run.lateness).toMatchObject({ pods: 8, undeleted: 0, deletesPerPod: 1, leaked: 0 });
+  for (const ms of [run.lateness.p50Ms, run.lateness.p99Ms, run.lateness.maxMs])
+    expect(Number.isFinite(ms)).toBe(true);
+
+  const report = readFileSync(join(reportDir, 'REPORT.md'), 'utf8');
+  expect(report).toContain('## Scale');
+  expect(report).toContain('| | 4 targets × 2 replicas |');
+  for (const row of [
+    'leaderships per replica after start',
+    'Redis clients after start / idle',
+    'Redis commands/s while idle',
+    'etcd leases',
+    'etcd keepalives/s',
+    'API LISTs / WATCHes at start',
+    'replica RSS',
+    'ready → every target led',
+    'DELETE lateness p50 / p99 / max',
+  ])
+    expect(report).toContain(`| ${row}`);
+}, 300_000);
