@@ -168,7 +168,9 @@ export async function runBench(opts: RunBenchOptions): Promise<{ results: BenchR
                   ])),
           ],
           electionTtlSeconds: q ? 3 : 5,
-          idleWindowMs: q ? 5000 : 15_000,
+          // A full idle cycle of a leader's worker (60 s: src/queue/cleanup-worker.ts IDLE_CHECKS).
+          idleWindowMs: q ? 5000 : 65_000,
+          steadyAfterMs: q ? 1000 : 35_000,
           podsPerTarget: 2,
           dueWindowMs: q ? 5000 : 20_000,
         },

@@ -75,6 +75,8 @@ it('npm run bench -- --quick --only scale --name scale-quick (as the README show
     expect(s.fairShare).toBe(Math.ceil(4 / Object.keys(s.perReplica).length));
     expect(Object.values(s.perReplica).reduce((a, b) => a + b, 0) + s.other).toBe(4);
     expect(s.spread).toBeGreaterThan(0);
+    // Issue 15's balance: no replica leads more than its fair share + 1 once the start has settled.
+    expect(Math.max(...Object.values(s.perReplica))).toBeLessThanOrEqual(s.fairShare + 1);
   }
   expect(Object.keys(start.perReplica)).toHaveLength(2);
   expect(Object.keys(afterRestart.perReplica)).toContain(afterRestart.restarted);
@@ -93,7 +95,8 @@ it('npm run bench -- --quick --only scale --name scale-quick (as the README show
   expect(report).toContain('## Scale');
   expect(report).toContain('| | 4 targets × 2 replicas |');
   for (const row of [
-    'leaderships per replica after start',
+    'leaderships per replica when all were first led',
+    'leaderships per replica 2 × TTL after start',
     'Redis clients after start / idle',
     'Redis commands/s while idle',
     'etcd leases',
