@@ -150,6 +150,9 @@ export async function applyFault(world: NemesisWorld, e: NemesisEvent): Promise<
     case 'api-slow':
       await api({ verb: e.verb, path: podsOf(e.namespace), latencyMs: e.latencyMs });
       break;
+    case 'delete-outage':
+      await api({ verb: 'delete', path: podsOf(e.namespace), status: 503 });
+      break;
     case 'api-drop-watches':
       // The watches open now end (after a compaction their resume gets 410), and new ones for a while.
       if (e.compact) world.server.compact();
