@@ -192,9 +192,15 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
       }
       case 'clock-step': {
         if (!free('clock', t)) return undefined;
-        busyUntil.set('clock', t + durationMs);
-        const offsetSeconds = (rng.chance(0.5) ? 1 : -1) * rng.int(2, 20);
-        return [{ kind, atMs: t, durationMs, replica: opts.fakedReplica, offsetSeconds }];
+        const drawn = (rng.chance(0.5) ? 1 : -1) * rng.int(2, 20);
+        // The mandatory step is forward by 10–20 s for at least 8 s: a replica whose clock is ahead must not
+        // delete early, and pods finish all the time, so some fall due within its error. (Same draws as a
+        // random step: the rest of the schedule does not move.)
+        const offsetSeconds = mandatory ? Math.max(10, Math.abs(drawn)) : drawn;
+        const stepMs = mandatory ? Math.max(8000, durationMs) : durationMs;
+        if (t + stepMs > opts.durationMs) return undefined;
+        busyUntil.set('clock', t + stepMs);
+        return [{ kind, atMs: t, durationMs: stepMs, replica: opts.fakedReplica, offsetSeconds }];
       }
       case 'etcd-kill':
       case 'redis-restart':

@@ -147,7 +147,7 @@ describe('generateSchedule', () => {
   });
 
   it.each(SEEDS)(
-    'seed %i, CI size: a leader frozen past the job lock, a DELETE outage longer than overdueGrace, and etcd killed past the TTL last',
+    'seed %i, CI size: a leader frozen past the job lock, a DELETE outage longer than overdueGrace, a clock 10–20 s ahead, and etcd killed past the TTL last',
     (seed) => {
       const events = generateSchedule({ ...base, seed });
       // Breaking the fence (a woken leader DELETEs again), the overdue gauge (never overdue otherwise) and the
@@ -156,6 +156,9 @@ describe('generateSchedule', () => {
         events.some((e) => e.kind === 'replica-stop' && e.leaderOf !== undefined && e.durationMs >= 15_500),
       ).toBe(true);
       expect(events.some((e) => e.kind === 'delete-outage' && e.durationMs >= 36_000 + 14_000)).toBe(true);
+      expect(
+        events.some((e) => e.kind === 'clock-step' && e.offsetSeconds >= 10 && e.durationMs >= 8000),
+      ).toBe(true);
       const finale = events.findLast((e) => e.kind === 'etcd-kill');
       expect(finale?.durationMs).toBeGreaterThanOrEqual(4500);
       expect(Math.max(...events.map((e) => e.atMs))).toBe(finale?.atMs);
