@@ -169,7 +169,11 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
     // one's jobs, so only then would a woken leader that skipped its fence DELETE a second time.
     const longFreeze = kind === 'replica-stop' && mandatory;
     const [lo, hi] =
-      kind === 'replica-stop' ? (longFreeze ? (FREEZES[2] ?? [15_500, 20_000]) : rng.pick(FREEZES)) : DURATION[kind];
+      kind === 'replica-stop'
+        ? longFreeze
+          ? (FREEZES[2] ?? [15_500, 20_000])
+          : rng.pick(FREEZES)
+        : DURATION[kind];
     const durationMs = Math.min(Math.round(rng.between(lo, hi + 1)), opts.durationMs - t);
     if (durationMs < lo) return undefined;
     const ns = () => (rng.chance(0.5) ? rng.pick(opts.namespaces) : undefined);
@@ -207,7 +211,8 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
       case 'redis-pause': {
         const resource = kind === 'etcd-kill' ? 'etcd' : 'redis';
         if (!free(resource, t)) return undefined;
-        if (kind === 'etcd-kill' && finaleAt !== undefined && t + durationMs + 1000 > finaleAt) return undefined;
+        if (kind === 'etcd-kill' && finaleAt !== undefined && t + durationMs + 1000 > finaleAt)
+          return undefined;
         // A restart takes a moment too: the next fault on the same server waits at least a second.
         busyUntil.set(resource, t + Math.max(durationMs, 1000));
         return [{ kind, atMs: t, durationMs }];
