@@ -203,6 +203,7 @@ export async function runNemesis(
       apiFaultWindows: apiFaultWindows(timeline),
       knownUids: workload.uids,
       sender,
+      abandonedUids: new Set(sent.flatMap((r) => (r.abandoned && r.uid ? [r.uid] : []))),
     }),
     ...checkSent(sent),
     ...leaks,
