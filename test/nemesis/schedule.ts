@@ -55,7 +55,16 @@ export type NemesisEvent = Base &
         /** Hit the leader of this namespace at that moment instead (when it is in no other process fault). */
         leaderOf?: string;
       }
-    | { kind: 'clock-step'; replica: number; offsetSeconds: number }
+    | {
+        kind: 'clock-step';
+        replica: number;
+        offsetSeconds: number;
+        /**
+         * Wait (at most `durationMs`) until the replica leads one of these namespaces, then step: a replica
+         * whose clock is ahead can only delete early while it leads.
+         */
+        onceLeading?: readonly string[];
+      }
     | { kind: 'etcd-kill' }
     | { kind: 'etcd-drop-answers'; path: string; count: number; mode: 'reset' | 'cut'; holdMs: number }
     | { kind: 'redis-restart' }
@@ -202,9 +211,18 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
         // random step: the rest of the schedule does not move.)
         const offsetSeconds = mandatory ? Math.max(10, Math.abs(drawn)) : drawn;
         const stepMs = mandatory ? Math.max(8000, durationMs) : durationMs;
-        if (t + stepMs > opts.durationMs) return undefined;
-        busyUntil.set('clock', t + stepMs);
-        return [{ kind, atMs: t, durationMs: stepMs, replica: opts.fakedReplica, offsetSeconds }];
+        // The mandatory step may wait up to its own length for the replica to lead.
+        const spanMs = mandatory ? 2 * stepMs : stepMs;
+        if (t + spanMs > opts.durationMs) return undefined;
+        busyUntil.set('clock', t + spanMs);
+        const step = {
+          kind,
+          atMs: t,
+          durationMs: stepMs,
+          replica: opts.fakedReplica,
+          offsetSeconds,
+        } as const;
+        return [mandatory ? { ...step, onceLeading: opts.namespaces } : step];
       }
       case 'etcd-kill':
       case 'redis-restart':
@@ -375,7 +393,7 @@ export function describeEvent(e: NemesisEvent): string {
       what = `SIGTERM ${who(e)}, restarted ${secs(e.durationMs)} after it exits`;
       break;
     case 'clock-step':
-      what = `r${e.replica}'s wall clock ${e.offsetSeconds > 0 ? '+' : ''}${e.offsetSeconds} s for ${secs(e.durationMs)}`;
+      what = `r${e.replica}'s wall clock ${e.offsetSeconds > 0 ? '+' : ''}${e.offsetSeconds} s for ${secs(e.durationMs)}${e.onceLeading ? ' (once it leads a target)' : ''}`;
       break;
     case 'etcd-kill':
       what = `SIGKILL etcd, restarted after ${secs(e.durationMs)}`;

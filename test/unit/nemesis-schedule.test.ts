@@ -157,7 +157,13 @@ describe('generateSchedule', () => {
       ).toBe(true);
       expect(events.some((e) => e.kind === 'delete-outage' && e.durationMs >= 36_000 + 14_000)).toBe(true);
       expect(
-        events.some((e) => e.kind === 'clock-step' && e.offsetSeconds >= 10 && e.durationMs >= 8000),
+        events.some(
+          (e) =>
+            e.kind === 'clock-step' &&
+            e.offsetSeconds >= 10 &&
+            e.durationMs >= 8000 &&
+            e.onceLeading?.length === base.namespaces.length,
+        ),
       ).toBe(true);
       const finale = events.findLast((e) => e.kind === 'etcd-kill');
       expect(finale?.durationMs).toBeGreaterThanOrEqual(4500);
