@@ -65,5 +65,24 @@ describe('startApiProxy', () => {
       [uid, 200],
       ['', 404],
     ]);
+    expect(proxy.deletes().map((d) => d.abandoned)).toEqual([undefined, undefined]);
+  });
+
+  it('marks a DELETE its client gave up on before the answer came (a client timeout) as abandoned', async () => {
+    const pod = server.pods.create(
+      sparkDriverPod({ namespace: 'slow', phase: 'Succeeded', nowMs: Date.now() }),
+    );
+    const path = `/api/v1/namespaces/slow/pods/${pod.metadata?.name}`;
+    server.faults.inject({ verb: 'delete', path: '^/api/v1/namespaces/slow/', latencyMs: 1500, count: 1 });
+    const answer = fetch(new URL(path, base), {
+      method: 'DELETE',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ preconditions: { uid: pod.metadata?.uid } }),
+      signal: AbortSignal.timeout(200),
+    });
+    await expect(answer).rejects.toThrow();
+    await waitFor('the abandoned DELETE recorded', () =>
+      proxy.deletes().some((d) => d.path === path && d.abandoned === true),
+    );
   });
 });

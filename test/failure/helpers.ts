@@ -354,6 +354,11 @@ export interface ProxiedRequest {
   uid?: string;
   /** HTTP code of the answer, once it came (0: no answer, the connection failed). */
   code?: number;
+  /**
+   * True when the client closed the connection before the whole answer reached it: it gave up on the request
+   * (its own timeout), so whatever the server did, the client will retry.
+   */
+  abandoned?: boolean;
 }
 
 /** A plain HTTP proxy in front of the sandbox API server: tells which replica sent which request. */
@@ -409,7 +414,10 @@ export async function startApiProxy(server: SandboxApiServer): Promise<ApiProxy>
       seen.code ??= 0;
       res.destroy();
     });
-    res.on('close', () => up.destroy());
+    res.on('close', () => {
+      if (!res.writableFinished) seen.abandoned = true;
+      up.destroy();
+    });
     req.pipe(up);
   });
   proxy.listen(0, '127.0.0.1');

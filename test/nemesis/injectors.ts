@@ -104,6 +104,14 @@ export async function applyFault(world: NemesisWorld, e: NemesisEvent): Promise<
     case 'clock-step': {
       const clock = world.slots[e.replica]?.clock;
       if (!clock) throw new Error(`r${e.replica} does not run under libfaketime`);
+      if (e.onceLeading) {
+        const slot = world.slots[e.replica];
+        const waitUntil = now() + e.durationMs;
+        const leads = async () =>
+          (await Promise.all((e.onceLeading ?? []).map((ns) => world.leaderOf(ns)))).some((s) => s === slot);
+        while (now() < waitUntil && !(await leads())) await sleep(250);
+        note = (await leads()) ? 'stepped while it led a target' : 'stepped; it led no target';
+      }
       clock.step(e.offsetSeconds);
       await sleep(e.durationMs);
       clock.step(0);
@@ -149,6 +157,9 @@ export async function applyFault(world: NemesisWorld, e: NemesisEvent): Promise<
       break;
     case 'api-slow':
       await api({ verb: e.verb, path: podsOf(e.namespace), latencyMs: e.latencyMs });
+      break;
+    case 'delete-outage':
+      await api({ verb: 'delete', path: podsOf(e.namespace), status: 503 });
       break;
     case 'api-drop-watches':
       // The watches open now end (after a compaction their resume gets 410), and new ones for a while.

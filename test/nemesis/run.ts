@@ -203,6 +203,7 @@ export async function runNemesis(
       apiFaultWindows: apiFaultWindows(timeline),
       knownUids: workload.uids,
       sender,
+      abandonedUids: new Set(sent.flatMap((r) => (r.abandoned && r.uid ? [r.uid] : []))),
     }),
     ...checkSent(sent),
     ...leaks,
@@ -306,6 +307,7 @@ async function electionKeys(w: NemesisWorld, cfg: NemesisConfig): Promise<string
 function apiFaultWindows(timeline: readonly FaultRecord[]): { fromMs: number; toMs: number }[] {
   return timeline.flatMap((f) => {
     const e = f.event;
+    if (e.kind === 'delete-outage') return [{ fromMs: f.startedAtMs, toMs: f.endedAtMs }];
     if (e.kind !== 'api-status' && e.kind !== 'api-reset' && e.kind !== 'api-slow') return [];
     if (e.verb !== 'delete' && e.verb !== '*') return [];
     return [{ fromMs: f.startedAtMs, toMs: f.endedAtMs + (e.kind === 'api-slow' ? e.latencyMs : 0) }];

@@ -27,6 +27,7 @@ export const FAULT_KINDS = [
   'api-reset',
   'api-slow',
   'api-drop-watches',
+  'delete-outage',
 ] as const;
 
 /** One kind of fault. */
@@ -54,7 +55,16 @@ export type NemesisEvent = Base &
         /** Hit the leader of this namespace at that moment instead (when it is in no other process fault). */
         leaderOf?: string;
       }
-    | { kind: 'clock-step'; replica: number; offsetSeconds: number }
+    | {
+        kind: 'clock-step';
+        replica: number;
+        offsetSeconds: number;
+        /**
+         * Wait (at most `durationMs`) until the replica leads one of these namespaces, then step: a replica
+         * whose clock is ahead can only delete early while it leads.
+         */
+        onceLeading?: readonly string[];
+      }
     | { kind: 'etcd-kill' }
     | { kind: 'etcd-drop-answers'; path: string; count: number; mode: 'reset' | 'cut'; holdMs: number }
     | { kind: 'redis-restart' }
@@ -69,6 +79,7 @@ export type NemesisEvent = Base &
     | { kind: 'api-reset'; verb: FaultVerb; namespace?: string }
     | { kind: 'api-slow'; verb: FaultVerb; latencyMs: number; namespace?: string }
     | { kind: 'api-drop-watches'; compact: boolean; namespace?: string }
+    | { kind: 'delete-outage'; namespace: string }
   );
 
 /** The shape of the run the schedule is for. */
@@ -125,7 +136,21 @@ const DURATION: Record<FaultKind, [number, number]> = {
   'api-reset': [1000, 4000],
   'api-slow': [2000, 6000],
   'api-drop-watches': [1000, 4000],
+  // Longer than the product's overdueGrace (36 s) by 14–18 s: pods are in fact overdue for that long.
+  'delete-outage': [50_000, 54_000],
 };
+
+/**
+ * The finale: etcd killed for longer than the lease TTL (3 s) at the very end, after every other fault, so
+ * that every target's leadership is lost and won again by replica processes that keep running — most of them
+ * leading a target again in the same process, whose new term must start its worker again. Only in runs
+ * long enough for the other faults first (the CI size is).
+ */
+const FINALE: [number, number] = [4500, 5500];
+/** The finale ends this long before the run does, ms. */
+const FINALE_MARGIN_MS = 1500;
+/** A random (not mandatory) `delete-outage` is placed only with this chance: one is long, and blinds a target. */
+const OUTAGE_CHANCE = 0.1;
 
 /** An event before it gets its id (`Omit` spread over the union's members). */
 type Draft = NemesisEvent extends infer E ? (E extends unknown ? Omit<E, 'id'> : never) : never;
@@ -135,6 +160,8 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
   const rng = createPrng(opts.seed).fork('schedule');
   const meanGapMs = opts.meanGapMs ?? 3000;
   const busyUntil = new Map<string, number>();
+  /** When the finale (etcd killed past the TTL) starts; undefined: no finale (a short run). */
+  let finaleAt: number | undefined;
   const apiEnds: number[] = [];
   const drafts: Draft[] = [];
   const free = (resource: string, t: number) => (busyUntil.get(resource) ?? -1) <= t;
@@ -145,8 +172,17 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
   };
 
   /** The fault of `kind` at `t` (and a companion), or undefined when it does not fit there. */
-  const place = (kind: FaultKind, t: number): Draft[] | undefined => {
-    const [lo, hi] = kind === 'replica-stop' ? rng.pick(FREEZES) : DURATION[kind];
+  const place = (kind: FaultKind, t: number, mandatory: boolean): Draft[] | undefined => {
+    if (kind === 'delete-outage' && !mandatory && !rng.chance(OUTAGE_CHANCE)) return undefined;
+    // The mandatory freeze is the long one, of a leader: only then does another leader re-run the frozen
+    // one's jobs, so only then would a woken leader that skipped its fence DELETE a second time.
+    const longFreeze = kind === 'replica-stop' && mandatory;
+    const [lo, hi] =
+      kind === 'replica-stop'
+        ? longFreeze
+          ? (FREEZES[2] ?? [15_500, 20_000])
+          : rng.pick(FREEZES)
+        : DURATION[kind];
     const durationMs = Math.min(Math.round(rng.between(lo, hi + 1)), opts.durationMs - t);
     if (durationMs < lo) return undefined;
     const ns = () => (rng.chance(0.5) ? rng.pick(opts.namespaces) : undefined);
@@ -158,20 +194,43 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
         // Most process faults aim at a target's leader: a leader frozen or killed with DELETEs in flight is
         // what fencing, stall recovery and handover are for.
         return r
-          ? [{ ...r, kind, leaderOf: rng.chance(0.6) ? rng.pick(opts.namespaces) : undefined }]
+          ? [
+              {
+                ...r,
+                kind,
+                leaderOf: longFreeze || rng.chance(0.6) ? rng.pick(opts.namespaces) : undefined,
+              },
+            ]
           : undefined;
       }
       case 'clock-step': {
         if (!free('clock', t)) return undefined;
-        busyUntil.set('clock', t + durationMs);
-        const offsetSeconds = (rng.chance(0.5) ? 1 : -1) * rng.int(2, 20);
-        return [{ kind, atMs: t, durationMs, replica: opts.fakedReplica, offsetSeconds }];
+        const drawn = (rng.chance(0.5) ? 1 : -1) * rng.int(2, 20);
+        // The mandatory step is forward by 10–20 s for at least 8 s: a replica whose clock is ahead must not
+        // delete early, and pods finish all the time, so some fall due within its error. (Same draws as a
+        // random step: the rest of the schedule does not move.)
+        const offsetSeconds = mandatory ? Math.max(10, Math.abs(drawn)) : drawn;
+        const stepMs = mandatory ? Math.max(8000, durationMs) : durationMs;
+        // The mandatory step may wait up to its own length for the replica to lead.
+        const spanMs = mandatory ? 2 * stepMs : stepMs;
+        if (t + spanMs > opts.durationMs) return undefined;
+        busyUntil.set('clock', t + spanMs);
+        const step = {
+          kind,
+          atMs: t,
+          durationMs: stepMs,
+          replica: opts.fakedReplica,
+          offsetSeconds,
+        } as const;
+        return [mandatory ? { ...step, onceLeading: opts.namespaces } : step];
       }
       case 'etcd-kill':
       case 'redis-restart':
       case 'redis-pause': {
         const resource = kind === 'etcd-kill' ? 'etcd' : 'redis';
         if (!free(resource, t)) return undefined;
+        if (kind === 'etcd-kill' && finaleAt !== undefined && t + durationMs + 1000 > finaleAt)
+          return undefined;
         // A restart takes a moment too: the next fault on the same server waits at least a second.
         busyUntil.set(resource, t + Math.max(durationMs, 1000));
         return [{ kind, atMs: t, durationMs }];
@@ -211,6 +270,11 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
           }
         }
         return out;
+      }
+      case 'delete-outage': {
+        if (!free('delete-outage', t)) return undefined;
+        busyUntil.set('delete-outage', t + durationMs);
+        return [{ kind, atMs: t, durationMs, namespace: rng.pick(opts.namespaces) }];
       }
       case 'api-status':
       case 'api-reset':
@@ -272,13 +336,19 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
 
   const kinds = FAULT_KINDS.filter((k) => !opts.exclude?.includes(k));
   if (kinds.length === 0) return [];
-  const mandatory: FaultKind[] = shuffle([...kinds], rng);
+  // The long outage first: it must fit in the run (a CI run is only 75 s).
+  const mandatory: FaultKind[] = shuffle([...kinds], rng).sort(
+    (a, b) => Number(b === 'delete-outage') - Number(a === 'delete-outage'),
+  );
+  const finaleMs = Math.round(rng.between(FINALE[0], FINALE[1] + 1));
+  const withFinale = kinds.includes('etcd-kill') && opts.durationMs >= 60_000;
+  finaleAt = withFinale ? opts.durationMs - FINALE_MARGIN_MS - finaleMs : undefined;
   let t = WARMUP_MS;
-  while (t < opts.durationMs) {
+  while (t < (finaleAt ?? opts.durationMs)) {
     let placed: Draft[] | undefined;
     // The first kind not yet seen that fits now; once all were seen, any kind.
     for (const kind of mandatory.length > 0 ? [...mandatory] : [rng.pick(kinds)]) {
-      placed = place(kind, t);
+      placed = place(kind, t, mandatory.length > 0);
       if (placed) {
         const i = mandatory.indexOf(kind);
         if (i >= 0) mandatory.splice(i, 1);
@@ -289,6 +359,7 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
     // Exponential gaps (a Poisson process of fault starts), at least 200 ms; 500 ms to retry a busy moment.
     t += placed ? Math.max(200, Math.round(-Math.log(1 - rng.next()) * meanGapMs)) : 500;
   }
+  if (finaleAt !== undefined) drafts.push({ kind: 'etcd-kill', atMs: finaleAt, durationMs: finaleMs });
   return drafts.sort((a, b) => a.atMs - b.atMs).map((d, id) => ({ ...d, id }) as NemesisEvent);
 }
 
@@ -322,7 +393,7 @@ export function describeEvent(e: NemesisEvent): string {
       what = `SIGTERM ${who(e)}, restarted ${secs(e.durationMs)} after it exits`;
       break;
     case 'clock-step':
-      what = `r${e.replica}'s wall clock ${e.offsetSeconds > 0 ? '+' : ''}${e.offsetSeconds} s for ${secs(e.durationMs)}`;
+      what = `r${e.replica}'s wall clock ${e.offsetSeconds > 0 ? '+' : ''}${e.offsetSeconds} s for ${secs(e.durationMs)}${e.onceLeading ? ' (once it leads a target)' : ''}`;
       break;
     case 'etcd-kill':
       what = `SIGKILL etcd, restarted after ${secs(e.durationMs)}`;
@@ -344,6 +415,9 @@ export function describeEvent(e: NemesisEvent): string {
       break;
     case 'api-slow':
       what = `API answers ${e.verb}${where(e.namespace)} after ${e.latencyMs} ms for ${secs(e.durationMs)}`;
+      break;
+    case 'delete-outage':
+      what = `API 503 on delete in ${e.namespace} for ${secs(e.durationMs)} (pods overdue for real)`;
       break;
     case 'api-drop-watches':
       what = `API drops watches${where(e.namespace)}${e.compact ? ' after a compaction (410)' : ''} for ${secs(e.durationMs)}`;

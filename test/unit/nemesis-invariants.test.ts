@@ -173,6 +173,18 @@ describe('checkDeletes', () => {
     expect(found.map((v) => v.invariant).sort()).toEqual([...want].sort());
   });
 
+  it('200 then 404 outside API-fault windows, the first abandoned by its sender (client timeout) → clean', () => {
+    const records = [del(done('a'), after, 200), del(done('a'), after + 2500, 404)];
+    const opts = { retentionMs: RETENTION, apiFaultWindows: [], knownUids: known };
+    expect(checkDeletes(records, opts).map((v) => v.invariant)).toEqual(['repeated-delete']);
+    expect(checkDeletes(records, { ...opts, abandonedUids: new Set(['a']) })).toEqual([]);
+    // Two applied DELETEs are repeated whatever the client did.
+    const twice = [del(done('a'), after, 200), del(done('a'), after + 2500, 200)];
+    expect(checkDeletes(twice, { ...opts, abandonedUids: new Set(['a']) }).map((v) => v.invariant)).toEqual([
+      'repeated-delete',
+    ]);
+  });
+
   it('names the sender in the detail', () => {
     const [v] = checkDeletes([del(done('a'), T, 200)], {
       retentionMs: RETENTION,

@@ -146,9 +146,40 @@ describe('generateSchedule', () => {
     expect(parseExclude(raw)).toEqual(want);
   });
 
+  it.each(SEEDS)(
+    'seed %i, CI size: a leader frozen past the job lock, a DELETE outage longer than overdueGrace, a clock 10–20 s ahead, and etcd killed past the TTL last',
+    (seed) => {
+      const events = generateSchedule({ ...base, seed });
+      // Breaking the fence (a woken leader DELETEs again), the overdue gauge (never overdue otherwise) and the
+      // worker's restart on re-election (every target re-elected at the end) must each fail some invariant.
+      expect(
+        events.some((e) => e.kind === 'replica-stop' && e.leaderOf !== undefined && e.durationMs >= 15_500),
+      ).toBe(true);
+      expect(events.some((e) => e.kind === 'delete-outage' && e.durationMs >= 36_000 + 14_000)).toBe(true);
+      expect(
+        events.some(
+          (e) =>
+            e.kind === 'clock-step' &&
+            e.offsetSeconds >= 10 &&
+            e.durationMs >= 8000 &&
+            e.onceLeading?.length === base.namespaces.length,
+        ),
+      ).toBe(true);
+      const finale = events.findLast((e) => e.kind === 'etcd-kill');
+      expect(finale?.durationMs).toBeGreaterThanOrEqual(4500);
+      expect(Math.max(...events.map((e) => e.atMs))).toBe(finale?.atMs);
+    },
+  );
+
+  it('a random (not mandatory) DELETE outage is rare: a soak is not blinded most of the time', () => {
+    const events = generateSchedule({ ...base, durationMs: 30 * 60_000 });
+    const outageMs = events.filter((e) => e.kind === 'delete-outage').reduce((n, e) => n + e.durationMs, 0);
+    expect(outageMs / (30 * 60_000)).toBeLessThan(0.35);
+  });
+
   it('parseExclude refuses an unknown kind, naming NEMESIS_EXCLUDE and the known kinds', () => {
     expect(() => parseExclude('clock')).toThrow(
-      /^NEMESIS_EXCLUDE: "clock" is not a fault kind; expected some of replica-kill, .*api-drop-watches$/,
+      /^NEMESIS_EXCLUDE: "clock" is not a fault kind; expected some of replica-kill, .*delete-outage$/,
     );
   });
 
