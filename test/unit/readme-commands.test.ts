@@ -102,6 +102,18 @@ const COVERAGE: Record<string, Coverage> = {
     invocation: "'npm run bench -- --quick'",
     why: 'the same benchmarks at their smallest size (--quick); the full run only changes the sizes',
   },
+  'npm run bench -- --quick --only scale --name scale-quick': {
+    run: 'elsewhere',
+    file: 'test/bench/scale.test.ts',
+    invocation: "'npm run bench -- --quick --only scale --name scale-quick'",
+    why: 'the scale benchmark at 4 targets × 2 replicas, run exactly as written',
+  },
+  'npm run bench -- --only scale --scale-sizes 1000x5 --name scale-soak': {
+    run: 'elsewhere',
+    file: 'test/bench/scale.test.ts',
+    invocation: "'npm run bench -- --quick --only scale --name scale-quick'",
+    why: 'the 1,000 × 5 soak: the same benchmark, only the size differs (--scale-sizes)',
+  },
 };
 
 /** The environment of a fresh shell: none of the cleaner's settings. */
