@@ -277,7 +277,9 @@ describe('Redis loses its data while the informer lags (issue 14)', () => {
       await waitFor('pods in the cache', () => drivers.every((p) => cleaner.informer.get(nameOf(p))));
       // A slow API server: the informer's next watch is held, so the deletions reach its cache late. A pending
       // watch is no failure: the informer is not down, its cache stays trusted.
-      server.faults.inject({ verb: 'watch', path: podPath(ns), latencyMs: 30_000 });
+      // Held past the test's end (a loaded machine takes well over 30 s here), and a relist held as well.
+      server.faults.inject({ verb: 'watch', path: podPath(ns), latencyMs: 300_000 });
+      server.faults.inject({ verb: 'list', path: podPath(ns), latencyMs: 300_000 });
       server.dropWatches();
       lead.elect();
       await waitFor('pods deleted', () => drivers.every(gone), 30_000);
