@@ -13,6 +13,7 @@ import { backoffMs } from '../backoff.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
 import { ETCD_ROOT, MEMBERS_PREFIX } from './etcd-session.ts';
+import { withTimeout } from './with-timeout.ts';
 
 /** One candidate key of an election. */
 export interface CandidateKey {
@@ -58,6 +59,7 @@ export interface ElectionView {
   /** Watch streams opened so far (1 while nothing went wrong). */
   readonly watchesOpened: number;
   start(): void;
+  /** Stops the watch; never rejects, takes at most {@link WATCH_CANCEL_TIMEOUT_MS}. */
   close(): Promise<void>;
 }
 
@@ -65,6 +67,9 @@ export interface ElectionView {
 function prefixOf(key: string): string {
   return key.slice(0, key.lastIndexOf('/') + 1);
 }
+
+/** How long closing the view waits for etcd to confirm the watch's cancellation, ms. */
+export const WATCH_CANCEL_TIMEOUT_MS = 1000;
 
 /** Creates the view of a replica. */
 export function createElectionView(opts: ElectionViewOptions): ElectionView {
@@ -232,7 +237,9 @@ export function createElectionView(opts: ElectionViewOptions): ElectionView {
       stop.abort();
       const w = watcher;
       watcher = undefined;
-      await w?.cancel().catch(() => undefined);
+      // etcd3 waits for the server to confirm the cancellation; a frozen etcd never does. The watch stream
+      // goes with the client anyway (the replica closes it next).
+      if (w) await withTimeout(w.cancel(), WATCH_CANCEL_TIMEOUT_MS, 'watch cancel').catch(() => undefined);
     },
   };
 }

@@ -28,7 +28,8 @@ import type { Logger } from '../log.ts';
 import { ASSIGNMENT_RULE, type Assignment, assignTargets } from './assignment.ts';
 import { createElectionView, type ElectionView } from './election-view.ts';
 import { createEtcdLeadership, type EtcdLeadership, type EtcdLeadershipOptions } from './etcd-leadership.ts';
-import { createEtcdSession, type EtcdSession } from './etcd-session.ts';
+import { createEtcdSession, type EtcdSession, REVOKE_TIMEOUT_MS } from './etcd-session.ts';
+import { withTimeout } from './with-timeout.ts';
 
 /** Options of {@link createEtcdLeadershipGroup}. */
 export interface EtcdLeadershipGroupOptions {
@@ -82,7 +83,9 @@ export interface EtcdLeadershipGroup {
   start(): void;
   /**
    * Leaves: every term ends (`resigned`), the session lease is revoked — all candidate keys and the
-   * membership key go at once, so other replicas take over without waiting for the TTL. Idempotent.
+   * membership key go at once, so other replicas take over without waiting for the TTL. Idempotent; never
+   * rejects. Takes at most {@link LEADERSHIP_CLOSE_TIMEOUT_MS}: when etcd is down or frozen, the terms have
+   * still ended at once (here, before any wait) and the lease is left to expire within its TTL.
    */
   close(): Promise<void>;
   /** The balance as this replica sees it. */
@@ -90,6 +93,13 @@ export interface EtcdLeadershipGroup {
   readonly session: EtcdSession;
   readonly view: ElectionView;
 }
+
+/**
+ * The longest `close()` takes, ms: the lease revoke ({@link REVOKE_TIMEOUT_MS}) then the resignations (each
+ * candidate key delete bounded at 2 s; skipped once the lease has ended), with the watch's cancellation
+ * alongside. Well inside the 15 s a replica has to exit on SIGTERM (src/commands/run.ts).
+ */
+export const LEADERSHIP_CLOSE_TIMEOUT_MS = REVOKE_TIMEOUT_MS + 3000;
 
 interface Entry {
   readonly target: string;
@@ -254,9 +264,17 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
       if (closed) return;
       closed = true;
       clearInterval(tick);
-      await session.close();
-      await Promise.all(entries.map((x) => x.election.resign()));
-      await view.close();
+      // Every etcd call below is bounded on its own; this bounds the whole, whatever a future step adds.
+      await withTimeout(
+        Promise.all([
+          session.close().then(() => Promise.all(entries.map((x) => x.election.resign()))),
+          view.close(),
+        ]),
+        LEADERSHIP_CLOSE_TIMEOUT_MS,
+        'leadership close',
+      ).catch((err: unknown) =>
+        log.warn({ err: { message: (err as Error).message } }, 'leadership close incomplete; leases expire'),
+      );
     },
     balance() {
       const members = peers();

@@ -26,6 +26,7 @@ import type { ElectionView } from './election-view.ts';
 import { type EtcdSession, LeaseEnd, type SessionLease } from './etcd-session.ts';
 import { FencedError } from './fenced-error.ts';
 import { type Leadership, leadershipSubscribers } from './leadership.ts';
+import { withTimeout } from './with-timeout.ts';
 
 /** Options of {@link createEtcdLeadership}. */
 export interface EtcdLeadershipOptions {
@@ -89,14 +90,6 @@ function abortable<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
     signal.addEventListener('abort', onAbort, { once: true });
     p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
   });
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
-  });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 /** Creates the etcd leadership of one target; call `start()` to campaign (when wanted). */

@@ -17,6 +17,7 @@ import { backoffMs } from '../backoff.ts';
 import type { MonotonicClock } from '../clock.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
+import { withTimeout } from './with-timeout.ts';
 
 /** Where all leadership keys live; one watch over it serves every election of a replica. */
 export const ETCD_ROOT = 'spark-driver-cleaner/';
@@ -75,20 +76,21 @@ export interface EtcdSession {
   readonly leasesGranted: number;
   /** Grants the lease and keeps it (idempotent). */
   start(): void;
-  /** Ends the lease (its terms end as `resigned`) and revokes it: every key on it disappears at once. */
+  /**
+   * Ends the lease (its terms end as `resigned`) and revokes it: every key on it disappears at once. Never
+   * rejects; takes at most {@link REVOKE_TIMEOUT_MS} — when etcd does not answer, the lease is left to expire.
+   */
   close(): Promise<void>;
 }
 
+/**
+ * How long a lease revoke may take, ms. Past it the lease is left to expire on the server (within its TTL):
+ * its terms have already ended here, so nothing is deleted under it meanwhile.
+ */
+export const REVOKE_TIMEOUT_MS = 2000;
+
 /** At most this many keepalives awaiting their answer are remembered (etcd3 sends one every TTL/3). */
 const MAX_PENDING_KEEPALIVES = 16;
-
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
-  });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
-}
 
 /** Creates the session of a replica; `start()` grants its lease. */
 export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
@@ -203,7 +205,7 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
       }
       lastKeepaliveSentMs = undefined;
       // Revoke so that every key on it goes at once (another replica is elected without waiting for the TTL).
-      await withTimeout(l.revoke(), 2000, 'lease revoke').catch(() => undefined);
+      await withTimeout(l.revoke(), REVOKE_TIMEOUT_MS, 'lease revoke').catch(() => undefined);
     }
   }
 
@@ -272,7 +274,13 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
       waiters = [];
       const c = current;
       endLease(new LeaseEnd('resigned', 'ended'));
-      if (c) await withTimeout(c.lease.revoke(), 2000, 'lease revoke').catch(() => undefined);
+      if (!c) return;
+      await withTimeout(c.lease.revoke(), REVOKE_TIMEOUT_MS, 'lease revoke').catch((err: unknown) =>
+        log.warn(
+          { leaseId: c.id, err: { message: (err as Error).message } },
+          'cannot revoke the session lease; it expires on the server within its TTL',
+        ),
+      );
     },
   };
 }
