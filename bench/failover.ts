@@ -115,9 +115,17 @@ export async function benchFailover(
         );
         const allDeletedAfterMs = env.now() - t0;
         await leader.exited;
-        const newElection = elections.slice(electionsBefore).find((e) => e.replica !== leader.id);
+        // The first replica elected after the kill may hand the target over to its assigned owner (balanced
+        // leadership) before it deletes anything: the new leader is the first elected one that deleted.
+        const newElections = elections.slice(electionsBefore).filter((e) => e.replica !== leader.id);
+        if (newElections.length)
+          await until(
+            'new leader log line',
+            () => newElections.some((e) => firstDeleteBy.has(e.replica)),
+            10_000,
+          );
+        const newElection = newElections.find((e) => firstDeleteBy.has(e.replica)) ?? newElections[0];
         const newLeader = newElection?.replica ?? null;
-        if (newLeader) await until('new leader log line', () => firstDeleteBy.has(newLeader), 10_000);
         const deletes = env.server.requests
           .recent()
           .filter((r) => r.verb === 'delete' && r.uid !== undefined && trialUids.has(r.uid));

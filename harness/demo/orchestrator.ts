@@ -299,6 +299,7 @@ async function runOnce(mode: DemoMode, ctx: RunContext): Promise<RunResult> {
     leaders: await fleet.leaders(targets),
     overduePodsReported: await fleet.overduePods(targets),
     failovers: mode === 'baseline' ? 0 : tally.failovers(),
+    handovers: mode === 'baseline' ? 0 : tally.handovers(),
     retentionMs: opts.retentionMs,
     leakGraceMs: LEAK_GRACE_MS,
     nowMs: io.now(),

@@ -38,6 +38,12 @@ export class ReplicaTally {
   readonly #dead = new Set<string>();
   /** target → replica that leads it now, as far as the logs tell. */
   readonly #leaders = new Map<string, string>();
+  /** target → how its last term ended: `lost` (lease lost, replica died) or `ended` (resigned, handed over). */
+  readonly #lastEnd = new Map<string, 'lost' | 'ended'>();
+  /** Elections that followed a lost leadership, or a term whose end the logs did not show. */
+  #failovers = 0;
+  /** Elections that followed a term ended on purpose (a resignation, a balancing handover). */
+  #handovers = 0;
   readonly #now: () => number;
 
   /** @param now clock, epoch ms (stamps elections). */
@@ -59,6 +65,11 @@ export class ReplicaTally {
     }
     const target = `${String(line.context)}:${String(line.namespace)}`;
     if (line.msg === 'elected leader') {
+      if (this.elections.some((e) => e.target === target)) {
+        if (this.#lastEnd.get(target) === 'ended') this.#handovers += 1;
+        else this.#failovers += 1;
+      }
+      this.#lastEnd.delete(target);
       this.elections.push({ target, replica, atMs: this.#now() });
       this.#leaders.set(target, replica);
     } else if (
@@ -66,6 +77,7 @@ export class ReplicaTally {
       this.#leaders.get(target) === replica
     ) {
       this.#leaders.delete(target);
+      this.#lastEnd.set(target, line.msg === 'leadership lost' ? 'lost' : 'ended');
     } else if (line.msg === 'http server listening' && typeof line.url === 'string') {
       this.urls.set(replica, line.url);
     }
@@ -74,7 +86,11 @@ export class ReplicaTally {
   /** A replica that exited or was killed leads nothing any more. */
   markDead(replica: string): void {
     this.#dead.add(replica);
-    for (const [target, r] of this.#leaders) if (r === replica) this.#leaders.delete(target);
+    for (const [target, r] of this.#leaders)
+      if (r === replica) {
+        this.#leaders.delete(target);
+        this.#lastEnd.set(target, 'lost');
+      }
   }
 
   /** The current leader of `target` according to the logs, if any. */
@@ -82,15 +98,20 @@ export class ReplicaTally {
     return this.#leaders.get(target);
   }
 
-  /** Elections after each target's first one: how often leadership moved. */
+  /**
+   * Elections after a target's first one that followed a lost leadership (lease lost, leader killed) or a
+   * term whose end the logs did not show: how often leadership moved because a leader failed.
+   */
   failovers(): number {
-    const seen = new Set<string>();
-    let n = 0;
-    for (const e of this.elections) {
-      if (seen.has(e.target)) n += 1;
-      else seen.add(e.target);
-    }
-    return n;
+    return this.#failovers;
+  }
+
+  /**
+   * Elections after a target's first one that followed a term ended on purpose: a resignation (SIGTERM) or a
+   * balancing handover to the target's assigned replica (src/leadership/etcd-leadership-group.ts).
+   */
+  handovers(): number {
+    return this.#handovers;
   }
 
   /** Targets that have had at least one election. */

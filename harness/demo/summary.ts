@@ -30,8 +30,10 @@ export interface DemoSummary {
   lateness_ms: { p50: number; p99: number };
   /** target → replica leading it at the end (`null` when none; empty in the baseline). */
   leaders: Record<string, string | null>;
-  /** Elections after each target's first. */
+  /** Elections after a target's first that followed a failed leader (lease lost, replica killed). */
   failovers: number;
+  /** Elections after a target's first that followed a term ended on purpose (resigned, balancing handover). */
+  handovers: number;
 }
 
 /** A driver that reached a terminal phase, and where it stands now. */
@@ -58,6 +60,7 @@ export interface SummaryInput {
   /** The self-check's overdue count at the end (null: unknown). */
   overduePodsReported: number | null;
   failovers: number;
+  handovers: number;
   retentionMs: number;
   /** Margin past the deadline before a present pod counts as leaked, ms. */
   leakGraceMs: number;
@@ -102,6 +105,7 @@ export function computeSummary(input: SummaryInput): DemoSummary {
     },
     leaders: { ...input.leaders },
     failovers: input.failovers,
+    handovers: input.handovers,
   };
 }
 
@@ -150,6 +154,7 @@ function rows(s: DemoSummary): [string, string | number][] {
     ['lateness p50 (ms)', s.lateness_ms.p50],
     ['lateness p99 (ms)', s.lateness_ms.p99],
     ['failovers', s.failovers],
+    ['handovers', s.handovers],
   ];
 }
 

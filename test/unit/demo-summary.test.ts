@@ -17,6 +17,7 @@ const base: SummaryInput = {
   leaders: {},
   overduePodsReported: 0,
   failovers: 0,
+  handovers: 0,
   retentionMs: 5000,
   leakGraceMs: 10_000,
   nowMs: 100_000,
