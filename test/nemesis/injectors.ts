@@ -118,11 +118,11 @@ export async function applyFault(world: NemesisWorld, e: NemesisEvent): Promise<
       break;
     }
     case 'etcd-kill': {
-      const member = world.etcd.members[0];
-      if (!member) throw new Error('no etcd member');
-      await member.kill();
+      // Restarted on fresh ports (the old one may have been taken meanwhile), the proxy repointed.
+      await world.etcdFront.kill();
       await sleep(e.durationMs);
-      await member.restart();
+      await world.etcdFront.restart();
+      note = `etcd now on port ${world.etcd.members[0]?.port}`;
       break;
     }
     case 'etcd-drop-answers': {
@@ -137,7 +137,8 @@ export async function applyFault(world: NemesisWorld, e: NemesisEvent): Promise<
       break;
     }
     case 'redis-restart':
-      await world.redis.restart();
+      await world.redisFront.restartEmpty();
+      note = `redis now on port ${world.redis.port}`;
       break;
     case 'redis-pause':
       world.redis.pause();
