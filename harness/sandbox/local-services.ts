@@ -18,8 +18,9 @@ export class MissingBinaryError extends Error {
 
 /** A launched local service: a real child process listening on loopback. */
 export interface LocalService {
-  /** `redis://127.0.0.1:PORT` or `http://127.0.0.1:PORT` (etcd client URL). */
+  /** `redis://127.0.0.1:PORT` or `http://127.0.0.1:PORT` (etcd client URL); changes after {@link LocalService.restartOnFreshPort}. */
   readonly url: string;
+  /** The client port now. */
   readonly port: number;
   /** PID of the current process (changes after {@link LocalService.restart}). */
   readonly pid: number | undefined;
@@ -30,6 +31,15 @@ export interface LocalService {
   resume(): void;
   /** Start it again on the same port (same data dir for etcd; redis keeps nothing). */
   restart(): Promise<void>;
+  /**
+   * Start it again (killing it first if it runs) on fresh free ports — client and, for etcd, peer — so
+   * that a port another process took while it was down cannot fail the start; once more on other fresh
+   * ports when that start fails. Same data dir for etcd (etcd 3.4 accepts new listen URLs for a
+   * single-member cluster with an existing data dir: the stored peer URL stays, the client URL is
+   * re-published); redis keeps nothing. `url` and `port` then name the new port.
+   * @throws the second start's error.
+   */
+  restartOnFreshPort(): Promise<void>;
   /** SIGTERM, wait for exit, remove its directory. Idempotent. */
   stop(): Promise<void>;
 }
@@ -91,16 +101,35 @@ export function requireBinary(name: string, debianPackage: string): string {
   return path;
 }
 
-async function canConnect(port: number): Promise<boolean> {
+/** Redis answers PING with +PONG on `port` (not merely: something accepts connections there). */
+function redisAnswers(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const sock = new Socket();
-    sock.once('connect', () => {
+    let got = '';
+    const done = (ok: boolean) => {
       sock.destroy();
-      resolve(true);
+      resolve(ok);
+    };
+    sock.setTimeout(1000, () => done(false));
+    sock.once('connect', () => sock.write('PING\r\n'));
+    sock.on('data', (d: Buffer) => {
+      got += d.toString();
+      if (got.includes('\r\n')) done(got.startsWith('+PONG'));
     });
-    sock.once('error', () => resolve(false));
+    sock.once('error', () => done(false));
+    sock.once('close', () => resolve(false));
     sock.connect(port, '127.0.0.1');
   });
+}
+
+/** etcd answers `GET /health` on its client `port` with a JSON body naming `health`. */
+async function etcdAnswers(port: number): Promise<boolean> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(1000) });
+    return /"health"/.test(await res.text());
+  } catch {
+    return false;
+  }
 }
 
 async function waitFor(what: string, check: () => Promise<boolean>, child: ChildProcess, timeoutMs = 20_000) {
@@ -118,23 +147,31 @@ async function exited(child: ChildProcess): Promise<void> {
   await new Promise<void>((resolve) => child.once('exit', () => resolve()));
 }
 
+/** The ports a service listens on: its client port, and etcd's peer port. */
+interface Ports {
+  client: number;
+  peer?: number;
+}
+
 interface Launch {
   bin: string;
-  args: string[];
+  args: (ports: Ports) => string[];
   ready: (port: number) => Promise<boolean>;
   what: string;
 }
 
 function makeService(
-  port: number,
-  url: string,
+  initial: Ports,
+  scheme: 'redis' | 'http',
   dir: string,
   launch: Launch,
 ): LocalService & { start(): Promise<void> } {
   let child: ChildProcess | undefined;
   let stopped = false;
+  let ports = initial;
   const start = async () => {
-    const c = spawn(launch.bin, launch.args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+    const port = ports.client;
+    const c = spawn(launch.bin, launch.args(ports), { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     c.stderr?.on('data', (d: Buffer) => {
       stderr = (stderr + d.toString()).slice(-4000);
@@ -149,9 +186,20 @@ function makeService(
       throw new Error(`${(err as Error).message}\n${stderr}`);
     }
   };
+  const kill = async () => {
+    if (child && child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGCONT');
+      child.kill('SIGKILL');
+      await exited(child);
+    }
+  };
   return {
-    url,
-    port,
+    get url() {
+      return `${scheme}://127.0.0.1:${ports.client}`;
+    },
+    get port() {
+      return ports.client;
+    },
     get pid() {
       return child?.pid;
     },
@@ -173,6 +221,20 @@ function makeService(
         await exited(child);
       }
       await start();
+    },
+    async restartOnFreshPort() {
+      await kill();
+      const fresh = async (): Promise<Ports> => ({
+        client: await freePort(),
+        ...(initial.peer === undefined ? {} : { peer: await freePort() }),
+      });
+      ports = await fresh();
+      try {
+        await start();
+      } catch {
+        ports = await fresh();
+        await start();
+      }
     },
     async stop() {
       if (stopped) return;
@@ -202,12 +264,12 @@ export async function startRedis(opts: { port?: number } = {}): Promise<LocalSer
 
 async function startRedisOn(bin: string, port: number): Promise<LocalService> {
   const dir = mkdtempSync(join(tmpdir(), 'sdc-redis-'));
-  const svc = makeService(port, `redis://127.0.0.1:${port}`, dir, {
+  const svc = makeService({ client: port }, 'redis', dir, {
     bin,
     what: 'redis-server',
-    args: [
+    args: ({ client }) => [
       '--port',
-      String(port),
+      String(client),
       '--bind',
       '127.0.0.1',
       '--save',
@@ -219,7 +281,8 @@ async function startRedisOn(bin: string, port: number): Promise<LocalService> {
       '--dir',
       dir,
     ],
-    ready: canConnect,
+    // A PING answered, not merely an open port: another process may listen on a port we picked.
+    ready: redisAnswers,
   });
   await svc.start();
   return svc;
@@ -227,6 +290,7 @@ async function startRedisOn(bin: string, port: number): Promise<LocalService> {
 
 /** A started etcd cluster: one {@link LocalService} per member, and the client endpoints of all. */
 export interface LocalEtcd {
+  /** The members' client URLs now (a member restarted on a fresh port has a new one). */
   readonly endpoints: string[];
   readonly members: LocalService[];
   stop(): Promise<void>;
@@ -249,22 +313,23 @@ async function startEtcdCluster(bin: string, n: number): Promise<LocalEtcd> {
   const token = `sdc-${process.pid}-${Date.now()}`;
   const members = ports.map((p) => {
     const dir = mkdtempSync(join(tmpdir(), `sdc-etcd-${p.name}-`));
-    return makeService(p.client, `http://127.0.0.1:${p.client}`, dir, {
+    return makeService({ client: p.client, peer: p.peer }, 'http', dir, {
       bin,
       what: `etcd ${p.name}`,
-      args: [
+      // `--initial-*` only matter for the first start; later starts read the member from the data dir.
+      args: ({ client, peer }) => [
         '--name',
         p.name,
         '--data-dir',
         join(dir, 'data'),
         '--listen-client-urls',
-        `http://127.0.0.1:${p.client}`,
+        `http://127.0.0.1:${client}`,
         '--advertise-client-urls',
-        `http://127.0.0.1:${p.client}`,
+        `http://127.0.0.1:${client}`,
         '--listen-peer-urls',
-        `http://127.0.0.1:${p.peer}`,
+        `http://127.0.0.1:${peer}`,
         '--initial-advertise-peer-urls',
-        `http://127.0.0.1:${p.peer}`,
+        `http://127.0.0.1:${peer}`,
         '--initial-cluster',
         initialCluster,
         '--initial-cluster-token',
@@ -276,7 +341,7 @@ async function startEtcdCluster(bin: string, n: number): Promise<LocalEtcd> {
         '--logger',
         'zap',
       ],
-      ready: canConnect,
+      ready: etcdAnswers,
     });
   });
   const started = await Promise.allSettled(members.map((m) => m.start()));
@@ -286,7 +351,9 @@ async function startEtcdCluster(bin: string, n: number): Promise<LocalEtcd> {
     throw failed.reason;
   }
   return {
-    endpoints: members.map((m) => m.url),
+    get endpoints() {
+      return members.map((m) => m.url);
+    },
     members,
     async stop() {
       await Promise.all(members.map((m) => m.stop()));

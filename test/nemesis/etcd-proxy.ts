@@ -53,6 +53,12 @@ export interface EtcdProxy {
   readonly stats: { calls: Map<string, number>; dropped: Map<string, number> };
   /** Closes every connection (both sides) now. */
   cutAll(): void;
+  /**
+   * Sends new connections to `upstreamUrl` (etcd restarted on a fresh port) and closes every open one; with
+   * undefined (etcd down) new connections are closed at once — never relayed to whatever took etcd's old
+   * port meanwhile. Armed drops stay armed.
+   */
+  repoint(upstreamUrl: string | undefined): void;
   close(): Promise<void>;
 }
 
@@ -80,6 +86,7 @@ function forwardable(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
  * member). Connections made while etcd is down are closed at once, as a refused TCP connection would be.
  */
 export async function startEtcdProxy(upstreamUrl: string): Promise<EtcdProxy> {
+  let upstream: string | undefined = upstreamUrl;
   const drops = new Set<ArmedDrop>();
   const stats = { calls: new Map<string, number>(), dropped: new Map<string, number>() };
   const pairs = new Set<{ down: ServerHttp2Session; up: ClientHttp2Session }>();
@@ -108,7 +115,11 @@ export async function startEtcdProxy(upstreamUrl: string): Promise<EtcdProxy> {
 
   const server = createServer();
   server.on('session', (down: ServerHttp2Session) => {
-    const up = connect(upstreamUrl);
+    if (upstream === undefined) {
+      down.destroy();
+      return;
+    }
+    const up = connect(upstream);
     const pair = { down, up };
     pairs.add(pair);
     const cut = () => {
@@ -227,6 +238,10 @@ export async function startEtcdProxy(upstreamUrl: string): Promise<EtcdProxy> {
       };
     },
     cutAll,
+    repoint(next) {
+      upstream = next;
+      cutAll();
+    },
     async close() {
       for (const d of drops) d.finish();
       drops.clear();

@@ -65,7 +65,7 @@ export function failureMessage(run: RunRecord, artifactsDir: string, maxViolatio
   lines.push('', formatSchedule(run.seed, run.schedule, run.durationMs, run.exclude), '', 'as it happened:');
   for (const f of run.timeline)
     lines.push(
-      `  #${f.event.id} ${rel(f.startedAtMs, t0)} → ${rel(f.endedAtMs, t0)}${f.note ? `  (${f.note})` : ''}`,
+      `  #${f.event.id} ${rel(f.startedAtMs, t0)} → ${rel(f.endedAtMs, t0)}${f.note ? `  (${f.note})` : ''}${f.notApplied ? `  NOT APPLIED: ${f.notApplied}` : ''}`,
     );
   lines.push('', `logs and records: ${artifactsDir}`);
   return lines.join('\n');

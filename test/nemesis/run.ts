@@ -228,11 +228,15 @@ export async function runNemesis(
   const applied = deletes.filter((d) => d.applied).length;
   const lost = [...w.etcdProxy.stats.dropped].map(([p, n]) => `${p.split('/').pop()} ${n}`).join(', ');
   const c = workload.counts;
+  const notApplied = timeline.filter((f) => f.notApplied);
   const summary =
     `seed ${cfg.seed}: ${schedule.length} faults in ${(cfg.durationMs / 1000).toFixed(0)} s; ${c.drivers} + ${c.burst} (bursts) drivers, ` +
     `${c.recreated} re-created, ${c.relabelled} relabelled, ${c.bystanders} bystanders; ${deletes.length} DELETEs ` +
     `(${applied} applied); etcd answers lost: ${lost || 'none'}; ${violations.length} violation(s); ` +
-    `schedule + settle ${((performance.now() - runStarted) / 1000).toFixed(0)} s`;
+    `schedule + settle ${((performance.now() - runStarted) / 1000).toFixed(0)} s` +
+    (notApplied.length > 0
+      ? `; ${notApplied.length} fault(s) not applied: ${notApplied.map((f) => `#${f.event.id} ${f.event.kind} (${f.notApplied})`).join('; ')}`
+      : '');
   const run: NemesisRun = {
     seed: cfg.seed,
     durationMs: cfg.durationMs,

@@ -7,18 +7,13 @@
 import { Etcd3 } from 'etcd3';
 import type { SandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
 import { startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
-import {
-  type LocalEtcd,
-  type LocalService,
-  startEtcd,
-  startRedis,
-} from '../../harness/sandbox/local-services.ts';
+import type { LocalEtcd, LocalService } from '../../harness/sandbox/local-services.ts';
 import { type ReplicaProcess, spawnReplica } from '../../harness/sandbox/replica-process.ts';
 import { electionPrefix } from '../../src/queue/job-identity.ts';
 import { type ApiProxy, startApiProxy } from '../failure/helpers.ts';
-import { serviceEnv } from '../helpers/cluster.ts';
-import { type EtcdProxy, startEtcdProxy } from './etcd-proxy.ts';
+import type { EtcdProxy } from './etcd-proxy.ts';
 import { createFakeClock, type FakeClock } from './faketime.ts';
+import { type FrontedEtcd, type FrontedRedis, startFrontedEtcd, startFrontedRedis } from './fronts.ts';
 
 /** One replica's place in the world: its identity, proxy and clock outlive its processes. */
 export interface ReplicaSlot {
@@ -59,8 +54,14 @@ export interface NemesisWorldOptions {
 
 /** The running world. */
 export interface NemesisWorld {
+  /** The redis-server process now (a restart moves it to a fresh port). */
   readonly redis: LocalService;
+  /** Redis behind its TCP relay: the replicas connect to the relay only. */
+  readonly redisFront: FrontedRedis;
+  /** The etcd member now (a restart moves it to fresh ports). */
   readonly etcd: LocalEtcd;
+  /** etcd behind its proxy: the replicas connect to the proxy only. */
+  readonly etcdFront: FrontedEtcd;
   readonly etcdProxy: EtcdProxy;
   readonly server: SandboxApiServer;
   readonly slots: readonly ReplicaSlot[];
@@ -75,12 +76,14 @@ export interface NemesisWorld {
 
 /** Starts the services, the proxies and one process per slot. */
 export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<NemesisWorld> {
-  const [redis, etcd, server] = await Promise.all([
-    startRedis(),
-    startEtcd(),
+  const [redisFront, etcdFront, server] = await Promise.all([
+    startFrontedRedis(),
+    startFrontedEtcd(),
     startSandboxApiServer({ contextName: opts.context }),
   ]);
-  const etcdProxy = await startEtcdProxy(etcd.endpoints[0] ?? '');
+  const redis = redisFront.service;
+  const etcd = etcdFront.etcd;
+  const etcdProxy = etcdFront.proxy;
   const slots: ReplicaSlot[] = [];
   for (let i = 0; i < opts.replicas; i++) {
     const proxy = await startApiProxy(server);
@@ -111,8 +114,11 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
         current = spawnReplica({
           id,
           env: {
-            ...serviceEnv(proxy.kubeconfigPath, redis, etcd),
+            KUBECONFIG: proxy.kubeconfigPath,
+            SDC_REDIS_URL: redisFront.url,
             SDC_ETCD_ENDPOINTS: etcdProxy.url,
+            SDC_HTTP_PORT: '0',
+            SDC_LOG_LEVEL: 'debug',
             ...opts.replicaEnv,
             ...clock?.env,
           },
@@ -127,16 +133,28 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
     slot.start();
     slots.push(slot);
   }
-  // The harness's own etcd client, straight to etcd (not through the proxy that loses answers).
-  const etcdClient = new Etcd3({ hosts: [...etcd.endpoints], dialTimeout: 1000 });
+  // The harness's own etcd client, straight to etcd (not through the proxy that loses answers); a new one
+  // when etcd moved to another port.
+  let etcdClient = new Etcd3({ hosts: [...etcd.endpoints], dialTimeout: 1000 });
+  let clientEndpoints = etcd.endpoints.join(',');
+  const harnessEtcd = () => {
+    if (etcd.endpoints.join(',') !== clientEndpoints) {
+      etcdClient.close();
+      clientEndpoints = etcd.endpoints.join(',');
+      etcdClient = new Etcd3({ hosts: [...etcd.endpoints], dialTimeout: 1000 });
+    }
+    return etcdClient;
+  };
   return {
     redis,
+    redisFront,
     etcd,
+    etcdFront,
     etcdProxy,
     server,
     slots,
     async leaderOf(namespace) {
-      const read = etcdClient
+      const read = harnessEtcd()
         .namespace(electionPrefix({ context: opts.context, namespace }))
         .getAll()
         .sort('Create', 'Ascend')
@@ -155,9 +173,8 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
       }
       await Promise.all(slots.flatMap((s) => (s.current ? [s.current.exited] : [])));
       await Promise.all(slots.map((s) => s.proxy.close()));
-      await etcdProxy.close();
       await server.close();
-      await Promise.all([redis.stop(), etcd.stop()]);
+      await Promise.all([redisFront.stop(), etcdFront.stop()]);
     },
   };
 }
