@@ -34,6 +34,14 @@ export interface AcceptedDeletes {
   record(uid: string): void;
   /** True when this replica saw a DELETE of `uid` accepted within the horizon. */
   acceptedBefore(uid: string): boolean;
+  /**
+   * Sends a DELETE of `uid` through `send`, one at a time per UID: while one is in flight, a second caller
+   * (the same job run again after BullMQ lost its lock, before the first DELETE was answered) waits for it,
+   * and when that one was accepted gets `not-found` without sending — the pod is already being deleted by our
+   * accepted DELETE. Records an `accepted` answer. A first DELETE that was not accepted (or threw) lets the
+   * waiting caller send its own.
+   */
+  deleteOnce<R extends string>(uid: string, send: () => Promise<R>): Promise<R | 'not-found'>;
   /** How many UIDs are remembered (expired ones may still count until the next `record`/lookup). */
   readonly size: number;
 }
@@ -47,6 +55,8 @@ export function createAcceptedDeletes(opts: AcceptedDeletesOptions): AcceptedDel
   if (!(opts.maxEntries >= 1)) throw new RangeError(`maxEntries must be ≥ 1, got ${opts.maxEntries}`);
   /** UID → monotonic ms accepted. Insertion order is acceptance order (re-recorded UIDs move to the end). */
   const acceptedAt = new Map<string, number>();
+  /** UID → the DELETE in flight for it (settles with its answer, or undefined when it threw). */
+  const inFlight = new Map<string, Promise<string | undefined>>();
 
   /** Drops the entries older than the horizon: they are at the front. */
   function expire(nowMs: number): void {
@@ -56,15 +66,34 @@ export function createAcceptedDeletes(opts: AcceptedDeletesOptions): AcceptedDel
     }
   }
 
+  function record(uid: string): void {
+    const nowMs = opts.monotonicNow();
+    acceptedAt.delete(uid);
+    acceptedAt.set(uid, nowMs);
+    expire(nowMs);
+    while (acceptedAt.size > opts.maxEntries) {
+      const oldest = acceptedAt.keys().next().value as string;
+      acceptedAt.delete(oldest);
+    }
+  }
+
   return {
-    record(uid) {
-      const nowMs = opts.monotonicNow();
-      acceptedAt.delete(uid);
-      acceptedAt.set(uid, nowMs);
-      expire(nowMs);
-      while (acceptedAt.size > opts.maxEntries) {
-        const oldest = acceptedAt.keys().next().value as string;
-        acceptedAt.delete(oldest);
+    record,
+    async deleteOnce(uid, send) {
+      const earlier = inFlight.get(uid);
+      if (earlier && (await earlier) === 'accepted') return 'not-found';
+      const mine = send();
+      const settled = mine.then(
+        (r) => r as string,
+        () => undefined,
+      );
+      inFlight.set(uid, settled);
+      try {
+        const result = await mine;
+        if (result === 'accepted') record(uid);
+        return result;
+      } finally {
+        if (inFlight.get(uid) === settled) inFlight.delete(uid);
       }
     },
     acceptedBefore(uid) {

@@ -191,8 +191,10 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
           lastActionByUid.set(uid, 'deleted');
           let result: Awaited<ReturnType<PodApi['delete']>> | undefined;
           try {
-            result = await opts.pods.delete(namespace, name, preconditions, signal, beforeSend);
-            if (result === 'accepted') acceptedDeletes.record(uid);
+            // One DELETE per UID at a time: a run of the same job whose lock BullMQ lost meanwhile waits for it.
+            result = await acceptedDeletes.deleteOnce(uid, () =>
+              opts.pods.delete(namespace, name, preconditions, signal, beforeSend),
+            );
             return result;
           } finally {
             if (result !== 'accepted' && lastActionByUid.get(uid) === 'deleted') {

@@ -128,3 +128,48 @@ describe('cleanupDriverPod with the record of accepted DELETEs', () => {
     },
   );
 });
+
+describe('deleteOnce: one DELETE per UID at a time', () => {
+  const make = () => createAcceptedDeletes({ horizonMs: 60_000, maxEntries: 10, monotonicNow: () => 0 });
+
+  it('a second run while the first DELETE is in flight sends nothing once the first is accepted', async () => {
+    const record = make();
+    let sent = 0;
+    const answer = Promise.withResolvers<'accepted'>();
+    const send = () => {
+      sent += 1;
+      return answer.promise;
+    };
+    const first = record.deleteOnce('u1', send);
+    const second = record.deleteOnce('u1', send);
+    answer.resolve('accepted');
+    expect(await first).toBe('accepted');
+    expect(await second).toBe('not-found');
+    expect(sent).toBe(1);
+    expect(record.acceptedBefore('u1')).toBe(true);
+  });
+
+  it('a first DELETE that was not accepted, or threw, lets the waiting run send its own', async () => {
+    const record = make();
+    const calls: string[] = [];
+    const conflict = Promise.withResolvers<'conflict'>();
+    const first = record.deleteOnce('u2', () => {
+      calls.push('first');
+      return conflict.promise;
+    });
+    const second = record.deleteOnce('u2', async () => {
+      calls.push('second');
+      return 'accepted' as const;
+    });
+    conflict.resolve('conflict');
+    expect(await first).toBe('conflict');
+    expect(await second).toBe('accepted');
+    const failing = record.deleteOnce('u3', async () => {
+      throw new Error('reset');
+    });
+    const after = record.deleteOnce('u3', async () => 'accepted' as const);
+    await expect(failing).rejects.toThrow('reset');
+    expect(await after).toBe('accepted');
+    expect(calls).toEqual(['first', 'second']);
+  });
+});
