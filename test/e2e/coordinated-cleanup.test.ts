@@ -178,18 +178,24 @@ describe('coordinated cleanup', () => {
     expect(driversIn(alpha, ['cs-z'])).toBe(5);
     // Per server: one cluster-scope LIST and WATCH per replica, no namespaced list or watch of these targets.
     for (const server of [alpha(), beta()]) {
-      const informerRequests = server.requests
-        .arrivals()
-        .filter(
-          (r) =>
-            (r.verb === 'list' || r.verb === 'watch') && /^\/api\/v1\/(pods|namespaces\/cs-)/.test(r.path),
-        );
-      expect(informerRequests.map((r) => `${r.verb} ${r.path}`).sort()).toEqual([
-        'list /api/v1/pods',
-        'list /api/v1/pods',
-        'watch /api/v1/pods',
-        'watch /api/v1/pods',
-      ]);
+      const informerRequests = () =>
+        server.requests
+          .arrivals()
+          .filter(
+            (r) =>
+              (r.verb === 'list' || r.verb === 'watch') && /^\/api\/v1\/(pods|namespaces\/cs-)/.test(r.path),
+          );
+      // A follower's informers may still be starting (its lists wait on the rate limiter) when the leader is done.
+      await waitFor(
+        'both replicas watching',
+        () => informerRequests().filter((r) => r.verb === 'watch').length >= 2,
+        30_000,
+      );
+      expect(
+        informerRequests()
+          .map((r) => `${r.verb} ${r.path}`)
+          .sort(),
+      ).toEqual(['list /api/v1/pods', 'list /api/v1/pods', 'watch /api/v1/pods', 'watch /api/v1/pods']);
     }
     // Every pod reached its own target's cleaner: none asked for under another target's namespace (a 404).
     const misrouted = alpha()

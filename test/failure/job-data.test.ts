@@ -87,6 +87,8 @@ describe('job data and answers the cleaner must not trust', () => {
       const uid = uidOf(pod);
       await waitGone(cluster().server, [pod], 'the pod deleted by the retry', 60_000);
       cluster().server.faults.clear(fault);
+      // The pod can be gone before the replica has written its outcome line.
+      await r.waitForLine((l) => l.uid === uid && l.outcome === 'accepted', 30_000);
       // Three DELETE requests, all answered 200: two by the "proxy", one by the API server.
       expect(deletesOf(uid)).toEqual([200, 200, 200]);
       const failed = r.lines.filter((l) => l.uid === uid && l.outcome === 'failed');
