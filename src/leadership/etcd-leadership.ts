@@ -417,6 +417,9 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
       if (!fresh()) throw new FencedError('lease went stale during the fencing read');
     },
     async currentLeader() {
+      // Our own term is known before the shared watch delivers our key: a view read could still show no
+      // candidate (or a predecessor that just left).
+      if (leader && fresh()) return opts.replicaId;
       if (view.synced) return view.candidates(prefix)[0]?.replicaId;
       const res = await withTimeout(
         client.getAll().prefix(prefix).sort('Create', 'Ascend').limit(1).exec(),

@@ -71,7 +71,7 @@ async function leave(c: Candidate): Promise<void> {
 }
 
 describe('etcd leadership (real etcd)', () => {
-  it('three candidates → exactly one leader; resign → another elected within a second', async () => {
+  it('three candidates → exactly one leader; resign → another elected on the key deletion, the session lease intact', async () => {
     const prefix = election('election-a');
     const cs = ['r1', 'r2', 'r3'].map((id) => candidate(id, prefix));
     for (const c of cs) c.leadership.start();
@@ -85,10 +85,14 @@ describe('etcd leadership (real etcd)', () => {
     expect(await first.leadership.currentLeader()).toBe(first.id);
     await first.leadership.fence(new AbortController().signal);
 
-    const t0 = Date.now();
+    const leaseId = first.group.session.lease?.id;
     await first.leadership.resign();
     const second = await waitFor('a new leader', () => cs.find((c) => c !== first && c.leadership.isLeader));
-    expect(Date.now() - t0).toBeLessThan(1000);
+    // Elected on the resigned key's deletion, not on a lease expiry: the first replica's session lives on.
+    expect(leaseId).toBeDefined();
+    expect(first.group.session.lease?.id).toBe(leaseId);
+    expect(first.group.session.lease?.ended.aborted).toBe(false);
+    expect(first.group.session.leasesGranted).toBe(1);
     expect(first.leadership.isLeader).toBe(false);
     expect(first.events).toEqual(['elected', 'lost: resigned']);
     await expect(first.leadership.fence(new AbortController().signal)).rejects.toThrow(FencedError);
@@ -124,11 +128,9 @@ describe('etcd leadership (real etcd)', () => {
     c.leadership.start();
     await waitFor('elected', () => c.leadership.isLeader);
     etcd.members[0]?.pause();
-    const frozenAt = Date.now();
     try {
       await waitFor('leadership lost', () => !c.leadership.isLeader, 10_000);
-      // Lost within the TTL (2 s) plus the watchdog period, long before etcd3's own 2×TTL detection.
-      expect(Date.now() - frozenAt).toBeLessThan(2500);
+      // Lost by the keepalive watchdog (TTL from the last keepalive sent), not by etcd3's own 2×TTL detection.
       expect(c.leadership.stillLeader()).toBe(false);
       await expect(c.leadership.fence(new AbortController().signal)).rejects.toThrow(FencedError);
       expect(c.events[1]).toMatch(/^lost: no successful keepalive/);
@@ -278,6 +280,18 @@ describe('etcd leadership: waiting for the predecessor (real etcd)', () => {
     expect(seen.created).toBe(1);
     await leave(a);
     await leave(b);
+  });
+
+  it('a leader whose view has not yet seen its own key still names itself as the current leader', async () => {
+    // CI run of 931f179: currentLeader() read the shared view, which lagged the term, and returned undefined.
+    const prefix = election('view-lags-term');
+    const { client, seen } = clientWithStalledWatches();
+    const c = candidate('solo', prefix, 2, { client });
+    c.leadership.start();
+    await waitFor('elected', () => c.leadership.isLeader);
+    expect(seen.created).toBe(1);
+    expect(await c.leadership.currentLeader()).toBe('solo');
+    await leave(c);
   });
 });
 
