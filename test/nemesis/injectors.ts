@@ -9,6 +9,7 @@
 import type { FaultSpec } from '../../harness/sandbox/apiserver/faults.ts';
 import type { ReplicaProcess } from '../../harness/sandbox/replica-process.ts';
 import type { NemesisEvent } from './schedule.ts';
+import type { NemesisWorkload } from './workload.ts';
 import type { NemesisWorld, ReplicaSlot } from './world.ts';
 
 /** A fault as it happened. Times are epoch ms by the sandbox clock. */
@@ -100,7 +101,11 @@ async function processFault(
  * Runs one fault to its end. A service that does not start again is restored as far as possible and the
  * fault recorded as `notApplied`. @throws on any other harness failure (runSchedule records it likewise).
  */
-export async function applyFault(world: NemesisWorld, e: NemesisEvent): Promise<FaultRecord> {
+export async function applyFault(
+  world: NemesisWorld,
+  e: NemesisEvent,
+  hooks: ScheduleHooks = {},
+): Promise<FaultRecord> {
   const now = () => world.server.clock.now();
   const startedAtMs = now();
   let note: string | undefined;
@@ -202,6 +207,20 @@ export async function applyFault(world: NemesisWorld, e: NemesisEvent): Promise<
       world.server.dropWatches();
       await api({ verb: 'watch', path: podsOf(e.namespace), dropWatch: true });
       break;
+    case 'api-stall-watches': {
+      // Drivers that finish now (due a retention, 3 s, later), seen by the informers before the stall; a
+      // person deletes them as it starts. Their jobs come due during the stall, with a cache that still shows
+      // them undeleted: only the handler's re-check stands between them and a DELETE.
+      const person = hooks.person;
+      const held = person?.heldDrivers(e.namespace, STALL_HELD_PODS) ?? [];
+      await sleep(STALL_LEAD_MS);
+      world.server.stallWatches(e.durationMs, e.namespace);
+      person?.personDelete(held);
+      await sleep(e.durationMs);
+      person?.release(held);
+      note = person ? `${held.length} held driver(s) deleted by a person` : 'no workload: stall only';
+      break;
+    }
   }
   return { event: e, startedAtMs, endedAtMs: now(), note, notApplied };
 }
@@ -215,7 +234,14 @@ export interface ScheduleHooks {
    * burst of due pods then, so that the process is hit with DELETEs in flight or queued in its rate limiter.
    */
   beforeProcessFault?: { leadMs: number; run: (e: NemesisEvent) => void };
+  /** The person of a watch stall: drivers created before it, deleted as it starts, released after it. */
+  person?: Pick<NemesisWorkload, 'heldDrivers' | 'personDelete' | 'release'>;
 }
+
+/** Drivers a person deletes at the start of each watch stall. */
+const STALL_HELD_PODS = 4;
+/** From their creation to the stall, ms: the informers see them (and enqueue their jobs) first. */
+const STALL_LEAD_MS = 1500;
 
 /**
  * Runs the whole schedule from now: each fault at its offset (by the monotonic clock), overlapping as
@@ -239,7 +265,7 @@ export async function runSchedule(
       await sleep(Math.max(0, t0 + e.atMs - performance.now()));
       onEvent('start', e);
       const startedAtMs = world.server.clock.now();
-      const rec = await applyFault(world, e).catch(
+      const rec = await applyFault(world, e, hooks).catch(
         (err: Error): FaultRecord => ({
           event: e,
           startedAtMs,

@@ -24,6 +24,7 @@ export type InvariantName =
   | 'early-delete'
   | 'wrong-delete'
   | 'no-precondition'
+  | 'terminating-delete'
   | 'leak'
   | 'overdue-metric-missed'
   | 'replica-exit';
@@ -167,7 +168,9 @@ export function checkDeletes(records: readonly DeleteRecord[], opts: DeleteCheck
     }
     const faulted =
       opts.abandonedUids?.has(uid) === true || recs.some((r) => FAULTED.has(r.code) || inWindow(r.atMs));
-    const answered = recs.filter((r) => !FAULTED.has(r.code));
+    // A DELETE its precondition refused (409) changed nothing: a re-run of a job interrupted between that
+    // answer and its re-check (a leader killed then) sends it again, harmlessly.
+    const answered = recs.filter((r) => !FAULTED.has(r.code) && r.code !== 409);
     if (!faulted && answered.length > 1) {
       out.push({
         invariant: 'repeated-delete',
@@ -177,6 +180,38 @@ export function checkDeletes(records: readonly DeleteRecord[], opts: DeleteCheck
         detail: `${answered.length} DELETE requests outside API-fault windows (codes ${codes})`,
       });
     }
+  }
+  return out;
+}
+
+/**
+ * Invariant 5: no DELETE of the product lands on a pod a person started deleting before its deadline. The
+ * product's job only runs from the deadline on, so its re-check always comes after that deletion and must
+ * see the `deletionTimestamp` — whatever its informer's cache (maybe stalled) still shows. A DELETE the API
+ * server refused (409: the `resourceVersion` precondition caught the change) or that met a fault is fine.
+ * @param personDeletedAt UID → when a person deleted it (epoch ms, sandbox clock)
+ */
+export function checkTerminatingDeletes(
+  records: readonly DeleteRecord[],
+  personDeletedAt: ReadonlyMap<string, number>,
+  retentionMs: number,
+): Violation[] {
+  const out: Violation[] = [];
+  for (const r of records) {
+    if (r.code !== 200 && r.code !== 202) continue;
+    const found = r.found;
+    const uid = r.preconditionUid;
+    if (!found || !uid || found.metadata?.uid !== uid || !found.metadata.deletionTimestamp) continue;
+    const deletedAt = personDeletedAt.get(uid);
+    const deadline = judgePod(found, retentionMs).deadlineMs;
+    if (deletedAt === undefined || deadline === undefined || deletedAt >= deadline) continue;
+    out.push({
+      invariant: 'terminating-delete',
+      pod: podName(found),
+      uid,
+      atMs: r.atMs,
+      detail: `DELETE (code ${r.code}) of a pod a person had deleted ${r.atMs - deletedAt} ms before, ${deadline - deletedAt} ms before its deadline`,
+    });
   }
   return out;
 }

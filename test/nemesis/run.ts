@@ -11,6 +11,7 @@ import { type FaultRecord, runSchedule } from './injectors.ts';
 import {
   checkDeletes,
   checkSent,
+  checkTerminatingDeletes,
   findLeaks,
   judgePod,
   type OverdueSample,
@@ -181,6 +182,7 @@ export async function runNemesis(
       if (phase === 'start' && process.env.NEMESIS_VERBOSE) console.info(`[nemesis] ${describeEvent(e)}`);
     },
     beforeProcessFault: { leadMs: 1000, run: () => workload.burst(cfg.burstPerTarget) },
+    person: workload,
   });
   workload.stop();
 
@@ -206,6 +208,7 @@ export async function runNemesis(
       abandonedUids: new Set(sent.flatMap((r) => (r.abandoned && r.uid ? [r.uid] : []))),
     }),
     ...checkSent(sent),
+    ...checkTerminatingDeletes(deletes, workload.personDeletedAt, cfg.retentionMs),
     ...leaks,
     ...exitViolations(w),
   ].sort((a, b) => (a.atMs ?? 0) - (b.atMs ?? 0));
@@ -231,7 +234,7 @@ export async function runNemesis(
   const notApplied = timeline.filter((f) => f.notApplied);
   const summary =
     `seed ${cfg.seed}: ${schedule.length} faults in ${(cfg.durationMs / 1000).toFixed(0)} s; ${c.drivers} + ${c.burst} (bursts) drivers, ` +
-    `${c.recreated} re-created, ${c.relabelled} relabelled, ${c.bystanders} bystanders; ${deletes.length} DELETEs ` +
+    `${c.recreated} re-created, ${c.relabelled} relabelled, ${c.held} held and deleted by a person, ${c.bystanders} bystanders; ${deletes.length} DELETEs ` +
     `(${applied} applied); etcd answers lost: ${lost || 'none'}; ${violations.length} violation(s); ` +
     `schedule + settle ${((performance.now() - runStarted) / 1000).toFixed(0)} s` +
     (notApplied.length > 0

@@ -27,6 +27,7 @@ export const FAULT_KINDS = [
   'api-reset',
   'api-slow',
   'api-drop-watches',
+  'api-stall-watches',
   'delete-outage',
 ] as const;
 
@@ -79,6 +80,14 @@ export type NemesisEvent = Base &
     | { kind: 'api-reset'; verb: FaultVerb; namespace?: string }
     | { kind: 'api-slow'; verb: FaultVerb; latencyMs: number; namespace?: string }
     | { kind: 'api-drop-watches'; compact: boolean; namespace?: string }
+    | {
+        /**
+         * The namespace's watches stall (open, silent, then everything at once) while a person deletes
+         * finished drivers due during the stall: only the handler's re-check can see those deletions.
+         */
+        kind: 'api-stall-watches';
+        namespace: string;
+      }
     | { kind: 'delete-outage'; namespace: string }
   );
 
@@ -136,6 +145,8 @@ const DURATION: Record<FaultKind, [number, number]> = {
   'api-reset': [1000, 4000],
   'api-slow': [2000, 6000],
   'api-drop-watches': [1000, 4000],
+  // Past the deadline of the pods a person deletes as it starts (finished then: due after the 3 s retention).
+  'api-stall-watches': [6000, 9000],
   // Longer than the product's overdueGrace (36 s) by 14–18 s: pods are in fact overdue for that long.
   'delete-outage': [50_000, 54_000],
 };
@@ -279,9 +290,12 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
       case 'api-status':
       case 'api-reset':
       case 'api-slow':
-      case 'api-drop-watches': {
+      case 'api-drop-watches':
+      case 'api-stall-watches': {
         if (apiEnds.filter((end) => end > t).length >= MAX_API_FAULTS) return undefined;
         apiEnds.push(t + durationMs);
+        if (kind === 'api-stall-watches')
+          return [{ kind, atMs: t, durationMs, namespace: rng.pick(opts.namespaces) }];
         if (kind === 'api-status') {
           const status = rng.pick([403, 429, 500, 503] as const);
           const verb = rng.pick(['delete', 'get', 'list', 'watch', '*'] as const);
@@ -421,6 +435,9 @@ export function describeEvent(e: NemesisEvent): string {
       break;
     case 'api-drop-watches':
       what = `API drops watches${where(e.namespace)}${e.compact ? ' after a compaction (410)' : ''} for ${secs(e.durationMs)}`;
+      break;
+    case 'api-stall-watches':
+      what = `API watches in ${e.namespace} stall for ${secs(e.durationMs)}; a person deletes pods due meanwhile`;
       break;
   }
   return `+${secs(e.atMs).padStart(7)}  #${e.id} ${e.kind.padEnd(17)} ${what}`;

@@ -8,7 +8,9 @@
  * - on demand, bursts of drivers that are all due at once (so that a fault finds DELETEs in flight);
  * - during retention, a person deletes a finished driver and creates a new pod with the same name
  *   (running, or finished with a deadline of its own): the old pod's job must never delete the new pod;
- * - during retention, a finished driver is relabelled out of the selector: it must never be deleted.
+ * - during retention, a finished driver is relabelled out of the selector: it must never be deleted;
+ * - on demand (a watch stall), finished drivers held by a finalizer that a person deletes before their deadline:
+ *   terminating from then on, they must never get a DELETE of the product (`personDeletedAt`).
  *
  * Every pod created is recorded (`uids`), so a DELETE of any other UID is a wrong DELETE.
  */
@@ -41,12 +43,28 @@ export interface NemesisWorkload {
     relabelled: number;
     bystanders: number;
     burst: number;
+    /** Drivers a person deleted while a finalizer held them. */
+    held: number;
   };
   /** Creates `perTarget` finished drivers in every namespace, all due now (finished a retention ago). */
   burst(perTarget: number): void;
+  /**
+   * Creates `count` drivers in `namespace` that finish now (due a retention later), each with a finalizer
+   * ({@link HOLD_FINALIZER}) that keeps it, terminating, once deleted.
+   */
+  heldDrivers(namespace: string, count: number): V1Pod[];
+  /** A person deletes these pods (the finalizer keeps them, with a `deletionTimestamp`); recorded. */
+  personDelete(pods: readonly V1Pod[]): void;
+  /** The finalizer's owner is done: the pods are removed. */
+  release(pods: readonly V1Pod[]): void;
+  /** UID → when (epoch ms, sandbox clock) a person deleted it with {@link NemesisWorkload.personDelete}. */
+  readonly personDeletedAt: ReadonlyMap<string, number>;
   /** Stops creating pods and acting; pods in flight stay as they are (non-terminal ones are bystanders). */
   stop(): void;
 }
+
+/** A finalizer as a log shipper puts on pods: it keeps a deleted pod until the logs are shipped. */
+export const HOLD_FINALIZER = 'logs.example.com/ship-before-delete';
 
 /** Starts the workload on `server`. */
 export function startNemesisWorkload(
@@ -54,7 +72,8 @@ export function startNemesisWorkload(
   opts: NemesisWorkloadOptions,
 ): NemesisWorkload {
   const uids = new Set<string>();
-  const counts = { drivers: 0, recreated: 0, relabelled: 0, bystanders: 0, burst: 0 };
+  const counts = { drivers: 0, recreated: 0, relabelled: 0, bystanders: 0, burst: 0, held: 0 };
+  const personDeletedAt = new Map<string, number>();
   const record = (p: V1Pod) => {
     uids.add(p.metadata?.uid ?? '');
     return p;
@@ -139,6 +158,36 @@ export function startNemesisWorkload(
           counts.burst++;
         }
     },
+    heldDrivers(namespace, count) {
+      const now = server.clock.now();
+      return Array.from({ length: count }, () => {
+        const pod = sparkDriverPod({
+          namespace,
+          phase: opts.prng.chance(0.7) ? 'Succeeded' : 'Failed',
+          nowMs: now,
+        });
+        pod.metadata = { ...pod.metadata, finalizers: [HOLD_FINALIZER] };
+        counts.held++;
+        return record(server.pods.create(pod));
+      });
+    },
+    personDelete(pods) {
+      for (const p of pods) {
+        const ns = p.metadata?.namespace ?? '';
+        const name = p.metadata?.name ?? '';
+        if (server.pods.get(ns, name)?.metadata?.uid !== p.metadata?.uid) continue;
+        server.pods.delete(ns, name, { preconditions: { uid: p.metadata?.uid } });
+        personDeletedAt.set(p.metadata?.uid ?? '', server.clock.now());
+      }
+    },
+    release(pods) {
+      for (const p of pods) {
+        const cur = server.pods.get(p.metadata?.namespace ?? '', p.metadata?.name ?? '');
+        if (!cur || cur.metadata?.uid !== p.metadata?.uid) continue;
+        server.pods.update({ ...cur, metadata: { ...cur.metadata, finalizers: [] } });
+      }
+    },
+    personDeletedAt,
     stop() {
       stopped = true;
       clearTimeout(timer);

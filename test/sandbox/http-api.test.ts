@@ -293,6 +293,55 @@ describe('faults', () => {
     await waitFor(() => w.ended, 'dropped stream');
     expect(w.events.map((e) => e.type)).toEqual(['ADDED']);
   });
+
+  it("stalls a namespace's watches (and all-namespaces ones): nothing sent, then everything held, in order", async () => {
+    const rv = server.resourceVersion();
+    const url = (ns?: string) =>
+      `${server.url}/api/v1/${ns ? `namespaces/${ns}/` : ''}pods?watch=true&resourceVersion=${rv}`;
+    const stalled = await openRawWatch(url('stall-a'));
+    const other = await openRawWatch(url('stall-b'));
+    const all = await openRawWatch(url());
+    server.stallWatches(600_000, 'stall-a');
+    server.pods.create(pod('stall-a', 'p'));
+    server.pods.update({
+      ...pod('stall-a', 'p'),
+      metadata: { ...server.pods.get('stall-a', 'p')?.metadata },
+    });
+    server.pods.create(pod('stall-b', 'q'));
+    await waitFor(() => other.events.length === 1, 'the other namespace served');
+    // A request answered after the other stream's event: the stalled ones had every chance to send.
+    expect((await fetch(`${server.url}/api/v1/namespaces/stall-a/pods`)).status).toBe(200);
+    expect(stalled.events).toEqual([]);
+    expect(all.events).toEqual([]);
+    server.clock.advance(600_000);
+    await waitFor(() => stalled.events.length === 2 && all.events.length === 3, 'held events delivered');
+    expect(stalled.events.map((e) => `${e.type} ${e.object.metadata?.name}`)).toEqual([
+      'ADDED p',
+      'MODIFIED p',
+    ]);
+    expect(all.events.map((e) => `${e.type} ${e.object.metadata?.name}`)).toEqual([
+      'ADDED p',
+      'MODIFIED p',
+      'ADDED q',
+    ]);
+    for (const w of [stalled, other, all]) await w.close();
+  });
+
+  it('a stalled stream that ends drops what it held; a watch resumed from its resourceVersion gets it', async () => {
+    const rv = server.resourceVersion();
+    const url = `${server.url}/api/v1/namespaces/stall-c/pods?watch=true&resourceVersion=${rv}`;
+    const first = await openRawWatch(url);
+    server.stallWatches(600_000, 'stall-c');
+    server.pods.create(pod('stall-c', 'p'));
+    server.dropWatches();
+    await waitFor(() => first.ended, 'stream ended');
+    expect(first.events).toEqual([]);
+    server.clock.advance(600_000);
+    const resumed = await openRawWatch(url);
+    await waitFor(() => resumed.events.length === 1, 'replayed');
+    expect(resumed.events[0]?.type).toBe('ADDED');
+    await resumed.close();
+  });
 });
 
 describe('control surface over HTTP', () => {

@@ -9,6 +9,7 @@ import {
   checkDeletes,
   checkOverdueMetric,
   checkSent,
+  checkTerminatingDeletes,
   findLeaks,
   type InvariantName,
   judgePod,
@@ -127,6 +128,23 @@ describe('checkDeletes', () => {
     ],
     ['exactly at the deadline → clean', [del(done('a'), T + RETENTION, 200)], []],
     [
+      '409, 409 (preconditions refused twice: a re-run after a kill), nothing else → clean',
+      [
+        del(done('a'), after, 409, { applied: undefined }),
+        del(done('a'), after + 300, 409, { applied: undefined }),
+      ],
+      [],
+    ],
+    [
+      '409 then 200, then 404 → repeated (the 200 and the 404 count)',
+      [
+        del(done('a'), after, 409, { applied: undefined }),
+        del(done('a'), after + 300, 200),
+        del(done('a'), after + 600, 404),
+      ],
+      ['repeated-delete'],
+    ],
+    [
       'applied to a running driver → wrong',
       [del(driver('run', { phase: 'Running' }), after, 200)],
       ['wrong-delete'],
@@ -203,6 +221,44 @@ describe('checkSent', () => {
     ['a DELETE whose body never arrived whole → not judged', undefined, 0],
   ] as const)('%s', (_name, uid, n) => {
     expect(checkSent([{ replica: 'r0', path: '/p', atMs: 1, uid }])).toHaveLength(n);
+  });
+});
+
+describe('checkTerminatingDeletes', () => {
+  const terminating = driver('a', { finishedMs: T, deleting: true });
+  const personAt = new Map([['a', T + 1500]]);
+  const cases: [string, DeleteRecord[], ReadonlyMap<string, number>, number][] = [
+    [
+      'accepted DELETE of a pod a person deleted before its deadline → violation',
+      [del(terminating, after, 200)],
+      personAt,
+      1,
+    ],
+    [
+      'refused by the resourceVersion precondition (409) → clean',
+      [del(terminating, after, 409)],
+      personAt,
+      0,
+    ],
+    ['met a fault (503) → clean', [del(terminating, after, 503)], personAt, 0],
+    [
+      'the person deleted it after its deadline (a race with the re-check) → clean',
+      [del(terminating, after, 200)],
+      new Map([['a', T + RETENTION + 1]]),
+      0,
+    ],
+    [
+      'not deleted by a person (our own earlier DELETE: a repeated-delete) → clean here',
+      [del(terminating, after, 200)],
+      new Map(),
+      0,
+    ],
+    ['the pod found was not terminating → clean', [del(done('a'), after, 200)], personAt, 0],
+  ];
+  it.each(cases)('%s', (_name, records, deletedAt, n) => {
+    const v = checkTerminatingDeletes(records, deletedAt, RETENTION);
+    expect(v).toHaveLength(n);
+    for (const x of v) expect(x.invariant).toBe('terminating-delete');
   });
 });
 

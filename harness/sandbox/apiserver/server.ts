@@ -110,6 +110,11 @@ export interface SandboxApiServer {
   compact(): void;
   /** Ends every open watch stream cleanly, mid-stream. */
   dropWatches(): void;
+  /**
+   * Stalls the watch streams of `namespace` (and all-namespaces ones; undefined: all) for `durationMs` ms:
+   * open and new streams send nothing, then everything they held, in order — a lagging watch cache.
+   */
+  stallWatches(durationMs: number, namespace?: string): void;
   /** Stops listening, ends watches and connections. Idempotent. */
   close(): Promise<void>;
 }
@@ -274,7 +279,10 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
 
   const sweepTimer = setInterval(() => store.sweep(), opts.sweepIntervalMs ?? 200);
   sweepTimer.unref();
-  const unsubscribeClock = clock.onAdvance(() => store.sweep());
+  const unsubscribeClock = clock.onAdvance(() => {
+    store.sweep();
+    hub.recheckStalls();
+  });
   const stopCompactor = startCompactor(store, compactionIntervalMs);
 
   let closing: Promise<void> | undefined;
@@ -310,6 +318,7 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
     podCount: () => store.size,
     compact: () => store.compact(),
     dropWatches: () => hub.dropAll(),
+    stallWatches: (durationMs, namespace) => hub.stall(durationMs, namespace),
     close() {
       closing ??= (async () => {
         clearInterval(sweepTimer);

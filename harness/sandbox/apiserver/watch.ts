@@ -8,6 +8,9 @@
  *   starts matching as ADDED (the watch cache's filtering, cacher.go `watchCacheEvent` handling).
  * - `allowWatchBookmarks`: periodic BOOKMARK events with only metadata.resourceVersion.
  * - `timeoutSeconds`: the stream ends cleanly after that many seconds.
+ * - A stall ({@link WatchHub.stall}, a fault): the streams stay open but send nothing until it ends, then
+ *   everything held, in order — a watch cache lagging behind etcd. A stream that ends meanwhile drops what it
+ *   held: the client resumes from the last resourceVersion it saw and gets those events again.
  */
 import type { ServerResponse } from 'node:http';
 import type { V1Pod } from '@kubernetes/client-node';
@@ -95,6 +98,10 @@ export class WatchHub {
   readonly #bookmarkIntervalMs: number;
   readonly #now: () => number;
   readonly #open = new Set<OpenWatch>();
+  /** Stalls: namespace (undefined: all) → until when (epoch ms, sandbox clock). */
+  #stalls: { namespace: string | undefined; untilMs: number }[] = [];
+  /** The flushes of the streams holding events in a stall (run again by {@link WatchHub.recheckStalls}). */
+  readonly #held = new Set<() => void>();
 
   constructor(store: PodStore, opts: WatchHubOptions = {}) {
     this.#store = store;
@@ -110,6 +117,30 @@ export class WatchHub {
   /** Ends every open stream cleanly (the client sees the response end and reconnects). */
   dropAll(): void {
     for (const w of [...this.#open]) w.end(false);
+  }
+
+  /**
+   * Stalls the watches of `namespace` (and every all-namespaces watch; undefined: every watch) for
+   * `durationMs` (ms): they stay open and send nothing, then deliver what they held, in order.
+   */
+  stall(durationMs: number, namespace?: string): void {
+    this.#stalls.push({ namespace, untilMs: this.#now() + durationMs });
+  }
+
+  /** Delivers what stalled streams held if their stall has ended (the sandbox clock was advanced). */
+  recheckStalls(): void {
+    for (const flush of [...this.#held]) flush();
+  }
+
+  /** Until when (epoch ms) a watch of `namespace` is stalled; 0 when it is not. */
+  #stalledUntil(namespace: string | undefined): number {
+    const now = this.#now();
+    this.#stalls = this.#stalls.filter((x) => x.untilMs > now);
+    let until = 0;
+    for (const x of this.#stalls)
+      if (x.namespace === undefined || namespace === undefined || x.namespace === namespace)
+        until = Math.max(until, x.untilMs);
+    return until;
   }
 
   /** Ends every open stream by destroying its connection. */
@@ -144,9 +175,20 @@ export class WatchHub {
     // the requests read in one poll phase go out as one chunk per watch instead of one write each.
     let pending: Buffer[] = [];
     let flushScheduled = false;
+    let stallTimer: NodeJS.Timeout | undefined;
     const flush = () => {
       flushScheduled = false;
+      clearTimeout(stallTimer);
+      this.#held.delete(flush);
       if (pending.length === 0 || res.destroyed) return;
+      const stalledUntil = this.#stalledUntil(w.namespace);
+      if (stalledUntil > 0) {
+        // Held: tried again when the stall ends, or when the sandbox clock is advanced past it.
+        flushScheduled = true;
+        this.#held.add(flush);
+        stallTimer = setTimeout(flush, Math.max(10, stalledUntil - this.#now()));
+        return;
+      }
       const chunk = pending.length === 1 ? (pending[0] as Buffer) : Buffer.concat(pending);
       pending = [];
       res.write(chunk);
@@ -182,10 +224,13 @@ export class WatchHub {
         clearInterval(bookmarkTimer);
         clearTimeout(timeoutTimer);
         clearTimeout(dropTimer);
+        clearTimeout(stallTimer);
+        this.#held.delete(flush);
         this.#open.delete(handle);
         if (reset) res.destroy();
         else {
-          flush();
+          // What a stall held is dropped with the stream: the client's resume replays it.
+          if (this.#stalledUntil(w.namespace) === 0) flush();
           res.end();
         }
         onEnd();
