@@ -1,6 +1,7 @@
 /**
  * `spark-driver-cleaner status`: one block per target from Redis and etcd alone (no API server) — leader and
- * since when, jobs by state, next deadline, overdue jobs, last accepted DELETE; `--json` for scripts. Same
+ * since when, jobs by state, next deadline, overdue jobs, last accepted DELETE — then, with etcd, how
+ * leaderships are balanced (members, cap, per replica leads vs. assigned); `--json` for scripts. Same
  * configuration as `run` (flags, `SDC_*`, `--config`). A check: exit 0 when every target has a leader and no
  * overdue job, 1 otherwise, 2 for bad configuration, 3 when Redis or etcd cannot be reached.
  */
@@ -8,6 +9,7 @@ import type { Command } from 'commander';
 import { selfCheckSettings } from '../cleaner/self-check.ts';
 import { systemClock } from '../clock.ts';
 import { KubeconfigError } from '../kube/kubeconfig.ts';
+import { readBalance } from '../status/balance-read.ts';
 import { checkReachable, openStateStore, resolveTargets, UnreachableError } from '../status/state-store.ts';
 import { EXIT_UNREACHABLE, formatStatus, statusExitCode, statusJson } from '../status/status-format.ts';
 import { readTargetStatus } from '../status/target-status.ts';
@@ -18,7 +20,8 @@ export function registerStatusCommand(program: Command): void {
   const cmd = program
     .command('status')
     .description(
-      'Each target from Redis and etcd: leader, jobs, next deadline, overdue jobs, last DELETE. ' +
+      'Each target from Redis and etcd: leader, jobs, next deadline, overdue jobs, last DELETE; ' +
+        'with etcd, the leadership balance (members, cap, per replica leads vs. assigned). ' +
         'Exit 0 healthy, 1 a target without leader or with overdue jobs, 2 bad configuration, 3 Redis/etcd unreachable.',
     )
     .option('--json', 'print JSON instead of text');
@@ -56,10 +59,18 @@ async function status(flags: Record<string, unknown>): Promise<number> {
         }),
       ),
     );
+    // With etcd: the live members and the assignment, from the same keys the replicas balance with.
+    const balance = store.etcd
+      ? await readBalance(
+          store.etcd,
+          rows.map((r) => r.target),
+          rows.map((r) => r.leader),
+        )
+      : undefined;
     process.stdout.write(
       flags.json === true
-        ? `${JSON.stringify(statusJson(rows, nowMs), null, 2)}\n`
-        : formatStatus(rows, nowMs),
+        ? `${JSON.stringify(statusJson(rows, nowMs, balance), null, 2)}\n`
+        : formatStatus(rows, nowMs, balance),
     );
     return statusExitCode(rows);
   } catch (err) {

@@ -52,3 +52,65 @@ export function assignTargets(targets: Iterable<string>, members: Iterable<strin
   }
   return { owners, cap };
 }
+
+/**
+ * The value of a replica's membership key (`spark-driver-cleaner/members/<id>`): its set of targets, as a
+ * hash of the sorted, de-duplicated labels — `targets:<16 hex digits of SHA-256>`. Replicas balance only with
+ * the members whose value equals theirs (src/leadership/etcd-leadership-group.ts); `status` computes the same
+ * value from the configuration to find them.
+ * @param targets target labels (`context:namespace`), in any order
+ */
+export function targetSetValue(targets: Iterable<string>): string {
+  const labels = [...new Set(targets)].sort().join('\n');
+  return `targets:${createHash('sha256').update(labels).digest('hex').slice(0, 16)}`;
+}
+
+/** How leaderships are balanced over the live members, as `/api/v1/leaders` and `status --json` show it. */
+export interface LeadershipBalance {
+  /** The assignment rule, in one sentence. */
+  readonly rule: string;
+  /** The live members serving the same targets (replica ids), sorted. */
+  readonly members: readonly string[];
+  /** Targets balanced. */
+  readonly targets: number;
+  /** ⌈targets / members⌉: the most any member is assigned (0 without members). */
+  readonly cap: number;
+  /**
+   * Per replica: targets assigned to it, and targets it leads now (etcd's lowest candidate key). Every
+   * member has an entry; so does a leader that is not a member (it left, or serves other targets).
+   */
+  readonly share: Readonly<Record<string, { readonly assigned: number; readonly leading: number }>>;
+  /** Target label → the member it is assigned to (absent without members). */
+  readonly owners: Readonly<Record<string, string>>;
+}
+
+/**
+ * The balance of `targets` over `members`, given who leads each target now. Pure.
+ * @param targets target labels (`context:namespace`); `targets` in the result is their number
+ * @param members live member ids, sorted (as the result lists them)
+ * @param leaders the leading replica of each target (undefined: none), one entry per target
+ * @param assignment `assignTargets(targets, members)`, when the caller has it already
+ */
+export function describeBalance(
+  targets: readonly string[],
+  members: readonly string[],
+  leaders: Iterable<string | undefined>,
+  assignment: Assignment = assignTargets(targets, members),
+): LeadershipBalance {
+  const share: Record<string, { assigned: number; leading: number }> = {};
+  const of = (m: string) => {
+    share[m] ??= { assigned: 0, leading: 0 };
+    return share[m];
+  };
+  for (const m of members) of(m);
+  for (const owner of assignment.owners.values()) of(owner).assigned += 1;
+  for (const leader of leaders) if (leader !== undefined) of(leader).leading += 1;
+  return {
+    rule: ASSIGNMENT_RULE,
+    members,
+    targets: targets.length,
+    cap: assignment.cap,
+    share,
+    owners: Object.fromEntries(assignment.owners),
+  };
+}

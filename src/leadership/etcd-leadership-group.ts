@@ -20,12 +20,17 @@
  * So a replica leads at most ⌈T / R⌉ targets, plus those it still holds while their new owner is on its way
  * in; an added or restarted replica campaigns for its share as soon as it sees itself registered.
  */
-import { createHash } from 'node:crypto';
 import type { Etcd3 } from 'etcd3';
 import pLimit from 'p-limit';
 import type { MonotonicClock } from '../clock.ts';
 import type { Logger } from '../log.ts';
-import { ASSIGNMENT_RULE, type Assignment, assignTargets } from './assignment.ts';
+import {
+  type Assignment,
+  assignTargets,
+  describeBalance,
+  type LeadershipBalance,
+  targetSetValue,
+} from './assignment.ts';
 import { createElectionView, type ElectionView } from './election-view.ts';
 import { createEtcdLeadership, type EtcdLeadership, type EtcdLeadershipOptions } from './etcd-leadership.ts';
 import { createEtcdSession, type EtcdSession, REVOKE_TIMEOUT_MS } from './etcd-session.ts';
@@ -55,21 +60,8 @@ export interface EtcdLeadershipGroupOptions {
   readLeaderKey?: EtcdLeadershipOptions['readLeaderKey'];
 }
 
-/** The balance as this replica sees it, for `/api/v1/leaders`. */
-export interface LeadershipBalance {
-  /** The assignment rule, in one sentence. */
-  readonly rule: string;
-  /** The live members serving the same targets as this replica (replica ids), sorted. */
-  readonly members: readonly string[];
-  /** Targets balanced (this replica's). */
-  readonly targets: number;
-  /** ⌈targets / members⌉: the most any member is assigned. */
-  readonly cap: number;
-  /** Per member: targets assigned to it, and targets it leads now (etcd's lowest candidate key). */
-  readonly share: Readonly<Record<string, { readonly assigned: number; readonly leading: number }>>;
-  /** Target label → the member it is assigned to (absent without members). */
-  readonly owners: Readonly<Record<string, string>>;
-}
+/** The balance as this replica sees it, for `/api/v1/leaders` (its peers, its targets). */
+export type { LeadershipBalance } from './assignment.ts';
 
 /** A replica's etcd leaderships. */
 export interface EtcdLeadershipGroup {
@@ -252,8 +244,7 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
     start() {
       if (started || closed) return;
       started = true;
-      const labels = [...new Set(entries.map((e) => e.target))].sort().join('\n');
-      targetSet = `targets:${createHash('sha256').update(labels).digest('hex').slice(0, 16)}`;
+      targetSet = targetSetValue(entries.map((e) => e.target));
       session.start();
       view.start();
       // The fallback waits on time, not on a change: look again a few times per fallback period.
@@ -278,26 +269,12 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
     },
     balance() {
       const members = peers();
-      const { owners, cap } = assignment(members);
-      const share: Record<string, { assigned: number; leading: number }> = {};
-      const of = (m: string) => {
-        share[m] ??= { assigned: 0, leading: 0 };
-        return share[m];
-      };
-      for (const m of members) of(m);
-      for (const owner of owners.values()) of(owner).assigned += 1;
-      for (const x of entries) {
-        const leader = view.candidates(x.election.prefix)[0]?.replicaId;
-        if (leader !== undefined) of(leader).leading += 1;
-      }
-      return {
-        rule: ASSIGNMENT_RULE,
+      return describeBalance(
+        entries.map((e) => e.target),
         members,
-        targets: entries.length,
-        cap,
-        share,
-        owners: Object.fromEntries(owners),
-      };
+        entries.map((x) => view.candidates(x.election.prefix)[0]?.replicaId),
+        assignment(members),
+      );
     },
     session,
     view,

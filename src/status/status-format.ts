@@ -2,6 +2,7 @@
  * How `status` prints: a table for people, JSON for scripts, and the exit code that makes it a check.
  * Pure: "now" is an argument.
  */
+import type { BalanceStatus } from './balance-read.ts';
 import { statusProblems, type TargetStatus } from './target-status.ts';
 
 /** Exit codes of `status` and `explain` besides 0 (healthy) and 2 (bad configuration). */
@@ -25,8 +26,11 @@ function human(s: number): string {
   return `${Math.round(s / 86_400)} d`;
 }
 
-/** The status as text: one block per target, then the problems (if any). */
-export function formatStatus(rows: readonly TargetStatus[], nowMs: number): string {
+/**
+ * The status as text: one block per target, its problems (if any) on `PROBLEM` lines, then the leadership
+ * balance when there is one (with etcd; see {@link formatBalance}).
+ */
+export function formatStatus(rows: readonly TargetStatus[], nowMs: number, balance?: BalanceStatus): string {
   const out: string[] = [];
   for (const s of rows) {
     const j = s.jobs;
@@ -34,6 +38,9 @@ export function formatStatus(rows: readonly TargetStatus[], nowMs: number): stri
     out.push(
       `${s.target}`,
       `  leader:        ${s.leader ?? 'NONE'}${s.leader ? ` (consuming since ${when(s.consumingSinceMs, nowMs)})` : ''}`,
+      ...(balance
+        ? [`  assigned to:   ${balance.owners[s.target] ?? '- (no member serves these targets)'}`]
+        : []),
       `  candidates:    ${s.candidates.length > 0 ? s.candidates.join(', ') : '-'}`,
       `  jobs:          delayed ${j.delayed}, waiting ${j.waiting}, active ${j.active}, failed ${j.failed}, completed ${j.completed}`,
       `  next deadline: ${when(s.nextDeadlineMs, nowMs)}`,
@@ -42,12 +49,61 @@ export function formatStatus(rows: readonly TargetStatus[], nowMs: number): stri
     );
     for (const p of statusProblems(s)) out.push(`  PROBLEM:       ${p}`);
   }
+  if (balance) out.push('', ...formatBalance(balance, rows));
   return `${out.join('\n')}\n`;
 }
 
-/** The status as JSON: times as ISO-8601 strings (null when unknown), plus each target's problems. */
-export function statusJson(rows: readonly TargetStatus[], nowMs: number): unknown {
+/**
+ * The "Leadership balance" block: members, targets and cap, then one line per replica, `<id>  leads N
+ * assigned M`. A member leading more than the cap is flagged `OVER CAP` — the balancer allows that only for
+ * a moment, while the replica still leads a target whose assigned replica is on its way in (the line says
+ * how many of its targets are assigned elsewhere); a leader that is not a member serving these targets is
+ * named as such.
+ */
+export function formatBalance(balance: BalanceStatus, rows: readonly TargetStatus[]): string[] {
+  /** Targets each replica leads that are assigned to another one (handovers under way). */
+  const elsewhere = new Map<string, number>();
+  for (const s of rows) {
+    const owner = balance.owners[s.target];
+    if (s.leader !== null && owner !== undefined && owner !== s.leader)
+      elsewhere.set(s.leader, (elsewhere.get(s.leader) ?? 0) + 1);
+  }
+  const ids = Object.keys(balance.share).sort();
+  const width = Math.max(0, ...ids.map((id) => id.length));
+  const out = [
+    'Leadership balance (etcd: the live members serving these targets)',
+    `  members ${balance.members.length}, targets ${balance.targets}, cap ${balance.cap}`,
+  ];
+  for (const id of ids) {
+    const { leading, assigned } = balance.share[id] ?? { leading: 0, assigned: 0 };
+    const moving = elsewhere.get(id) ?? 0;
+    let note = '';
+    if (!balance.members.includes(id))
+      note = balance.otherMembers.includes(id)
+        ? '  (not balanced here: a member serving other targets)'
+        : '  (not balanced here: no membership key)';
+    else if (leading > balance.cap)
+      note =
+        `  OVER CAP: leads more than ${balance.cap}` +
+        (moving > 0
+          ? ` (${moving} of its targets assigned elsewhere: normal only while it hands them over)`
+          : ' (none of its targets is assigned elsewhere)');
+    out.push(`  ${id.padEnd(width)}  leads ${leading}  assigned ${assigned}${note}`);
+  }
+  if (balance.otherMembers.length > 0)
+    out.push(`  other members (serving other targets): ${balance.otherMembers.join(', ')}`);
+  return out;
+}
+
+/**
+ * The status as JSON: times as ISO-8601 strings (null when unknown), plus each target's problems. With a
+ * balance (etcd), each target has `assigned` (its assigned replica, null without members) and the result a
+ * `balance: { rule, members, targets, cap, share: { "replica": { assigned, leading } }, otherMembers }`, as
+ * `/api/v1/leaders` shows it (plus `otherMembers`).
+ */
+export function statusJson(rows: readonly TargetStatus[], nowMs: number, balance?: BalanceStatus): unknown {
   const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+  const { owners, ...shown } = balance ?? { owners: undefined };
   return {
     at: new Date(nowMs).toISOString(),
     healthy: rows.every((s) => statusProblems(s).length === 0),
@@ -55,6 +111,7 @@ export function statusJson(rows: readonly TargetStatus[], nowMs: number): unknow
       target: s.target,
       leader: s.leader,
       leaderFrom: s.leaderFrom,
+      ...(owners ? { assigned: owners[s.target] ?? null } : {}),
       consumingSince: iso(s.consumingSinceMs),
       consumers: s.consumers,
       candidates: s.candidates,
@@ -72,6 +129,7 @@ export function statusJson(rows: readonly TargetStatus[], nowMs: number): unknow
         : null,
       problems: statusProblems(s),
     })),
+    ...(owners ? { balance: shown } : {}),
   };
 }
 

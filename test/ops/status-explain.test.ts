@@ -4,16 +4,21 @@
  * configuration). One case per answer the issue asks for: accepted, pending, kept by policy, not matching,
  * being deleted by someone else, leaderless target (with an overdue job); `/api/v1/explain` behind the
  * same auth as the rest of `/api/`; the state API showing a running driver being deleted as such; the
- * single-server mode (no etcd); the bad-input exit codes.
+ * single-server mode (no etcd); the bad-input exit codes; the leadership balance `status` reads from etcd
+ * (the real replica's membership key, and hand-written keys for a replica over the cap).
  */
 import { execFile } from 'node:child_process';
 import type { V1Pod } from '@kubernetes/client-node';
+import { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI_PATH, type ReplicaProcess } from '../../harness/sandbox/replica-process.ts';
 import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
+import { assignTargets, targetSetValue } from '../../src/leadership/assignment.ts';
+import { MEMBERS_PREFIX } from '../../src/leadership/etcd-session.ts';
 import { createLogger } from '../../src/log.ts';
 import { createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
+import { electionPrefix, targetLabel } from '../../src/queue/job-identity.ts';
 import {
   createDrivers,
   firstLeader,
@@ -84,7 +89,16 @@ interface StatusJson {
     overdue: number;
     lastAccepted: { pod: string; uid: string; replica: string; at: string } | null;
     problems: string[];
+    assigned?: string | null;
   }[];
+  balance?: {
+    rule: string;
+    members: string[];
+    targets: number;
+    cap: number;
+    share: Record<string, { assigned: number; leading: number }>;
+    otherMembers: string[];
+  };
 }
 
 interface ExplainJson {
@@ -197,9 +211,20 @@ describe('status and explain: why is this pod still here?', () => {
       uid: uidOf(pods.accepted),
       replica: 'why-1',
     });
+    // The balance, from why-1's membership key (its value: the hash of the same targets) and the election.
+    expect(row?.assigned).toBe('why-1');
+    expect(s.balance).toMatchObject({
+      members: ['why-1'],
+      targets: 1,
+      cap: 1,
+      share: { 'why-1': { assigned: 1, leading: 1 } },
+    });
     const text = await cli(['status'], env([NS]));
     expect(text.status).toBe(0);
     expect(text.stdout).toContain('leader:        why-1');
+    expect(text.stdout).toContain(
+      'Leadership balance (etcd: the live members serving these targets)\n  members 1, targets 1, cap 1\n  why-1  leads 1  assigned 1\n',
+    );
   }, 60_000);
 
   it('status: a leaderless target with an overdue job → exit 1, both problems named', async () => {
@@ -216,9 +241,58 @@ describe('status and explain: why is this pod still here?', () => {
     expect(orphan?.problems).toHaveLength(2);
     expect(orphan?.problems[0]).toMatch(/no leader/);
     expect(s.targets.find((t) => t.target.endsWith(`:${NS}`))?.problems).toEqual([]);
+    // No replica serves these two targets: no member to balance over; why-1 leads NS as a member of another set.
+    expect(s.balance).toMatchObject({ members: [], cap: 0, share: { 'why-1': { assigned: 0, leading: 1 } } });
+    expect(s.balance?.otherMembers).toContain('why-1');
     const text = await cli(['status'], env([NS, ORPHAN]));
     expect(text.status).toBe(1);
     expect(text.stdout).toContain('leader:        NONE');
+  }, 60_000);
+
+  it('status: the balance read from etcd — members, cap ⌈3/2⌉ = 2, a replica leading all 3 flagged OVER CAP', async () => {
+    // Two members serving three targets, and one of them first in line of every election: written as the
+    // replicas write them (membership key and candidate keys on a lease), without replicas to rebalance them.
+    const namespaces = ['why-bal-0', 'why-bal-1', 'why-bal-2'];
+    const refs = namespaces.map((namespace) => ({ context: cluster().context, namespace }));
+    const labels = refs.map(targetLabel);
+    const etcd = new Etcd3({ hosts: cluster().etcd.endpoints });
+    const lease = etcd.lease(60);
+    try {
+      const id = await lease.grant();
+      for (const m of ['bal-a', 'bal-b'])
+        await lease.put(`${MEMBERS_PREFIX}${m}`).value(targetSetValue(labels));
+      for (const ref of refs) await lease.put(`${electionPrefix(ref)}${id}`).value('bal-a');
+      const { owners } = assignTargets(labels, ['bal-a', 'bal-b']);
+      const assignedTo = (m: string) => [...owners.values()].filter((o) => o === m).length;
+      const moving = labels.filter((t) => owners.get(t) !== 'bal-a').length;
+
+      const r = await cli(['status', '--json'], env(namespaces));
+      expect(r.status, r.stderr).toBe(0);
+      const s = JSON.parse(r.stdout) as StatusJson;
+      expect(s.balance).toMatchObject({
+        members: ['bal-a', 'bal-b'],
+        targets: 3,
+        cap: 2,
+        share: {
+          'bal-a': { assigned: assignedTo('bal-a'), leading: 3 },
+          'bal-b': { assigned: assignedTo('bal-b'), leading: 0 },
+        },
+      });
+      expect(s.balance?.otherMembers).toContain('why-1');
+      expect(s.targets.map((t) => t.assigned)).toEqual(labels.map((t) => owners.get(t)));
+
+      const text = await cli(['status'], env(namespaces));
+      expect(text.status, text.stderr).toBe(0);
+      expect(text.stdout).toContain('  members 2, targets 3, cap 2\n');
+      expect(text.stdout).toContain(
+        `  bal-a  leads 3  assigned ${assignedTo('bal-a')}  OVER CAP: leads more than 2 ` +
+          `(${moving} of its targets assigned elsewhere: normal only while it hands them over)\n`,
+      );
+      expect(text.stdout).toContain(`  bal-b  leads 0  assigned ${assignedTo('bal-b')}\n`);
+    } finally {
+      await lease.revoke().catch(() => undefined);
+      etcd.close();
+    }
   }, 60_000);
 
   it('explain: accepted → "deleted at … by why-1", by name and by UID', async () => {

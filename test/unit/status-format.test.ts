@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { EXIT_UNHEALTHY, statusExitCode, when } from '../../src/status/status-format.ts';
+import { assignTargets, targetSetValue } from '../../src/leadership/assignment.ts';
+import { balanceOf } from '../../src/status/balance-read.ts';
+import {
+  EXIT_UNHEALTHY,
+  formatBalance,
+  formatStatus,
+  statusExitCode,
+  statusJson,
+  when,
+} from '../../src/status/status-format.ts';
 import { statusProblems, type TargetStatus } from '../../src/status/target-status.ts';
 
 const NOW = Date.parse('2026-12-01T12:00:00Z');
@@ -60,4 +69,83 @@ describe('when', () => {
     ['3 days ago → days', NOW - 3 * 86_400_000, '2026-11-28T12:00:00.000Z (3 d ago)'],
   ];
   for (const [name, at, want] of cases) it(name, () => expect(when(at, NOW)).toBe(want));
+});
+
+describe('the leadership balance (status, from the members and leaders etcd has)', () => {
+  const targets = Array.from({ length: 10 }, (_, i) => `prod:ns-${i}`);
+  const set = targetSetValue(targets);
+  const members = new Map([
+    ['r1', set],
+    ['r2', set],
+    ['r3', set],
+    ['other-1', targetSetValue(['prod:elsewhere'])],
+  ]);
+  const { owners } = assignTargets(targets, ['r1', 'r2', 'r3']);
+  const ownerOf = (t: string) => owners.get(t) ?? '';
+
+  it('balanced: cap ⌈10/3⌉ = 4, every member leads what it is assigned, no flag', () => {
+    const leaders = targets.map(ownerOf);
+    const b = balanceOf(targets, members, leaders);
+    expect(b).toMatchObject({ members: ['r1', 'r2', 'r3'], targets: 10, cap: 4, otherMembers: ['other-1'] });
+    for (const m of ['r1', 'r2', 'r3']) {
+      const assigned = targets.filter((t) => ownerOf(t) === m).length;
+      expect(b.share[m]).toEqual({ assigned, leading: assigned });
+    }
+    const rows = targets.map((t) => row({ target: t, leader: ownerOf(t) }));
+    const lines = formatBalance(b, rows);
+    expect(lines.slice(0, 2)).toEqual([
+      'Leadership balance (etcd: the live members serving these targets)',
+      '  members 3, targets 10, cap 4',
+    ]);
+    expect(lines.filter((l) => /^ {2}r\d {2}leads \d {2}assigned \d$/.test(l))).toHaveLength(3);
+    expect(lines.join('\n')).not.toContain('OVER CAP');
+    expect(lines.at(-1)).toBe('  other members (serving other targets): other-1');
+  });
+
+  it('a member leading more than the cap is flagged, with the targets it holds that are assigned elsewhere', () => {
+    const leaders = targets.map(() => 'r1');
+    const b = balanceOf(targets, members, leaders);
+    const moving = targets.filter((t) => ownerOf(t) !== 'r1').length;
+    const rows = targets.map((t) => row({ target: t, leader: 'r1' }));
+    const r1 = formatBalance(b, rows).find((l) => l.startsWith('  r1'));
+    expect(r1).toBe(
+      `  r1  leads 10  assigned ${b.share.r1?.assigned}  OVER CAP: leads more than 4 ` +
+        `(${moving} of its targets assigned elsewhere: normal only while it hands them over)`,
+    );
+    expect(formatBalance(b, rows).find((l) => l.startsWith('  r2'))).toMatch(
+      /^ {2}r2 {2}leads 0 {2}assigned \d$/,
+    );
+  });
+
+  it('a leader that is not a member serving these targets is named, not flagged', () => {
+    const b = balanceOf(['prod:ns-0'], new Map([['gone', 'x']]), ['gone']);
+    expect(b).toMatchObject({ members: [], cap: 0, share: { gone: { assigned: 0, leading: 1 } } });
+    expect(formatBalance(b, [row({ target: 'prod:ns-0', leader: 'gone' })])).toContain(
+      '  gone  leads 1  assigned 0  (not balanced here: a member serving other targets)',
+    );
+  });
+
+  it('text and JSON: the block after the targets, `assigned` per target, `balance` without owners; neither without etcd', () => {
+    const leaders = targets.map(ownerOf);
+    const b = balanceOf(targets, members, leaders);
+    const rows = targets.map((t) => row({ target: t, leader: ownerOf(t) }));
+    const text = formatStatus(rows, NOW, b);
+    expect(text).toContain(`  assigned to:   ${ownerOf('prod:ns-0')}`);
+    expect(text).toContain('\nLeadership balance');
+    expect(formatStatus(rows, NOW)).not.toContain('Leadership balance');
+    const json = statusJson(rows, NOW, b) as {
+      targets: { assigned: string }[];
+      balance: Record<string, unknown>;
+    };
+    expect(json.targets[0]?.assigned).toBe(ownerOf('prod:ns-0'));
+    expect(Object.keys(json.balance).sort()).toEqual([
+      'cap',
+      'members',
+      'otherMembers',
+      'rule',
+      'share',
+      'targets',
+    ]);
+    expect(statusJson(rows, NOW)).not.toHaveProperty('balance');
+  });
 });
