@@ -46,6 +46,8 @@ export interface RunBenchOptions {
    * `--scale-sizes 1000x5` (bench/README.md).
    */
   scaleSizes?: readonly ScaleSize[];
+  /** The scale benchmark's `informerScope` (`--scale-scope`; default the product's, `namespace`). */
+  scaleScope?: 'namespace' | 'cluster';
   /** Clock, epoch ms. */
   now: () => number;
   /** Progress lines (default stderr). */
@@ -168,6 +170,7 @@ export async function runBench(opts: RunBenchOptions): Promise<{ results: BenchR
                   ])),
           ],
           electionTtlSeconds: q ? 3 : 5,
+          ...(opts.scaleScope ? { informerScope: opts.scaleScope } : {}),
           // A full idle cycle of a leader's worker (60 s: src/queue/cleanup-worker.ts IDLE_CHECKS).
           idleWindowMs: q ? 5000 : 65_000,
           steadyAfterMs: q ? 1000 : 35_000,

@@ -49,6 +49,11 @@ export interface ScaleOptions {
   sizes: ScaleSize[];
   /** SDC_ELECTION_TTL_SECONDS of the fleets, s; spreads are read 2 × TTL after a restart or an addition. */
   electionTtlSeconds: number;
+  /**
+   * SDC_INFORMER_SCOPE of the fleets: `namespace` (the default: one list and watch per target) or `cluster`
+   * (one per context, fanned out by namespace). Absent: the product's default.
+   */
+  informerScope?: 'namespace' | 'cluster';
   /** Idle window over which Redis commands and etcd keepalives are counted, ms. */
   idleWindowMs: number;
   /**
@@ -311,6 +316,7 @@ async function oneSize(
       SDC_TARGETS: namespaces.map((ns) => `${BENCH_CONTEXT}:${ns}`).join(','),
       SDC_RETENTION: `${RETENTION_MS / 1000}s`,
       SDC_ELECTION_TTL_SECONDS: String(opts.electionTtlSeconds),
+      ...(opts.informerScope ? { SDC_INFORMER_SCOPE: opts.informerScope } : {}),
     },
     onLine: (id, l) => {
       if (l.msg === 'http server listening' && typeof l.url === 'string') urls.set(id, l.url);
@@ -349,7 +355,9 @@ async function oneSize(
       `  ${tag}: 2 × TTL after the start: leaderships ${Object.values(startSpread.perReplica).join('/')}`,
     );
     // Every informer's start (LISTs and WATCHes, spread by each context's rate limiter) counted whole.
-    await until('every informer watching', () => server.openWatches() >= T * R, timeoutMs, 500).catch(
+    // One watch per target per replica in namespace scope; one per context per replica in cluster scope.
+    const watches = opts.informerScope === 'cluster' ? R : T * R;
+    await until('every informer watching', () => server.openWatches() >= watches, timeoutMs, 500).catch(
       () => undefined,
     );
     const verbsAfter = server.requests.countsByVerb();
@@ -557,7 +565,8 @@ export function scaleSection(r: ScaleResult): string[] {
   return [
     '## Scale',
     '',
-    `One context, T namespaces, R replica processes, election TTL ${r.config.electionTtlSeconds} s; ` +
+    `One context, T namespaces, R replica processes, election TTL ${r.config.electionTtlSeconds} s, ` +
+      `informer scope ${r.config.informerScope ?? 'namespace'}; ` +
       `idle figures over ${r.config.idleWindowMs / 1000} s, from ${r.config.steadyAfterMs / 1000} s after every informer watched; lateness with ${r.config.podsPerTarget} pod(s) per target due over ` +
       `${r.config.dueWindowMs / 1000} s at the default 20 QPS per replica and context. Spread = max leaderships ÷ ⌈T / live replicas⌉, ` +
       'read 2 × TTL after the start, a restart or an addition (bench/scale.ts).',

@@ -24,6 +24,7 @@ interface BenchModule {
     resultsDir?: string;
     reportDir?: string;
     scaleSizes?: readonly { targets: number; replicas: number }[];
+    scaleScope?: 'namespace' | 'cluster';
     now: () => number;
   }): Promise<{ path: string }>;
 }
@@ -78,6 +79,12 @@ export function registerBenchCommand(program: Command): void {
         'sizes of the scale benchmark as TARGETSxREPLICAS, comma-separated (default 100x3,300x3; quick 4x2; the soak: 1000x5)',
       ).argParser(scaleSizes),
     )
+    .addOption(
+      new Option(
+        '--scale-scope <scope>',
+        "the scale benchmark's informerScope: namespace (the product's default) or cluster",
+      ).choices(['namespace', 'cluster']),
+    )
     .option(
       '--out <dir>',
       'write the results JSON and the report there (default: bench/results, and the report in bench/ for a full run, bench/results/<name>/ otherwise)',
@@ -89,6 +96,7 @@ export function registerBenchCommand(program: Command): void {
         name?: string;
         out?: string;
         scaleSizes?: { targets: number; replicas: number }[];
+        scaleScope?: 'namespace' | 'cluster';
       }) => {
         if (!existsSync(RUN_PATH)) {
           process.stderr.write(
@@ -104,6 +112,7 @@ export function registerBenchCommand(program: Command): void {
             only: flags.only,
             name: flags.name,
             ...(flags.scaleSizes ? { scaleSizes: flags.scaleSizes } : {}),
+            ...(flags.scaleScope ? { scaleScope: flags.scaleScope } : {}),
             ...out,
             now: systemClock,
           });

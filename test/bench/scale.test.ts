@@ -15,13 +15,17 @@ import type { BenchResults } from '../../bench/results.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const OUTPUTS = [join(ROOT, 'bench/results/scale-quick.json'), join(ROOT, 'bench/results/scale-quick')];
+const CLUSTER_OUTPUTS = [
+  join(ROOT, 'bench/results/scale-quick-cluster.json'),
+  join(ROOT, 'bench/results/scale-quick-cluster'),
+];
 const aside = (path: string) => `${path}.before-test-${process.pid}`;
 
 beforeAll(() => {
-  for (const p of OUTPUTS) if (existsSync(p)) renameSync(p, aside(p));
+  for (const p of [...OUTPUTS, ...CLUSTER_OUTPUTS]) if (existsSync(p)) renameSync(p, aside(p));
 });
 afterAll(() => {
-  for (const p of OUTPUTS) {
+  for (const p of [...OUTPUTS, ...CLUSTER_OUTPUTS]) {
     rmSync(p, { recursive: true, force: true });
     if (existsSync(aside(p))) renameSync(aside(p), p);
   }
@@ -29,16 +33,19 @@ afterAll(() => {
 
 const count = expect.any(Number);
 
-it('npm run bench -- --quick --only scale --name scale-quick (as the README shows it) writes every scale figure and the report table', async () => {
-  const child = spawn('bash', ['-c', 'npm run bench -- --quick --only scale --name scale-quick'], {
-    cwd: ROOT,
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+/** Runs `command` in a shell from the checkout's root; resolves with its exit code and stderr. */
+async function sh(command: string): Promise<{ code: number | null; stderr: string }> {
+  const child = spawn('bash', ['-c', command], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => {
     stderr += d.toString();
   });
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  return { code, stderr };
+}
+
+it('npm run bench -- --quick --only scale --name scale-quick (as the README shows it) writes every scale figure and the report table', async () => {
+  const { code, stderr } = await sh('npm run bench -- --quick --only scale --name scale-quick');
   expect(code, stderr).toBe(0);
   const [json = '', reportDir = ''] = OUTPUTS;
 
@@ -107,4 +114,22 @@ it('npm run bench -- --quick --only scale --name scale-quick (as the README show
     'DELETE lateness p50 / p99 / max',
   ])
     expect(report).toContain(`| ${row}`);
+}, 300_000);
+
+it("--scale-scope cluster (the soak's scope at 1,000 targets): one watch per replica, whatever the targets", async () => {
+  const { code, stderr } = await sh(
+    'npm run bench -- --quick --only scale --scale-scope cluster --name scale-quick-cluster',
+  );
+  expect(code, stderr).toBe(0);
+  const [json = '', reportDir = ''] = CLUSTER_OUTPUTS;
+  const r = JSON.parse(readFileSync(json, 'utf8')) as BenchResults;
+  expect(r.benchmarks.scale?.config.informerScope).toBe('cluster');
+  const [run] = r.benchmarks.scale?.runs ?? [];
+  if (!run) throw new Error('no scale run');
+  // 4 targets × 2 replicas: 8 watches in namespace scope, 2 in cluster scope.
+  expect(run.api.openWatchesIdle).toBe(2);
+  expect(run.api.listsAtStart).toBe(2);
+  expect(run.lateness).toMatchObject({ pods: 8, undeleted: 0, deletesPerPod: 1, leaked: 0 });
+  for (const s of [run.spread.start, run.spread.afterRestart, run.spread.afterAdd]) expect(s.unled).toBe(0);
+  expect(readFileSync(join(reportDir, 'REPORT.md'), 'utf8')).toContain('informer scope cluster');
 }, 300_000);

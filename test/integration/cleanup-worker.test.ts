@@ -110,18 +110,19 @@ describe('lost job locks (a leader woken from a freeze)', () => {
       await waitFor('5 jobs held', () => entered >= n);
       // What a freeze past lockDuration does: the locks expire in Redis while the worker holds the jobs.
       await conns[0]?.del(...Array.from({ length: n }, (_, i) => q.bullQueue.toKey(`${uidOf(i)}:lock`)));
-      const summary = await waitFor('the lock-loss summary', () =>
-        lines.find((l) => String(l.msg).startsWith('lost the locks of')),
-      );
-      expect(summary).toMatchObject({ level: 'warn', jobs: n });
-      expect([...(summary.uids as string[])].sort()).toEqual(Array.from({ length: n }, (_, i) => uidOf(i)));
+      // BullMQ renews together the locks that are due (lock-manager.js): jobs fetched at nearly the same time
+      // fail in one renewal, one summary. On a loaded machine the 5 may have been fetched a renewal tick
+      // apart (CI of aa73a7b: a first summary of 1 job): then a second summary has the rest.
+      const summariesNow = () => lines.filter((l) => String(l.msg).startsWith('lost the locks of'));
+      const lostUids = () => new Set(summariesNow().flatMap((l) => l.uids as string[]));
+      await waitFor('the lock-loss summaries cover every job', () => lostUids().size === n);
+      expect([...lostUids()].sort()).toEqual(Array.from({ length: n }, (_, i) => uidOf(i)));
+      expect(summariesNow().reduce((sum, l) => sum + Number(l.jobs), 0)).toBe(n);
+      const before = summariesNow().length;
       // The jobs then end, each failing to move on without its lock ("Missing lock for job …"): one more
       // burst, one more line.
       release();
-      await waitFor(
-        'a second summary, for the jobs that could not move on',
-        () => lines.filter((l) => String(l.msg).startsWith('lost the locks of')).length >= 2,
-      );
+      await waitFor('a summary for the jobs that could not move on', () => summariesNow().length > before);
       expect(lines.filter((l) => l.msg === 'worker error')).toEqual([]);
       const summaries = lines.filter((l) => String(l.msg).startsWith('lost the locks of'));
       expect(summaries.length).toBeLessThan(n);
