@@ -114,6 +114,12 @@ const COVERAGE: Record<string, Coverage> = {
     invocation: "'npm run bench -- --quick --only scale --name scale-quick'",
     why: 'the 1,000 × 5 soak: the same benchmark, only the size differs (--scale-sizes)',
   },
+  'npm run bench -- --only scale --scale-sizes 1000x5 --scale-scope cluster --name scale-soak-cluster': {
+    run: 'elsewhere',
+    file: 'test/bench/scale.test.ts',
+    invocation: "'npm run bench -- --quick --only scale --scale-scope cluster --name scale-quick-cluster'",
+    why: 'the 1,000 × 5 soak in cluster scope: the quick run with the same --scale-scope',
+  },
 };
 
 /** The environment of a fresh shell: none of the cleaner's settings. */
