@@ -113,6 +113,11 @@ export const FIELDS: readonly FieldSpec[] = [
     help: '`namespace`: one pod informer (list+watch) per target, needing list/watch on pods in each target namespace; `cluster`: one per context, watching pods of all namespaces and keeping those of its targets — one list+watch per context whatever the number of targets, but it needs list/watch on pods cluster-wide (a ClusterRole, README “Deployment”).',
   },
   {
+    key: 'apiHttp2',
+    default: 'off',
+    help: '`off`: HTTP/1.1 to the API servers, one TCP connection per open watch (T per replica and context in namespace scope). `on`: offer HTTP/2 (ALPN, `https://` servers only; `http://` stays HTTP/1.1), so the watches of a context share one connection (up to 100 streams each; more open another). Off by default: one lost connection then drops every watch of the context at once, and `informerScope: cluster` already needs one watch per context.',
+  },
+  {
     key: 'apiTimeout',
     default: '10s',
     help: 'Client timeout of one GET or DELETE; a DELETE that times out is retried (the UID precondition makes it harmless).',

@@ -184,6 +184,7 @@ export const configSchema = z
     apiQps: positive,
     apiBurst: int(1, 100_000),
     informerScope: lowerEnum(['namespace', 'cluster']),
+    apiHttp2: lowerEnum(['off', 'on']),
     apiTimeout: duration('apiTimeout'),
     concurrency: int(1, 1000),
     retryBaseDelay: duration('retryBaseDelay'),
@@ -240,6 +241,8 @@ export const configSchema = z
     apiQps: c.apiQps,
     apiBurst: c.apiBurst,
     informerScope: c.informerScope,
+    /** `on`: offer HTTP/2 to `https://` API servers (src/kube/kube-http.ts). */
+    apiHttp2: c.apiHttp2,
     apiTimeoutMs: c.apiTimeout,
     concurrency: c.concurrency,
     retryBaseDelayMs: c.retryBaseDelay,

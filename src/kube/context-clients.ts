@@ -32,12 +32,14 @@ export interface ContextClients {
 /**
  * What {@link openContexts} reads of the configuration: the targets, `kubeconfig` (a `:`-separated list;
  * undefined → `~/.kube/config`, else in-cluster), the API rate limit per context (`apiQps` requests/s,
- * `apiBurst`) and `apiTimeoutMs` (client timeout of one GET or DELETE, ms).
+ * `apiBurst`), `apiTimeoutMs` (client timeout of one GET or DELETE, ms) and `apiHttp2` (`on`: offer HTTP/2,
+ * src/kube/kube-http.ts; undefined: `off`).
  */
 export type ContextsConfig = Pick<
   CleanerConfig,
   'targets' | 'kubeconfig' | 'apiQps' | 'apiBurst' | 'apiTimeoutMs'
->;
+> &
+  Partial<Pick<CleanerConfig, 'apiHttp2'>>;
 
 /** Dependencies of {@link openContexts}. */
 export interface OpenContextsDeps {
@@ -79,7 +81,7 @@ export function openContexts(
     let c = byContext.get(access.context);
     if (!c) {
       const serverClock = createServerClock(clocks);
-      const http = createKubeHttp(access, { serverClock });
+      const http = createKubeHttp(access, { serverClock, http2: config.apiHttp2 === 'on' });
       const limiter = createRateLimiter({
         qps: config.apiQps,
         burst: config.apiBurst,

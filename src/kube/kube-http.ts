@@ -57,19 +57,45 @@ export interface KubeHttp {
 }
 
 /**
+ * Most HTTP/2 streams (requests, watches) undici opens on one connection when `http2` is on: the lower of this
+ * and the server's SETTINGS_MAX_CONCURRENT_STREAMS (kube-apiserver: `--http2-max-streams-per-connection`).
+ * Past it the pool opens another connection rather than queueing: the pool's `connections` is left unlimited
+ * (undici's Agent default), so no watch waits for a stream that never frees (a watch holds its stream for
+ * 5-10 minutes). 300 watches on one context: 3 connections. undici's own default, written down here.
+ */
+export const H2_MAX_STREAMS_PER_CONNECTION = 100;
+
+/** Options of {@link createKubeHttp}. */
+export interface KubeHttpOptions {
+  /** Shown every answer's `Date` header (src/kube/server-clock.ts). */
+  serverClock?: ServerClock;
+  /**
+   * Offer HTTP/2 by ALPN (config `apiHttp2: on`; default false: HTTP/1.1 only). Taken only over TLS
+   * (`https://` servers; plain `http://` stays HTTP/1.1, h2c is never tried): the context's requests and
+   * watches are then streams of one connection (of {@link H2_MAX_STREAMS_PER_CONNECTION} streams each).
+   */
+  http2?: boolean;
+}
+
+/**
  * Creates the transport of one context: one keep-alive connection pool (through the cluster's proxy when it
  * has one), auth headers from {@link ClusterAccess.headers} per request. Every answer's `Date` header (LIST,
  * WATCH, GET, DELETE, errors alike) is shown to `serverClock`, when given (src/kube/server-clock.ts).
  */
-export function createKubeHttp(access: ClusterAccess, opts: { serverClock?: ServerClock } = {}): KubeHttp {
+export function createKubeHttp(access: ClusterAccess, opts: KubeHttpOptions = {}): KubeHttp {
   const server = access.server.replace(/\/+$/, '');
   const connect = { ...access.tls, keepAlive: true, keepAliveInitialDelay: 30_000 };
   // 30 s keep-alive probes, as client-go (cloud load balancers drop idle connections at 60 s).
-  // HTTP/1.1 only: undici 8 offers h2 by default and kube-apiserver would take it; the sandbox API server,
-  // and so every test of this transport (keep-alive, watch streaming, aborts), speaks HTTP/1.1.
+  // HTTP/1.1 unless asked (undici 8 offers h2 by default, and kube-apiserver takes it): over HTTP/1.1 a watch
+  // holds its own connection, over h2 every watch of the context shares one, and one lost connection drops
+  // them all at once (client-go's known failure mode). Over h2 undici also PINGs the connection every 60 s
+  // (its default) and stops opening streams on one that does not answer.
+  const h2 = opts.http2
+    ? { allowH2: true, maxConcurrentStreams: H2_MAX_STREAMS_PER_CONNECTION }
+    : { allowH2: false };
   const dispatcher: Dispatcher = access.proxyUrl
-    ? new ProxyAgent({ uri: access.proxyUrl, requestTls: access.tls, connect, allowH2: false })
-    : new Agent({ connect, allowH2: false });
+    ? new ProxyAgent({ uri: access.proxyUrl, requestTls: access.tls, connect, ...h2 })
+    : new Agent({ connect, ...h2 });
 
   const send = async (
     method: 'GET' | 'DELETE',

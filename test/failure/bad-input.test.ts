@@ -47,6 +47,7 @@ const BAD: Record<string, Record<string, string>> = {
   apiQps: { SDC_API_QPS: '-5' },
   apiBurst: { SDC_API_BURST: '0' },
   informerScope: { SDC_INFORMER_SCOPE: 'everywhere' },
+  apiHttp2: { SDC_API_HTTP2: 'yes' },
   apiTimeout: { SDC_API_TIMEOUT: 'soon' },
   concurrency: { SDC_CONCURRENCY: '0' },
   retryBaseDelay: { SDC_RETRY_BASE_DELAY: 'x' },

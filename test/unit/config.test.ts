@@ -239,6 +239,7 @@ describe('loadConfig', () => {
       apiQps: 20,
       apiBurst: 30,
       informerScope: 'namespace',
+      apiHttp2: 'off',
       dryRun: false,
       etcdEndpoints: [],
       tombstoneTtlMs: 86_400_000,
@@ -251,6 +252,16 @@ describe('loadConfig', () => {
   it('informerScope from the environment (any case), default namespace', () => {
     expect(loadConfig({ env: { ...base, SDC_INFORMER_SCOPE: 'Cluster' } }).informerScope).toBe('cluster');
     expect(loadConfig({ env: base }).informerScope).toBe('namespace');
+  });
+
+  it('apiHttp2 from the environment (any case), a flag and a file, default off', () => {
+    expect(loadConfig({ env: base }).apiHttp2).toBe('off');
+    expect(loadConfig({ env: { ...base, SDC_API_HTTP2: 'On' } }).apiHttp2).toBe('on');
+    expect(loadConfig({ env: base, flags: { apiHttp2: 'on' } }).apiHttp2).toBe('on');
+    const dir = mkdtempSync(join(tmpdir(), 'sdc-cfg-'));
+    const file = join(dir, 'c.yaml');
+    writeFileSync(file, 'apiHttp2: on\n'); // YAML 1.2: a string, not a boolean
+    expect(loadConfig({ file, env: base }).apiHttp2).toBe('on');
   });
 
   it('flags > env > file > defaults', () => {
@@ -324,6 +335,7 @@ describe('loadConfig', () => {
       { SDC_INFORMER_SCOPE: 'everywhere' },
       /SDC_INFORMER_SCOPE: "everywhere": expected one of namespace, cluster/,
     ],
+    ['bad apiHttp2', { SDC_API_HTTP2: 'yes' }, /SDC_API_HTTP2: "yes": expected one of off, on/],
     ['bad dry run', { SDC_DRY_RUN: 'maybe' }, /SDC_DRY_RUN: "maybe" is not a boolean/],
     ['bad port', { SDC_HTTP_PORT: '70000' }, /SDC_HTTP_PORT: "70000" is not an integer from 0 to 65535/],
     ['bad selector', { SDC_LABEL_SELECTOR: 'spark-role=driver,=x' }, /SDC_LABEL_SELECTOR: invalid label key/],

@@ -3,6 +3,7 @@
  * the way kube-apiserver does (`Content-Type: application/json`, Status body with code = HTTP code).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isGone } from './h2.ts';
 import { badRequest, KubeStatusError, unsupportedMediaType } from './status.ts';
 
 /** Largest request body accepted, in bytes (kube-apiserver's limit is 3 MiB). */
@@ -58,7 +59,7 @@ export function sendJson(
   json: string,
   headers: Record<string, string> = {},
 ): void {
-  if (res.headersSent || res.destroyed) return;
+  if (res.headersSent || isGone(res)) return;
   res.writeHead(code, {
     'Content-Type': 'application/json',
     'Cache-Control': 'no-cache, private',

@@ -1,6 +1,7 @@
 /**
  * startSandboxApiServer: an emulated kube-apiserver serving the core/v1 Pods API over plain
- * `node:http` or `node:https`, with bearer-token auth, a kubeconfig for itself, fault injection, a
+ * `node:http` or `node:https` (or, with `http2`, `node:http2` offering h2 and HTTP/1.1 by ALPN, as
+ * kube-apiserver does), with bearer-token auth, a kubeconfig for itself, fault injection, a
  * request log, a clock for grace periods, and compaction/watch-drop hooks.
  *
  * Request path: control prefix → (not logged) control surface; otherwise the request is classified
@@ -14,6 +15,7 @@ import {
   type Server,
   type ServerResponse,
 } from 'node:http';
+import { createSecureServer as createHttp2SecureServer } from 'node:http2';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -24,6 +26,7 @@ import { compactionInterval, startCompactor } from './compactor.ts';
 import { CONTROL_PREFIX, handleControl } from './control.ts';
 import { discoveryDocument, isHealthPath } from './discovery.ts';
 import { type ApiVerb, FaultRegistry, type FaultSpec } from './faults.ts';
+import { resetRequest } from './h2.ts';
 import { sendError, sendJson } from './http-io.ts';
 import { buildKubeconfig } from './kubeconfig.ts';
 import { mergePatch } from './patch.ts';
@@ -42,6 +45,13 @@ export interface SandboxApiServerOptions {
   host?: string;
   /** Serve HTTPS with a generated self-signed certificate (default false). */
   tls?: boolean;
+  /**
+   * With `tls`: offer HTTP/2 by ALPN (`h2`, then `http/1.1`), as kube-apiserver does; a client that does
+   * not ask for h2 is still served HTTP/1.1 (default false: HTTP/1.1 only). Over h2 every watch is a
+   * stream of one connection; a `reset` fault resets the one stream (RST_STREAM INTERNAL_ERROR), not the
+   * connection, and `openConnections()` still counts TCP connections.
+   */
+  http2?: boolean;
   /** Require `Authorization: Bearer <token>` on API requests (default: no auth). */
   token?: string;
   /** Context/cluster/user name in the written kubeconfig (default 'sandbox'). */
@@ -102,7 +112,10 @@ export interface SandboxApiServer {
   resourceVersion(): number;
   /** Number of open watch streams. */
   openWatches(): number;
-  /** Number of open client connections (TCP, HTTP/1.1 keep-alive ones included). */
+  /**
+   * Number of open client connections (TCP, HTTP/1.1 keep-alive ones included; over HTTP/2 one per session,
+   * whatever its number of streams).
+   */
   openConnections(): number;
   /** Number of pods stored (cheaper than `pods.list().length`). */
   podCount(): number;
@@ -125,10 +138,13 @@ function delay(ms: number): Promise<void> {
 
 /**
  * Starts a sandbox API server and writes its kubeconfig.
- * @throws Error when the port cannot be bound (EADDRINUSE etc.); TypeError for a bad compactionIntervalMs.
+ * @throws Error when the port cannot be bound (EADDRINUSE etc.); TypeError for a bad compactionIntervalMs, or
+ *   `http2` without `tls` (h2 is offered by ALPN, a TLS extension).
  */
 export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}): Promise<SandboxApiServer> {
   const host = opts.host ?? '127.0.0.1';
+  if (opts.http2 && !opts.tls)
+    throw new TypeError('http2 needs tls: h2 is offered by ALPN, during the TLS handshake');
   const compactionIntervalMs = compactionInterval(opts.compactionIntervalMs);
   const contextName = opts.contextName ?? 'sandbox';
   const clock = createSandboxClock();
@@ -204,7 +220,7 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
     if (fault) {
       if (fault.latencyMs) await delay(fault.latencyMs);
       if (fault.reset && apiVerb !== 'watch') {
-        req.socket.destroy();
+        resetRequest(req, res);
         return;
       }
       if (fault.loginPage) {
@@ -246,9 +262,16 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
     });
   };
 
-  const server: Server = cert
-    ? createHttpsServer({ cert: cert.cert, key: cert.key }, handle)
-    : createHttpServer(handle);
+  // node:http2's compatibility request/response carry the API of node:http's that the routes use (the
+  // differences are handled in ./h2.ts); its 'connection' event is the TCP socket, as node:https's.
+  const server: Server = !cert
+    ? createHttpServer(handle)
+    : opts.http2
+      ? (createHttp2SecureServer(
+          { cert: cert.cert, key: cert.key, allowHTTP1: true },
+          handle as unknown as Parameters<typeof createHttp2SecureServer>[1],
+        ) as unknown as Server)
+      : createHttpsServer({ cert: cert.cert, key: cert.key }, handle);
   server.keepAliveTimeout = 30_000;
   const sockets = new Set<Socket>();
   server.on('connection', (s: Socket) => {
@@ -327,7 +350,7 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
         hub.dropAll();
         await new Promise<void>((resolve) => {
           server.close(() => resolve());
-          server.closeAllConnections();
+          server.closeAllConnections?.();
           for (const s of sockets) s.destroy();
         });
       })();

@@ -14,6 +14,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { V1Pod } from '@kubernetes/client-node';
+import { isGone, isHttp2, resetResponse } from './h2.ts';
 import { withTypeMeta } from './pod-object.ts';
 import type { PodPredicate } from './selectors.ts';
 import type { KubeStatusError } from './status.ts';
@@ -32,7 +33,10 @@ export interface WatchRequest {
   timeoutSeconds: number | undefined;
   /** Send the initial-events-end bookmark (sendInitialEvents=true with bookmarks). */
   initialEventsEndBookmark: boolean;
-  /** Fault: end ('clean') or destroy ('reset') the stream after the first event or 100 ms. */
+  /**
+   * Fault: end ('clean') or destroy ('reset': the TCP connection over HTTP/1.1, only this stream over HTTP/2)
+   * the stream after the first event or 100 ms.
+   */
   drop: 'clean' | 'reset' | undefined;
   /** kubectl asked for Table rendering: each event's object is a one-row Table. */
   table: boolean;
@@ -143,7 +147,7 @@ export class WatchHub {
     return until;
   }
 
-  /** Ends every open stream by destroying its connection. */
+  /** Ends every open stream by destroying its connection (HTTP/2: resetting its stream). */
   resetAll(): void {
     for (const w of [...this.#open]) w.end(true);
   }
@@ -164,10 +168,11 @@ export class WatchHub {
    */
   serve(res: ServerResponse, w: WatchRequest, onEnd: () => void): void {
     const store = this.#store;
+    // HTTP/2 has no chunked encoding (its frames delimit the body): the header is forbidden there.
     res.writeHead(200, {
       'Content-Type': 'application/json',
       'Cache-Control': 'no-cache, private',
-      'Transfer-Encoding': 'chunked',
+      ...(isHttp2(res) ? {} : { 'Transfer-Encoding': 'chunked' }),
     });
     res.flushHeaders();
 
@@ -180,7 +185,7 @@ export class WatchHub {
       flushScheduled = false;
       clearTimeout(stallTimer);
       this.#held.delete(flush);
-      if (pending.length === 0 || res.destroyed) return;
+      if (pending.length === 0 || isGone(res)) return;
       const stalledUntil = this.#stalledUntil(w.namespace);
       if (stalledUntil > 0) {
         // Held: tried again when the stall ends, or when the sandbox clock is advanced past it.
@@ -227,7 +232,7 @@ export class WatchHub {
         clearTimeout(stallTimer);
         this.#held.delete(flush);
         this.#open.delete(handle);
-        if (reset) res.destroy();
+        if (reset) resetResponse(res);
         else {
           // What a stall held is dropped with the stream: the client's resume replays it.
           if (this.#stalledUntil(w.namespace) === 0) flush();
