@@ -57,7 +57,9 @@ describe(`nemesis, seed ${CFG.seed}`, () => {
       console.info(`[nemesis] ${run.summary}`);
       if (run.violations.length > 0) expect.fail(failureMessage(run, CFG.artifactsDir));
     },
-    CFG.durationMs + CFG.settleMs + 180_000,
+    // Settling, judging and the overdue gauge's return (≤ 60 s), plus a service that will not restart at the
+    // very end (the finale's etcd: up to 10 restore attempts of ~21 s each, injectors.ts).
+    CFG.durationMs + CFG.settleMs + 420_000,
   );
 
   it(`${OVERDUE_METRIC} is non-zero while pods are in fact overdue, and back to 0 after`, (ctx) => {

@@ -178,15 +178,26 @@ export async function runNemesis(
   const startedAtMs = server.clock.now();
   const runStarted = performance.now();
   const timeline = await runSchedule(w, schedule, {
-    onEvent: (phase, e) => {
+    onEvent: (phase, e, rec) => {
       if (phase === 'start' && process.env.NEMESIS_VERBOSE) console.info(`[nemesis] ${describeEvent(e)}`);
+      // A fault that ends far past its plan (a service that would not restart) is told at once: a run that
+      // then runs out of time still says why.
+      const overranMs = rec ? rec.endedAtMs - rec.startedAtMs - e.durationMs : 0;
+      if (phase === 'end' && (overranMs > 30_000 || rec?.notApplied))
+        console.info(
+          `[nemesis] #${e.id} ${e.kind} ended ${Math.round(overranMs / 1000)} s past its plan${rec?.notApplied ? `, not applied: ${rec.notApplied}` : ''}${rec?.note ? ` (${rec.note})` : ''}`,
+        );
     },
     beforeProcessFault: { leadMs: 1000, run: () => workload.burst(cfg.burstPerTarget) },
     person: workload,
   });
   workload.stop();
+  console.info(
+    `[nemesis] schedule over after ${Math.round((performance.now() - runStarted) / 1000)} s (planned ${Math.round(cfg.durationMs / 1000)} s); settling`,
+  );
 
   const settledAtMs = await settle(w, cfg);
+  console.info(`[nemesis] settled after ${Math.round((performance.now() - runStarted) / 1000)} s; judging`);
   const leaks = findLeaks(
     cfg.namespaces.flatMap((ns) => server.pods.list(ns)),
     { retentionMs: cfg.retentionMs, graceMs: cfg.settleMs, nowMs: settledAtMs },
