@@ -169,7 +169,30 @@ function makeService(
   let child: ChildProcess | undefined;
   let stopped = false;
   let ports = initial;
+  /** Every process this service spawned that has not exited: at most one may run (etcd locks its data dir). */
+  const own = new Set<ChildProcess>();
+  /**
+   * Lifecycle operations run one at a time: a restart that overran its fault (a slow start retried) and the
+   * next fault's kill must not interleave, or a process spawned by one is orphaned by the other — it keeps
+   * the data directory's lock and every later start waits for it until it times out (the 30-minute nemesis
+   * soak of seed 1954400105: etcd "did not become ready" 11 times, an orphan serving on an old port).
+   */
+  let queue: Promise<unknown> = Promise.resolve();
+  const serial = <T>(op: () => Promise<T>): Promise<T> => {
+    const next = queue.then(op, op);
+    queue = next.catch(() => undefined);
+    return next;
+  };
+  const killAll = async () => {
+    for (const c of [...own]) {
+      c.kill('SIGCONT');
+      c.kill('SIGKILL');
+      await exited(c);
+    }
+  };
   const start = async () => {
+    // No earlier process of this service may outlive a new start.
+    await killAll();
     const port = ports.client;
     const c = spawn(launch.bin, launch.args(ports), { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
@@ -177,12 +200,17 @@ function makeService(
       stderr = (stderr + d.toString()).slice(-4000);
     });
     live.add(c);
-    c.once('exit', () => live.delete(c));
+    own.add(c);
+    c.once('exit', () => {
+      live.delete(c);
+      own.delete(c);
+    });
     child = c;
     try {
       await waitFor(launch.what, () => launch.ready(port), c);
     } catch (err) {
       c.kill('SIGKILL');
+      await exited(c);
       throw new Error(`${(err as Error).message}\n${stderr}`);
     }
   };
@@ -203,39 +231,34 @@ function makeService(
     get pid() {
       return child?.pid;
     },
-    start,
-    async kill() {
-      if (!child) return;
-      child.kill('SIGKILL');
-      await exited(child);
-    },
+    start: () => serial(start),
+    kill: () =>
+      serial(async () => {
+        if (!child) return;
+        await killAll();
+      }),
     pause() {
       child?.kill('SIGSTOP');
     },
     resume() {
       child?.kill('SIGCONT');
     },
-    async restart() {
-      if (child && child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGKILL');
-        await exited(child);
-      }
-      await start();
-    },
-    async restartOnFreshPort() {
-      await kill();
-      const fresh = async (): Promise<Ports> => ({
-        client: await freePort(),
-        ...(initial.peer === undefined ? {} : { peer: await freePort() }),
-      });
-      ports = await fresh();
-      try {
-        await start();
-      } catch {
+    restart: () => serial(start),
+    restartOnFreshPort: () =>
+      serial(async () => {
+        await kill();
+        const fresh = async (): Promise<Ports> => ({
+          client: await freePort(),
+          ...(initial.peer === undefined ? {} : { peer: await freePort() }),
+        });
         ports = await fresh();
-        await start();
-      }
-    },
+        try {
+          await start();
+        } catch {
+          ports = await fresh();
+          await start();
+        }
+      }),
     async stop() {
       if (stopped) return;
       stopped = true;
@@ -246,6 +269,7 @@ function makeService(
         await exited(child);
         clearTimeout(timer);
       }
+      await killAll();
       rmSync(dir, { recursive: true, force: true });
     },
   };
