@@ -214,13 +214,6 @@ function makeService(
       throw new Error(`${(err as Error).message}\n${stderr}`);
     }
   };
-  const kill = async () => {
-    if (child && child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGCONT');
-      child.kill('SIGKILL');
-      await exited(child);
-    }
-  };
   return {
     get url() {
       return `${scheme}://127.0.0.1:${ports.client}`;
@@ -246,7 +239,7 @@ function makeService(
     restart: () => serial(start),
     restartOnFreshPort: () =>
       serial(async () => {
-        await kill();
+        await killAll();
         const fresh = async (): Promise<Ports> => ({
           client: await freePort(),
           ...(initial.peer === undefined ? {} : { peer: await freePort() }),
