@@ -30,7 +30,7 @@ import type { CleanupJobData } from '../src/cleanup/job-data.ts';
 import type { Outcome } from '../src/cleanup/outcome.ts';
 import { KubeApiError } from '../src/kube/api-status.ts';
 import type { DriverPod } from '../src/kube/driver-pod.ts';
-import type { DeletePreconditions } from '../src/kube/pod-api.ts';
+import { DeleteAnswerAbandonedError, type DeletePreconditions } from '../src/kube/pod-api.ts';
 import { FencedError } from '../src/leadership/fenced-error.ts';
 
 function failure(step: 'get' | 'delete', err: unknown): Outcome {
@@ -156,7 +156,8 @@ async function sendDelete(
     return { outcome: 'accepted', latenessMs: Math.max(0, deps.now() - job.deadlineMs) };
   } catch (err) {
     if (err instanceof FencedError) return { outcome: 'fenced', reason: err.message };
-    // An abort after the request left can't be taken back; but the UID precondition makes a repeat harmless.
+    // Sent, and its answer given up after a grace: not a failure, the API server may well have applied it.
+    if (err instanceof DeleteAnswerAbandonedError) return { outcome: 'aborted', deleteSent: true };
     if (signal.aborted && !(err instanceof KubeApiError)) return { outcome: 'aborted' };
     return failure('delete', err);
   }

@@ -22,7 +22,12 @@ export type Outcome =
     }
   | { readonly outcome: 'not-yet'; readonly dueInMs: number }
   | { readonly outcome: 'fenced'; readonly reason: string }
-  | { readonly outcome: 'aborted' };
+  /**
+   * Leadership lost or the replica stopping. `deleteSent`: the DELETE had left and its answer was given up
+   * (src/kube/pod-api.ts `DeleteAnswerAbandonedError`): the API server may have applied it, and the job's next
+   * run finds the pod being deleted or gone.
+   */
+  | { readonly outcome: 'aborted'; readonly deleteSent?: true };
 
 /** Names of the final no-op outcomes (logged at debug). */
 export const NOOP_OUTCOMES = [

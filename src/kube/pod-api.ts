@@ -35,6 +35,8 @@ export interface PodApi {
   get(namespace: string, name: string, signal?: AbortSignal): Promise<DriverPod | undefined>;
   /**
    * DELETE with `preconditions`: 404 → `not-found`, 409 → `conflict`.
+   * @param signal cancels the DELETE (rejecting with its reason) until the request leaves; once it has left,
+   *   its answer is awaited `answerGraceMs` more, then given up: rejects with {@link DeleteAnswerAbandonedError}.
    * @param beforeSend called after the rate limiter's wait, right before the request leaves; what it
    *   throws cancels the request and is rethrown as is (the handler re-checks its leadership there).
    */
@@ -78,6 +80,33 @@ export interface PodApiOptions {
   now?: () => number;
   /** Told about every request (telemetry); optional. */
   observer?: PodCallObserver;
+  /**
+   * How long a DELETE that has left still waits for its answer once the caller's signal aborts, ms (default
+   * {@link DELETE_ANSWER_GRACE_MS}, never longer than `timeoutMs`).
+   */
+  answerGraceMs?: number;
+}
+
+/**
+ * Default of `PodApiOptions.answerGraceMs`, ms. Aborting a DELETE that has left takes nothing back: the API
+ * server may apply it all the same. Waiting a little for its answer lets the outcome (and its log line and
+ * metric) be the true one when leadership is lost or the replica stops; the bound keeps a stop within its
+ * deadline (15 s in total, src/commands/run.ts) when the API server does not answer.
+ */
+export const DELETE_ANSWER_GRACE_MS = 2_000;
+
+/**
+ * A DELETE left, but its caller's signal aborted and its answer did not come within the grace
+ * (`PodApiOptions.answerGraceMs`): the API server may have applied it. Not a {@link KubeApiError}: nothing
+ * failed, the answer was given up.
+ */
+export class DeleteAnswerAbandonedError extends Error {
+  override readonly name = 'DeleteAnswerAbandonedError';
+  constructor(graceMs: number) {
+    super(
+      `the DELETE was sent; its answer was given up ${graceMs} ms after leadership was lost or the stop began`,
+    );
+  }
 }
 
 /** Turns a transport failure into a {@link KubeApiError}. Abort reasons are rethrown as they are. */
@@ -134,6 +163,7 @@ const podPath = (namespace: string, name: string) =>
 export function createPodApi(opts: PodApiOptions): PodApi {
   const { http } = opts;
   const timeoutMs = opts.timeoutMs ?? 10_000;
+  const answerGraceMs = Math.min(timeoutMs, opts.answerGraceMs ?? DELETE_ANSWER_GRACE_MS);
   const now = opts.now ?? systemClock;
   const withTimeout = (signal: AbortSignal | undefined) =>
     signal ? AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs);
@@ -192,12 +222,31 @@ export function createPodApi(opts: PodApiOptions): PodApi {
     async delete(namespace, name, preconditions, signal, beforeSend) {
       await opts.limiter.take(signal);
       signal?.throwIfAborted();
-      const res = await send(
-        { verb: 'DELETE', namespace, pod: name, ...preconditions },
-        signal,
-        { body: { kind: 'DeleteOptions', apiVersion: 'v1', preconditions } },
-        beforeSend,
-      );
+      // The caller's abort cancels the DELETE until it leaves; after that, its answer gets answerGraceMs more.
+      const cut = new AbortController();
+      let left = false;
+      let grace: NodeJS.Timeout | undefined;
+      const onAbort = () => {
+        if (!left) cut.abort(signal?.reason);
+        else
+          grace ??= setTimeout(() => cut.abort(new DeleteAnswerAbandonedError(answerGraceMs)), answerGraceMs);
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      let res: Awaited<ReturnType<typeof send>>;
+      try {
+        res = await send(
+          { verb: 'DELETE', namespace, pod: name, ...preconditions },
+          cut.signal,
+          { body: { kind: 'DeleteOptions', apiVersion: 'v1', preconditions } },
+          () => {
+            beforeSend?.();
+            left = true;
+          },
+        );
+      } finally {
+        signal?.removeEventListener('abort', onAbort);
+        clearTimeout(grace);
+      }
       if (res.statusCode === 404) return 'not-found';
       if (res.statusCode === 409) return 'conflict';
       if (res.statusCode >= 300) throw statusError(res.statusCode, res.body, res.headers, now());

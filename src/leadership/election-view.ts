@@ -13,7 +13,7 @@ import { backoffMs } from '../backoff.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
 import { ETCD_ROOT, MEMBERS_PREFIX } from './etcd-session.ts';
-import { withTimeout } from './with-timeout.ts';
+import { withTimeout } from '../with-timeout.ts';
 
 /** One candidate key of an election. */
 export interface CandidateKey {

@@ -34,7 +34,7 @@ import {
 import { createElectionView, type ElectionView } from './election-view.ts';
 import { createEtcdLeadership, type EtcdLeadership, type EtcdLeadershipOptions } from './etcd-leadership.ts';
 import { createEtcdSession, type EtcdSession, REVOKE_TIMEOUT_MS } from './etcd-session.ts';
-import { withTimeout } from './with-timeout.ts';
+import { withTimeout } from '../with-timeout.ts';
 
 /** Options of {@link createEtcdLeadershipGroup}. */
 export interface EtcdLeadershipGroupOptions {

@@ -26,7 +26,7 @@ import type { ElectionView } from './election-view.ts';
 import { type EtcdSession, LeaseEnd, type SessionLease } from './etcd-session.ts';
 import { FencedError } from './fenced-error.ts';
 import { type Leadership, leadershipSubscribers } from './leadership.ts';
-import { withTimeout } from './with-timeout.ts';
+import { withTimeout } from '../with-timeout.ts';
 
 /** Options of {@link createEtcdLeadership}. */
 export interface EtcdLeadershipOptions {

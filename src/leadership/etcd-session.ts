@@ -17,7 +17,7 @@ import { backoffMs } from '../backoff.ts';
 import type { MonotonicClock } from '../clock.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
-import { withTimeout } from './with-timeout.ts';
+import { withTimeout } from '../with-timeout.ts';
 
 /** Where all leadership keys live; one watch over it serves every election of a replica. */
 export const ETCD_ROOT = 'spark-driver-cleaner/';

@@ -29,6 +29,7 @@ import type { CleanupDeps, CleanupHandler } from '../cleanup/handler.ts';
 import type { CleanupJobData } from '../cleanup/job-data.ts';
 import type { Outcome } from '../cleanup/outcome.ts';
 import type { Logger } from '../log.ts';
+import { withTimeout } from '../with-timeout.ts';
 import { cleanupJobDataOf, InvalidJobDataError, type StoredJobData } from './cleanup-queue.ts';
 import { queueName, type TargetRef } from './job-identity.ts';
 import { recordLastAccepted } from './last-accepted.ts';
@@ -215,17 +216,31 @@ function logOutcome(log: Logger, d: CleanupJobData, attemptsMade: number, o: Out
     case 'not-yet':
       log.debug({ ...fields, dueInMs: o.dueInMs }, 'not due yet: back to delayed');
       return;
-    case 'fenced':
     case 'aborted':
-      log.debug(
-        { ...fields, why: o.outcome === 'fenced' ? o.reason : 'leadership lost or shutdown' },
-        'job put back before its DELETE',
-      );
+      if (o.deleteSent) {
+        log.info(
+          { ...fields, why: 'leadership lost or shutdown' },
+          'DELETE sent, its answer given up: the job is put back, its next run sees the deletion',
+        );
+        return;
+      }
+      log.debug({ ...fields, why: 'leadership lost or shutdown' }, 'job put back before its DELETE');
+      return;
+    case 'fenced':
+      log.debug({ ...fields, why: o.reason }, 'job put back before its DELETE');
       return;
     default:
       log.debug({ ...fields, ...(o.outcome === 'skipped' ? { why: o.reason } : {}) }, 'no-op');
   }
 }
+
+/**
+ * How long `stop()` waits for the BullMQ Worker to close, ms. A close waits for the jobs in flight: a DELETE's
+ * answer (at most `DELETE_ANSWER_GRACE_MS`, src/kube/pod-api.ts, once aborted) and the Redis call that puts the
+ * job back. With Redis unreachable that call never ends; past this bound the stop goes on (src/commands/run.ts
+ * gives the whole shutdown 15 s) and the jobs are left active, to come back when their locks lapse.
+ */
+export const WORKER_CLOSE_TIMEOUT_MS = 4_000;
 
 /** Creates the worker of one target; call `run()` when elected. */
 export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
@@ -412,7 +427,20 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
         opts.connection.setMaxListeners(Math.max(0, opts.connection.getMaxListeners() - 1));
         try {
           w.cancelAllJobs(reason);
-          await w.close();
+          await withTimeout(w.close(), WORKER_CLOSE_TIMEOUT_MS, 'closing the worker').catch((err: Error) => {
+            // Redis unreachable: the aborted jobs cannot be put back. Left active, their locks lapse and the
+            // next leader takes them over (stalled-jobs check); the close goes on in the background.
+            opts.log.warn(
+              {
+                context: opts.target.context,
+                namespace: opts.target.namespace,
+                reason,
+                why: err.message,
+                lockDurationMs: LOCK_DURATION_MS,
+              },
+              'worker close timed out (Redis unreachable?): its jobs in flight are left to their locks, which lapse; the next leader takes them over',
+            );
+          });
           lockLoss.flush();
         } finally {
           worker = undefined;

@@ -7,7 +7,7 @@ import { monotonicClock } from '../../src/clock.ts';
 import { KubeApiError } from '../../src/kube/api-status.ts';
 import { createKubeHttp } from '../../src/kube/kube-http.ts';
 import { loadClusterAccess } from '../../src/kube/kubeconfig.ts';
-import { createPodApi } from '../../src/kube/pod-api.ts';
+import { createPodApi, DeleteAnswerAbandonedError } from '../../src/kube/pod-api.ts';
 import { createRateLimiter } from '../../src/kube/rate-limiter.ts';
 import { createTerminatedDrivers } from '../helpers/cluster.ts';
 
@@ -114,6 +114,66 @@ describe('pod API over HTTPS with a bearer token (sandbox)', () => {
     expect(err).toBe(veto);
     expect(server.requests.countsByVerb().delete ?? 0).toBe(before);
     expect(server.pods.get('tls', name)).toBeDefined();
+  });
+
+  it('a DELETE that has left is not cut by its signal: the answer within the grace is the outcome', async () => {
+    const [pod] = createTerminatedDrivers(server, 'tls', 1, 'left');
+    const name = pod?.metadata?.name ?? '';
+    const fault = server.faults.inject({ verb: 'delete', path: `/${name}$`, latencyMs: 400, count: 1 });
+    const lost = new AbortController();
+    try {
+      // Leadership lost 50 ms after the request left: aborting now would take nothing back.
+      const result = await api().delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, lost.signal, () => {
+        setTimeout(() => lost.abort(new Error('leadership lost')), 50);
+      });
+      expect(lost.signal.aborted).toBe(true);
+      expect(result).toBe('accepted');
+      expect(server.pods.get('tls', name)).toBeUndefined(); // a terminated pod goes at once
+    } finally {
+      server.faults.clear(fault);
+    }
+  });
+
+  it('a DELETE that has left and gets no answer within the grace is given up (DeleteAnswerAbandonedError)', async () => {
+    const [pod] = createTerminatedDrivers(server, 'tls', 1, 'given-up');
+    const name = pod?.metadata?.name ?? '';
+    const fault = server.faults.inject({ verb: 'delete', path: `/${name}$`, latencyMs: 5_000, count: 1 });
+    const lost = new AbortController();
+    const access = loadClusterAccess(server.kubeconfigPath, undefined);
+    const pods = createPodApi({
+      http: createKubeHttp(access),
+      limiter: createRateLimiter({ qps: 1e6, burst: 1e6, monotonicNow: monotonicClock }),
+      answerGraceMs: 100,
+    });
+    try {
+      const err = await pods
+        .delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, lost.signal, () => {
+          setTimeout(() => lost.abort(new Error('leadership lost')), 20);
+        })
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(DeleteAnswerAbandonedError);
+    } finally {
+      server.faults.clear(fault);
+    }
+  });
+
+  it('a DELETE aborted before it leaves rejects with the abort reason and sends nothing', async () => {
+    const [pod] = createTerminatedDrivers(server, 'tls', 1, 'held');
+    const name = pod?.metadata?.name ?? '';
+    const access = loadClusterAccess(server.kubeconfigPath, undefined);
+    const limiter = createRateLimiter({ qps: 0.1, burst: 1, monotonicNow: monotonicClock });
+    await limiter.take(); // the next request waits ~10 s for a token
+    const pods = createPodApi({ http: createKubeHttp(access), limiter });
+    const before = server.requests.countsByVerb().delete ?? 0;
+    const lost = new AbortController();
+    const reason = new Error('leadership lost');
+    const pending = pods
+      .delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, lost.signal)
+      .catch((e: unknown) => e);
+    lost.abort(reason);
+    expect(await pending).toBe(reason);
+    expect(server.requests.countsByVerb().delete ?? 0).toBe(before);
+    expect(server.pods.get('tls', name)?.metadata?.deletionTimestamp).toBeUndefined();
   });
 
   it('a 401 tells the credentials to refresh (ClusterAccess.unauthorized)', async () => {

@@ -4,7 +4,7 @@ import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import { KubeApiError } from '../../src/kube/api-status.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
-import type { DeleteResult, PodApi } from '../../src/kube/pod-api.ts';
+import { DeleteAnswerAbandonedError, type DeleteResult, type PodApi } from '../../src/kube/pod-api.ts';
 import { FencedError } from '../../src/leadership/fenced-error.ts';
 import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 
@@ -196,6 +196,19 @@ describe('cleanupDriverPod', () => {
     };
     expect(await run(d, ac.signal)).toEqual({ outcome: 'aborted' });
     expect(f.calls).toEqual(['get spark/d1']);
+  });
+
+  it('a DELETE sent whose answer was given up → aborted with deleteSent (the job is put back, not failed)', async () => {
+    const ac = new AbortController();
+    const f = fakePods(driver());
+    const d = deps(f.pods);
+    d.pods.delete = async (ns, name) => {
+      f.calls.push(`delete ${ns}/${name}`);
+      ac.abort(new Error('leadership lost'));
+      throw new DeleteAnswerAbandonedError(2_000);
+    };
+    expect(await run(d, ac.signal)).toEqual({ outcome: 'aborted', deleteSent: true });
+    expect(f.calls).toEqual(['get spark/d1', 'delete spark/d1']);
   });
 
   it('cache mode reads the informer cache, not the API', async () => {
