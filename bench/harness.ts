@@ -91,6 +91,11 @@ export interface FleetSpec {
   cliPath?: string;
   /** A cgroup directory every replica joins before Node starts (bench/memory-cgroup.ts). */
   cgroupDir?: string;
+  /**
+   * The cgroup directory one replica joins, by its id (a container each, as in the Deployment); wins over
+   * `cgroupDir`. Undefined for an id: none.
+   */
+  cgroupFor?: (replicaId: string) => string | undefined;
   /** The target already has a leader: do not wait for one of these replicas to be elected. */
   joinExisting?: boolean;
 }
@@ -119,7 +124,9 @@ export function spawnOne(env: BenchEnv, spec: FleetSpec, id: string): ReplicaPro
     env: replicaEnv(env, spec),
     keepLines: 500,
     ...(spec.cliPath ? { cliPath: spec.cliPath } : {}),
-    ...(spec.cgroupDir ? { cgroupDir: spec.cgroupDir } : {}),
+    ...((spec.cgroupFor?.(id) ?? spec.cgroupDir)
+      ? { cgroupDir: spec.cgroupFor?.(id) ?? spec.cgroupDir }
+      : {}),
     onLine: (line: Record<string, unknown>) => spec.onLine?.(id, line),
   };
   const r = spec.mode === 'baseline' ? spawnBaselineReplica(opts) : spawnReplica(opts);

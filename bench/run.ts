@@ -48,6 +48,8 @@ export interface RunBenchOptions {
   scaleSizes?: readonly ScaleSize[];
   /** The scale benchmark's `informerScope` (`--scale-scope`; default the product's, `namespace`). */
   scaleScope?: 'namespace' | 'cluster';
+  /** Run the scale benchmark's replicas as the Deployment does (`--scale-as-deployed`; ScaleOptions.asDeployed). */
+  scaleAsDeployed?: boolean;
   /** Clock, epoch ms. */
   now: () => number;
   /** Progress lines (default stderr). */
@@ -171,6 +173,7 @@ export async function runBench(opts: RunBenchOptions): Promise<{ results: BenchR
           ],
           electionTtlSeconds: q ? 3 : 5,
           ...(opts.scaleScope ? { informerScope: opts.scaleScope } : {}),
+          ...(opts.scaleAsDeployed ? { asDeployed: true } : {}),
           // A full idle cycle of a leader's worker (60 s: src/queue/cleanup-worker.ts IDLE_CHECKS).
           idleWindowMs: q ? 5000 : 65_000,
           steadyAfterMs: q ? 1000 : 35_000,

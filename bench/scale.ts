@@ -20,6 +20,7 @@
  * Counts are exact; times are figures for the report, never asserted.
  */
 import type { ReplicaProcess } from '../harness/sandbox/replica-process.ts';
+import { buildCompiled } from './cost.ts';
 import {
   BENCH_CONTEXT,
   type BenchEnv,
@@ -37,6 +38,7 @@ import {
   stopFleet,
   until,
 } from './harness.ts';
+import { createMemoryCgroup, deploymentMemoryLimitBytes, type MemoryCgroup } from './memory-cgroup.ts';
 
 /** One size: `targets` namespaces of the bench context cleaned by `replicas` replica processes. */
 export interface ScaleSize {
@@ -54,6 +56,12 @@ export interface ScaleOptions {
    * (one per context, fanned out by namespace). Absent: the product's default.
    */
   informerScope?: 'namespace' | 'cluster';
+  /**
+   * Run each replica as the Deployment runs it: the compiled build (`tsc -p tsconfig.build.json`), each in
+   * its own memory cgroup with the Deployment's limit (Node sizes V8's heap from it). Where no cgroup can be
+   * made, the compiled build without a limit (the run says so). Absent: from source, no limit.
+   */
+  asDeployed?: boolean;
   /** Idle window over which Redis commands and etcd keepalives are counted, ms. */
   idleWindowMs: number;
   /**
@@ -125,6 +133,10 @@ export interface ScaleRun extends ScaleSize {
   rssMiB: Record<string, number>;
   rssMinMiB: number;
   rssMaxMiB: number;
+  /** How the replicas ran: from source, or compiled (`asDeployed`). */
+  build: 'source' | 'compiled';
+  /** Each replica's memory cgroup limit, MiB; null: none (from source, or no cgroup could be made). */
+  memoryLimitMiB: number | null;
   spread: {
     /** When every target was first led (the first replicas to register lead more until the others take over). */
     firstLed: LeadershipSpread;
@@ -303,7 +315,9 @@ async function oneSize(
   // Generous: at 1,000 × 5 the start alone took ~40 s in issue 15.
   const timeoutMs = 120_000 + T * 300;
   const urls = new Map<string, string>();
+  const deployed = opts.asDeployed ? asDeployed(`sdc-scale-${process.pid}-${tag}`, progress) : undefined;
   const spec: FleetSpec = {
+    ...deployed?.spec,
     mode: 'coordinated',
     count: R,
     namespace: namespaces[0] ?? '',
@@ -443,6 +457,8 @@ async function oneSize(
       rssMiB: rss,
       rssMinMiB: Math.min(...rssValues),
       rssMaxMiB: Math.max(...rssValues),
+      build: deployed ? 'compiled' : 'source',
+      memoryLimitMiB: deployed?.limitBytes ? Math.round(deployed.limitBytes / 2 ** 20) : null,
       spread: {
         firstLed: firstLedSpread,
         start: startSpread,
@@ -462,7 +478,38 @@ async function oneSize(
     };
   } finally {
     await stopFleet(all);
+    deployed?.remove();
   }
+}
+
+/**
+ * The fleet spec's part that runs replicas as the Deployment does: the compiled build, each replica in a memory
+ * cgroup of its own limited as the Deployment's container (bench/memory-cgroup.ts). `limitBytes` is undefined
+ * where no cgroup could be made (then the compiled build runs without a limit); `remove` removes the cgroups.
+ */
+function asDeployed(
+  name: string,
+  progress: (msg: string) => void,
+): { spec: Pick<FleetSpec, 'cliPath' | 'cgroupFor'>; limitBytes: number | undefined; remove: () => void } {
+  progress('  compiling (tsc -p tsconfig.build.json): replicas run as the image runs them');
+  const cliPath = buildCompiled();
+  const limitBytes = deploymentMemoryLimitBytes();
+  const cgroups = new Map<string, MemoryCgroup | undefined>();
+  const cgroupFor = (id: string) => {
+    if (!cgroups.has(id)) cgroups.set(id, createMemoryCgroup(`${name}-${id}`, limitBytes));
+    return cgroups.get(id)?.dir;
+  };
+  const probe = createMemoryCgroup(`${name}-probe`, limitBytes);
+  probe?.remove();
+  if (!probe)
+    progress('  no memory cgroup could be created here: compiled replicas run without a memory limit');
+  return {
+    spec: probe ? { cliPath, cgroupFor } : { cliPath },
+    limitBytes: probe ? limitBytes : undefined,
+    remove: () => {
+      for (const c of cgroups.values()) c?.remove();
+    },
+  };
 }
 
 /** Creates `podsPerTarget` pods in each namespace, due round-robin over the due window; measures their DELETEs. */
@@ -596,7 +643,11 @@ export function scaleSection(r: ScaleResult): string[] {
     row('etcd watchers / watch streams', (x) => `${fmt(x.etcd.watchers)} / ${fmt(x.etcd.watchStreams)}`),
     row('API LISTs / WATCHes at start', (x) => `${fmt(x.api.listsAtStart)} / ${fmt(x.api.watchesAtStart)}`),
     row('API watches open while idle', (x) => fmt(x.api.openWatchesIdle)),
-    row('replica RSS', (x) => `${x.rssMinMiB}–${x.rssMaxMiB} MiB`),
+    row(
+      'replica RSS',
+      (x) =>
+        `${x.rssMinMiB}–${x.rssMaxMiB} MiB${x.build === 'compiled' ? ` (compiled${x.memoryLimitMiB ? `, ${x.memoryLimitMiB} MiB limit` : ', no limit'})` : ''}`,
+    ),
     row('ready → every target led (spawn → led)', (x) =>
       x.allLedAfterMs === null || x.allLedAfterReadyMs === null
         ? 'not within the timeout'

@@ -86,6 +86,11 @@ export function registerBenchCommand(program: Command): void {
       ).choices(['namespace', 'cluster']),
     )
     .option(
+      '--scale-as-deployed',
+      "run the scale benchmark's replicas as the Deployment does: compiled, each in a memory cgroup with its limit",
+      false,
+    )
+    .option(
       '--out <dir>',
       'write the results JSON and the report there (default: bench/results, and the report in bench/ for a full run, bench/results/<name>/ otherwise)',
     )
@@ -97,6 +102,7 @@ export function registerBenchCommand(program: Command): void {
         out?: string;
         scaleSizes?: { targets: number; replicas: number }[];
         scaleScope?: 'namespace' | 'cluster';
+        scaleAsDeployed: boolean;
       }) => {
         if (!existsSync(RUN_PATH)) {
           process.stderr.write(
@@ -113,6 +119,7 @@ export function registerBenchCommand(program: Command): void {
             name: flags.name,
             ...(flags.scaleSizes ? { scaleSizes: flags.scaleSizes } : {}),
             ...(flags.scaleScope ? { scaleScope: flags.scaleScope } : {}),
+            ...(flags.scaleAsDeployed ? { scaleAsDeployed: true } : {}),
             ...out,
             now: systemClock,
           });
