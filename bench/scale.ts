@@ -19,6 +19,7 @@
  *
  * Counts are exact; times are figures for the report, never asserted.
  */
+import { readFileSync } from 'node:fs';
 import type { ReplicaProcess } from '../harness/sandbox/replica-process.ts';
 import { buildCompiled } from './cost.ts';
 import {
@@ -137,6 +138,8 @@ export interface ScaleRun extends ScaleSize {
   build: 'source' | 'compiled';
   /** Each replica's memory cgroup limit, MiB; null: none (from source, or no cgroup could be made). */
   memoryLimitMiB: number | null;
+  /** Replicas of the fleet (as started) that the kernel shows in a memory cgroup of their own (`/proc/<pid>/cgroup`). */
+  replicasInCgroup: number;
   spread: {
     /** When every target was first led (the first replicas to register lead more until the others take over). */
     firstLed: LeadershipSpread;
@@ -315,7 +318,8 @@ async function oneSize(
   // Generous: at 1,000 × 5 the start alone took ~40 s in issue 15.
   const timeoutMs = 120_000 + T * 300;
   const urls = new Map<string, string>();
-  const deployed = opts.asDeployed ? asDeployed(`sdc-scale-${process.pid}-${tag}`, progress) : undefined;
+  const deployedName = `sdc-scale-${process.pid}-${tag}`;
+  const deployed = opts.asDeployed ? asDeployed(deployedName, progress) : undefined;
   const spec: FleetSpec = {
     ...deployed?.spec,
     mode: 'coordinated',
@@ -393,6 +397,14 @@ async function oneSize(
     const watchStreams = await etcdMetric(env, 'etcd_debugging_mvcc_watch_stream_total');
     const openWatchesIdle = server.openWatches();
     const rss = Object.fromEntries(fleet.map((r) => [r.id, processMemoryMiB(r.pid ?? 0).rssMiB]));
+    // Which of them run in a cgroup of their own (asDeployed), read from the kernel, not from our spec.
+    const inCgroup = fleet.filter((r) => {
+      try {
+        return readFileSync(`/proc/${r.pid}/cgroup`, 'utf8').includes(`/${deployedName}-${r.id}`);
+      } catch {
+        return false;
+      }
+    }).length;
     const idleCommands = cmdAfter.total - cmdBefore.total;
     progress(
       `  ${tag}: idle ${clientsIdle.count} Redis clients, ${round(idleCommands / idleSeconds, 1)} commands/s, ` +
@@ -459,6 +471,7 @@ async function oneSize(
       rssMaxMiB: Math.max(...rssValues),
       build: deployed ? 'compiled' : 'source',
       memoryLimitMiB: deployed?.limitBytes ? Math.round(deployed.limitBytes / 2 ** 20) : null,
+      replicasInCgroup: inCgroup,
       spread: {
         firstLed: firstLedSpread,
         start: startSpread,

@@ -11,6 +11,7 @@ import { existsSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { createMemoryCgroup, deploymentMemoryLimitBytes } from '../../bench/memory-cgroup.ts';
 import type { BenchResults } from '../../bench/results.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -19,13 +20,18 @@ const CLUSTER_OUTPUTS = [
   join(ROOT, 'bench/results/scale-quick-cluster.json'),
   join(ROOT, 'bench/results/scale-quick-cluster'),
 ];
+const DEPLOYED_OUTPUTS = [
+  join(ROOT, 'bench/results/scale-quick-deployed.json'),
+  join(ROOT, 'bench/results/scale-quick-deployed'),
+];
 const aside = (path: string) => `${path}.before-test-${process.pid}`;
 
 beforeAll(() => {
-  for (const p of [...OUTPUTS, ...CLUSTER_OUTPUTS]) if (existsSync(p)) renameSync(p, aside(p));
+  for (const p of [...OUTPUTS, ...CLUSTER_OUTPUTS, ...DEPLOYED_OUTPUTS])
+    if (existsSync(p)) renameSync(p, aside(p));
 });
 afterAll(() => {
-  for (const p of [...OUTPUTS, ...CLUSTER_OUTPUTS]) {
+  for (const p of [...OUTPUTS, ...CLUSTER_OUTPUTS, ...DEPLOYED_OUTPUTS]) {
     rmSync(p, { recursive: true, force: true });
     if (existsSync(aside(p))) renameSync(aside(p), p);
   }
@@ -132,4 +138,26 @@ it("--scale-scope cluster (the soak's scope at 1,000 targets): one watch per rep
   expect(run.lateness).toMatchObject({ pods: 8, undeleted: 0, deletesPerPod: 1, leaked: 0 });
   for (const s of [run.spread.start, run.spread.afterRestart, run.spread.afterAdd]) expect(s.unled).toBe(0);
   expect(readFileSync(join(reportDir, 'REPORT.md'), 'utf8')).toContain('informer scope cluster');
+}, 300_000);
+
+it("--scale-as-deployed: replicas run compiled, each in a memory cgroup with the Deployment's limit", async () => {
+  const { code, stderr } = await sh(
+    'npm run bench -- --quick --only scale --scale-as-deployed --name scale-quick-deployed',
+  );
+  expect(code, stderr).toBe(0);
+  const [json = '', reportDir = ''] = DEPLOYED_OUTPUTS;
+  const r = JSON.parse(readFileSync(json, 'utf8')) as BenchResults;
+  expect(r.benchmarks.scale?.config.asDeployed).toBe(true);
+  const [run] = r.benchmarks.scale?.runs ?? [];
+  if (!run) throw new Error('no scale run');
+  expect(run.build).toBe('compiled');
+  // Where this process may make cgroups (root on cgroup v2 here), each replica ran under the Deployment's limit.
+  const probe = createMemoryCgroup(`sdc-scale-test-${process.pid}`, deploymentMemoryLimitBytes());
+  probe?.remove();
+  expect(run.memoryLimitMiB).toBe(probe ? Math.round(deploymentMemoryLimitBytes() / 2 ** 20) : null);
+  expect(run.replicasInCgroup).toBe(probe ? run.replicas : 0);
+  expect(run.lateness).toMatchObject({ pods: 8, undeleted: 0, deletesPerPod: 1, leaked: 0 });
+  expect(readFileSync(join(reportDir, 'REPORT.md'), 'utf8')).toMatch(
+    /replica RSS \| [\d.]+–[\d.]+ MiB \(compiled, /,
+  );
 }, 300_000);

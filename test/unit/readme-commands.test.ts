@@ -120,6 +120,13 @@ const COVERAGE: Record<string, Coverage> = {
     invocation: "'npm run bench -- --quick --only scale --scale-scope cluster --name scale-quick-cluster'",
     why: 'the 1,000 × 5 soak in cluster scope: the quick run with the same --scale-scope',
   },
+  'npm run bench -- --only scale --scale-sizes 1000x5 --scale-scope cluster --scale-as-deployed --name scale-soak-cluster-deployed':
+    {
+      run: 'elsewhere',
+      file: 'test/bench/scale.test.ts',
+      invocation: "'npm run bench -- --quick --only scale --scale-as-deployed --name scale-quick-deployed'",
+      why: 'the 1,000 × 5 soak as deployed: the quick run with the same --scale-as-deployed (cluster scope is tested beside it)',
+    },
 };
 
 /** The environment of a fresh shell: none of the cleaner's settings. */
