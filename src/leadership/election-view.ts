@@ -12,8 +12,8 @@ import type { Etcd3, IKeyValue, Watcher } from 'etcd3';
 import { backoffMs } from '../backoff.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
-import { ETCD_ROOT, MEMBERS_PREFIX } from './etcd-session.ts';
 import { withTimeout } from '../with-timeout.ts';
+import { ETCD_ROOT, MEMBERS_PREFIX } from './etcd-session.ts';
 
 /** One candidate key of an election. */
 export interface CandidateKey {

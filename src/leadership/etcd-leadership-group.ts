@@ -24,6 +24,7 @@ import type { Etcd3 } from 'etcd3';
 import pLimit from 'p-limit';
 import type { MonotonicClock } from '../clock.ts';
 import type { Logger } from '../log.ts';
+import { withTimeout } from '../with-timeout.ts';
 import {
   type Assignment,
   assignTargets,
@@ -34,7 +35,6 @@ import {
 import { createElectionView, type ElectionView } from './election-view.ts';
 import { createEtcdLeadership, type EtcdLeadership, type EtcdLeadershipOptions } from './etcd-leadership.ts';
 import { createEtcdSession, type EtcdSession, REVOKE_TIMEOUT_MS } from './etcd-session.ts';
-import { withTimeout } from '../with-timeout.ts';
 
 /** Options of {@link createEtcdLeadershipGroup}. */
 export interface EtcdLeadershipGroupOptions {

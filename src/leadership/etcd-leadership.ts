@@ -22,11 +22,11 @@ import { backoffMs } from '../backoff.ts';
 import type { MonotonicClock } from '../clock.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
+import { withTimeout } from '../with-timeout.ts';
 import type { ElectionView } from './election-view.ts';
 import { type EtcdSession, LeaseEnd, type SessionLease } from './etcd-session.ts';
 import { FencedError } from './fenced-error.ts';
 import { type Leadership, leadershipSubscribers } from './leadership.ts';
-import { withTimeout } from '../with-timeout.ts';
 
 /** Options of {@link createEtcdLeadership}. */
 export interface EtcdLeadershipOptions {
