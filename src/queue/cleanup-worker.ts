@@ -20,7 +20,9 @@
  * `close()` does not abort a running processor, so `stop()` calls `cancelAllJobs()` first, which aborts
  * each processor's AbortSignal. `run()` and `stop()` take effect one after another, in call order: a `run()`
  * made while a close is in progress starts a new Worker once the close has finished, so a leader re-elected
- * during the close still consumes (docs/failure-modes.md, issue 13).
+ * during the close still consumes (docs/failure-modes.md, issue 13). A close waits at most
+ * {@link WORKER_CLOSE_TIMEOUT_MS}: with Redis unreachable the old Worker finishes closing in the background, its
+ * jobs in flight left to their locks (a job run twice meanwhile is harmless: fencing, re-check, `deleteOnce`).
  */
 import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
