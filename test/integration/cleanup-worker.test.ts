@@ -117,7 +117,9 @@ describe('lost job locks (a leader woken from a freeze)', () => {
       const lostUids = () => new Set(summariesNow().flatMap((l) => l.uids as string[]));
       await waitFor('the lock-loss summaries cover every job', () => lostUids().size === n);
       expect([...lostUids()].sort()).toEqual(Array.from({ length: n }, (_, i) => uidOf(i)));
-      expect(summariesNow().reduce((sum, l) => sum + Number(l.jobs), 0)).toBe(n);
+      // Each line counts the jobs it names (a job whose renewal failed in one burst can fail again in the next:
+      // CI of 251981c summed 8 over two lines for 5 jobs, so lines are not summed).
+      for (const l of summariesNow()) expect(l.jobs).toBe((l.uids as string[]).length);
       const before = summariesNow().length;
       // The jobs then end, each failing to move on without its lock ("Missing lock for job …"): one more
       // burst, one more line.
