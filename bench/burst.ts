@@ -113,7 +113,7 @@ async function leaderRun(
   const { server } = env;
   const namespace = `burst-${recheckTag(recheck)}-${concurrency}${cgroup ? '-deployed' : ''}`;
   const fleet = await spawnFleet(env, {
-    ...(cgroup ? { cgroupDir: cgroup.dir } : {}),
+    ...(cgroup ? { cgroupFor: () => cgroup.dir } : {}),
     mode: 'coordinated',
     count: 1,
     namespace,

@@ -157,7 +157,7 @@ export async function benchCost(
       if (cgroup) {
         deployed = { limitBytes, remove: cgroup.remove };
         replicas.push(
-          ...(await spawnFleet(env, { ...compiled, idPrefix: 'cost-deployed', cgroupDir: cgroup.dir })),
+          ...(await spawnFleet(env, { ...compiled, idPrefix: 'cost-deployed', cgroupFor: () => cgroup.dir })),
         );
       } else {
         deployedNote = 'no memory cgroup could be created here (needs root and a writable cgroup fs)';

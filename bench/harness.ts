@@ -89,11 +89,9 @@ export interface FleetSpec {
   onLine?: (replicaId: string, line: Record<string, unknown>) => void;
   /** Run this CLI entry point (e.g. a compiled `cli.js`) instead of `src/cli.ts`. */
   cliPath?: string;
-  /** A cgroup directory every replica joins before Node starts (bench/memory-cgroup.ts). */
-  cgroupDir?: string;
   /**
-   * The cgroup directory one replica joins, by its id (a container each, as in the Deployment); wins over
-   * `cgroupDir`. Undefined for an id: none.
+   * The cgroup directory a replica joins before Node starts, by its id (bench/memory-cgroup.ts): one for all, or
+   * a container each, as in the Deployment. Absent, or undefined for an id: none.
    */
   cgroupFor?: (replicaId: string) => string | undefined;
   /** The target already has a leader: do not wait for one of these replicas to be elected. */
@@ -119,14 +117,13 @@ export function replicaEnv(env: BenchEnv, spec: Omit<FleetSpec, 'mode' | 'count'
 
 /** Spawns one replica process of `spec.mode`; it is registered for cleanup in `env.spawned`. */
 export function spawnOne(env: BenchEnv, spec: FleetSpec, id: string): ReplicaProcess {
+  const cgroupDir = spec.cgroupFor?.(id);
   const opts = {
     id,
     env: replicaEnv(env, spec),
     keepLines: 500,
     ...(spec.cliPath ? { cliPath: spec.cliPath } : {}),
-    ...((spec.cgroupFor?.(id) ?? spec.cgroupDir)
-      ? { cgroupDir: spec.cgroupFor?.(id) ?? spec.cgroupDir }
-      : {}),
+    ...(cgroupDir ? { cgroupDir } : {}),
     onLine: (line: Record<string, unknown>) => spec.onLine?.(id, line),
   };
   const r = spec.mode === 'baseline' ? spawnBaselineReplica(opts) : spawnReplica(opts);

@@ -225,11 +225,7 @@ function makeService(
       return child?.pid;
     },
     start: () => serial(start),
-    kill: () =>
-      serial(async () => {
-        if (!child) return;
-        await killAll();
-      }),
+    kill: () => serial(killAll),
     pause() {
       child?.kill('SIGSTOP');
     },

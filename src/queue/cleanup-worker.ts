@@ -218,18 +218,19 @@ function logOutcome(log: Logger, d: CleanupJobData, attemptsMade: number, o: Out
     case 'not-yet':
       log.debug({ ...fields, dueInMs: o.dueInMs }, 'not due yet: back to delayed');
       return;
+    case 'fenced':
     case 'aborted':
-      if (o.deleteSent) {
+      if (o.outcome === 'aborted' && o.deleteSent) {
         log.info(
           { ...fields, why: 'leadership lost or shutdown' },
           'DELETE sent, its answer given up: the job is put back, its next run sees the deletion',
         );
         return;
       }
-      log.debug({ ...fields, why: 'leadership lost or shutdown' }, 'job put back before its DELETE');
-      return;
-    case 'fenced':
-      log.debug({ ...fields, why: o.reason }, 'job put back before its DELETE');
+      log.debug(
+        { ...fields, why: o.outcome === 'fenced' ? o.reason : 'leadership lost or shutdown' },
+        'job put back before its DELETE',
+      );
       return;
     default:
       log.debug({ ...fields, ...(o.outcome === 'skipped' ? { why: o.reason } : {}) }, 'no-op');
