@@ -21,6 +21,17 @@ import {
 } from './job-identity.ts';
 
 /**
+ * The format of the job data this version writes, stored as `v`. Readers take every format they know and
+ * the fields they know of a later one, ignoring the rest, so that replicas of two adjacent releases can share
+ * one Redis during a rolling update (docs/deployment.md, "Upgrading"). A change an older reader could misread
+ * gets a new field name, never a new meaning for an old one: the older reader then refuses the job (warned,
+ * removed, its pod enqueued again from its informer in its own format) instead of acting on it.
+ *
+ * - format 1: `{ v: 1, deadlineMs, traceparent? }`; release 0.1.0 wrote the same fields without `v`.
+ */
+export const JOB_FORMAT = 1;
+
+/**
  * The `data` a job stores in Redis. The rest of {@link CleanupJobData} is elsewhere: the UID is the job
  * id, the pod name is the job name, context and namespace are the queue's target. Every field of the job
  * hash then stays within Redis's `hash-max-listpack-value` (64 bytes) for pod names of up to 64
@@ -28,21 +39,24 @@ import {
  * on, the traceparent makes `data` longer: the hash is then a hashtable, as before.)
  */
 export interface StoredJobData {
+  /** The format ({@link JOB_FORMAT}); absent in jobs written by release 0.1.0 (format 1). */
+  readonly v?: number;
+  /** finishedAt + retention, epoch ms. */
   readonly deadlineMs: number;
   readonly traceparent?: string;
 }
 
-/** The part of {@link CleanupJobData} stored as the job's `data`. */
+/** The part of {@link CleanupJobData} stored as the job's `data`, in format {@link JOB_FORMAT}. */
 export function storedJobData(data: CleanupJobData): StoredJobData {
   return data.traceparent
-    ? { deadlineMs: data.deadlineMs, traceparent: data.traceparent }
-    : { deadlineMs: data.deadlineMs };
+    ? { v: JOB_FORMAT, deadlineMs: data.deadlineMs, traceparent: data.traceparent }
+    : { v: JOB_FORMAT, deadlineMs: data.deadlineMs };
 }
 
 /** A job's stored data cannot be trusted: it is refused (removed, never acted on). `field` names the culprit. */
 export class InvalidJobDataError extends Error {
   override name = 'InvalidJobDataError';
-  readonly field: 'uid' | 'pod' | 'deadlineMs';
+  readonly field: 'uid' | 'pod' | 'deadlineMs' | 'v';
   constructor(field: InvalidJobDataError['field'], message: string) {
     super(message);
     this.field = field;
@@ -54,8 +68,9 @@ export class InvalidJobDataError extends Error {
  * the job id, the pod name the job name, context and namespace the queue's target ({@link StoredJobData}). A
  * job hash lost or edited by hand comes back from BullMQ with no name and `{}` as data; acted on, it would GET
  * `/pods/undefined` and complete as a no-op while its pod leaks.
- * @throws InvalidJobDataError when the uid (job id) is not a Kubernetes UID, the pod name is missing, or the
- *   deadline is not a finite number.
+ * Any format ({@link JOB_FORMAT}) is read by the fields this version knows; unknown fields are ignored.
+ * @throws InvalidJobDataError when the uid (job id) is not a Kubernetes UID, the pod name is missing, the
+ *   deadline is not a finite number, or the format `v` is present but not a positive integer.
  */
 export function cleanupJobDataOf(
   target: TargetRef,
@@ -70,6 +85,9 @@ export function cleanupJobDataOf(
   const pod = job.name;
   if (typeof pod !== 'string' || pod === '') {
     throw new InvalidJobDataError('pod', `job ${uid} has no pod name (its stored hash was lost or edited)`);
+  }
+  if (d.v !== undefined && !(Number.isSafeInteger(d.v) && (d.v as number) >= 1)) {
+    throw new InvalidJobDataError('v', `job ${uid} has no valid format version (${JSON.stringify(d.v)})`);
   }
   const deadline = d.deadlineMs;
   if (typeof deadline !== 'number' || !Number.isFinite(deadline)) {

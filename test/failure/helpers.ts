@@ -54,9 +54,10 @@ export interface FailureCluster {
   replicas: ReplicaProcess[];
   /**
    * Spawns a replica (`src/cli.ts run`) with the cluster's services; `env` overrides anything, e.g.
-   * `SDC_ETCD_ENDPOINTS` for a single endpoint or `KUBECONFIG` for a proxy's kubeconfig.
+   * `SDC_ETCD_ENDPOINTS` for a single endpoint or `KUBECONFIG` for a proxy's kubeconfig. `cliPath`: another
+   * entry point (a previous release's `src/cli.ts`).
    */
-  startReplica(id: string, env: Record<string, string>): ReplicaProcess;
+  startReplica(id: string, env: Record<string, string>, cliPath?: string): ReplicaProcess;
   stop(): Promise<void>;
 }
 
@@ -75,8 +76,12 @@ export async function startFailureCluster(opts: FailureClusterOptions = {}): Pro
     server,
     context,
     replicas,
-    startReplica(id, env) {
-      const r = spawnReplica({ id, env: { ...serviceEnv(server.kubeconfigPath, redis, etcd), ...env } });
+    startReplica(id, env, cliPath) {
+      const r = spawnReplica({
+        id,
+        env: { ...serviceEnv(server.kubeconfigPath, redis, etcd), ...env },
+        ...(cliPath ? { cliPath } : {}),
+      });
       replicas.push(r);
       return r;
     },

@@ -5,7 +5,7 @@ import { type LocalService, startRedis } from '../../harness/sandbox/local-servi
 import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
-import { cleanupJobDataOf, createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
+import { cleanupJobDataOf, createCleanupQueue, JOB_FORMAT } from '../../src/queue/cleanup-queue.ts';
 import { createCleanupWorker } from '../../src/queue/cleanup-worker.ts';
 import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { memoryLogger } from '../helpers/log.ts';
@@ -109,7 +109,7 @@ describe('cleanup queue (real Redis)', () => {
 });
 
 describe('compact jobs (Redis memory)', () => {
-  it('stores only the deadline as data and the pod name as job name: a listpack hash', async () => {
+  it('stores only the format and the deadline as data and the pod name as job name: a listpack hash', async () => {
     const q = replicaQueue('m1');
     const uid = '5e0c2f4a-6a1d-4d7e-9b1a-000000000001';
     const d = { ...data(uid), pod: 'kyuubi-spark-sql-engine-analytics-3f2a9c8e1b7d4a60-driver' };
@@ -117,7 +117,7 @@ describe('compact jobs (Redis memory)', () => {
     const key = `m1:${q.name}:${uid}`;
     const hash = await conns[0]?.hgetall(key);
     expect(hash?.name).toBe(d.pod);
-    expect(JSON.parse(hash?.data ?? '')).toEqual({ deadlineMs: d.deadlineMs });
+    expect(JSON.parse(hash?.data ?? '')).toEqual({ v: JOB_FORMAT, deadlineMs: d.deadlineMs });
     const opts = JSON.parse(hash?.opts ?? '');
     expect(opts).toMatchObject({ attempts: 15, backoff: { type: 'cleanup' } });
     expect(opts).not.toHaveProperty('jobId');

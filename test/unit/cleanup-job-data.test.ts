@@ -4,6 +4,7 @@ import {
   cleanupJobDataOf,
   finishedWithoutDeleting,
   InvalidJobDataError,
+  JOB_FORMAT,
   storedJobData,
 } from '../../src/queue/cleanup-queue.ts';
 
@@ -20,17 +21,34 @@ const full: CleanupJobData = {
 };
 
 describe('stored job data', () => {
-  it('stores the deadline only (and the traceparent when there is one), well under 64 bytes', () => {
-    expect(storedJobData(full)).toEqual({ deadlineMs: full.deadlineMs });
+  it('stores the format and the deadline only (and the traceparent when there is one), well under 64 bytes', () => {
+    expect(storedJobData(full)).toEqual({ v: JOB_FORMAT, deadlineMs: full.deadlineMs });
     expect(JSON.stringify(storedJobData(full)).length).toBeLessThanOrEqual(64);
     const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
-    expect(storedJobData({ ...full, traceparent })).toEqual({ deadlineMs: full.deadlineMs, traceparent });
+    expect(storedJobData({ ...full, traceparent })).toEqual({
+      v: JOB_FORMAT,
+      deadlineMs: full.deadlineMs,
+      traceparent,
+    });
   });
 
   it('rebuilds the handler data from the job id, the job name and the target', () => {
     const job = { id: UID, name: full.pod, data: storedJobData(full) };
     const { finishedAtMs: _f, enqueuedBy: _e, ...expected } = full;
     expect(cleanupJobDataOf(target, job)).toEqual(expected);
+  });
+
+  // Replicas of adjacent releases share one Redis during a rolling update (docs/deployment.md, "Upgrading").
+  it.each([
+    { name: 'release 0.1.0: no format field → read as format 1', data: { deadlineMs: full.deadlineMs } },
+    { name: 'format 1', data: { v: 1, deadlineMs: full.deadlineMs } },
+    {
+      name: 'a later format with fields this version does not know → the known ones read, the rest ignored',
+      data: { v: JOB_FORMAT + 1, deadlineMs: full.deadlineMs, priority: 'high', finishedAtMs: 1 },
+    },
+  ])('reads $name', ({ data }) => {
+    const { finishedAtMs: _f, enqueuedBy: _e, ...expected } = full;
+    expect(cleanupJobDataOf(target, { id: UID, name: full.pod, data } as never)).toEqual(expected);
   });
 
   it('takes context and namespace from the queue, never from the stored data', () => {
@@ -70,6 +88,13 @@ describe('job data that cannot be trusted is refused, naming the field', () => {
       field: 'deadlineMs',
     },
     { name: 'data null → deadlineMs', job: compact({ data: null }), field: 'deadlineMs' },
+    {
+      name: 'format a string → v',
+      job: compact({ data: { v: '1', deadlineMs: full.deadlineMs } }),
+      field: 'v',
+    },
+    { name: 'format 0 → v', job: compact({ data: { v: 0, deadlineMs: full.deadlineMs } }), field: 'v' },
+    { name: 'format 1.5 → v', job: compact({ data: { v: 1.5, deadlineMs: full.deadlineMs } }), field: 'v' },
   ];
   it.each(cases)('$name', ({ job, field }) => {
     let err: unknown;
