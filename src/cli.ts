@@ -11,12 +11,14 @@ import { Command } from 'commander';
 import { registerExplainCommand } from './commands/explain.ts';
 import { registerRunCommand } from './commands/run.ts';
 import { registerStatusCommand } from './commands/status.ts';
+import { VERSION } from './version.ts';
 
 const program = new Command()
   .name('spark-driver-cleaner')
   .description(
     'Coordinated cleanup of terminated Spark driver pods: one DELETE per pod, whatever the replicas.',
   )
+  .version(VERSION)
   .exitOverride((err) => {
     // commander's usage errors (unknown option, missing argument) are bad input: exit 2.
     process.exit(err.exitCode === 0 ? 0 : 2);

@@ -28,6 +28,7 @@ import type { Logger } from './log.ts';
 import { createCleanupQueue } from './queue/cleanup-queue.ts';
 import { electionPrefix, targetLabel } from './queue/job-identity.ts';
 import type { Telemetry } from './telemetry/telemetry.ts';
+import { VERSION } from './version.ts';
 
 /** A running replica. */
 export interface Replica {
@@ -159,7 +160,7 @@ export async function startReplica(
 
   for (const c of cleaners) await c.start();
   leaderships?.start();
-  log.info({ targets: cleaners.map((c) => targetLabel(c.target)) }, 'replica started');
+  log.info({ version: VERSION, targets: cleaners.map((c) => targetLabel(c.target)) }, 'replica started');
 
   let stopping: Promise<void> | undefined;
   return {

@@ -11,6 +11,7 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { Outcome } from '../cleanup/outcome.ts';
 import type { TargetRef } from '../queue/job-identity.ts';
+import { VERSION } from '../version.ts';
 
 /**
  * BullMQ job states counted per target (`Queue.getJobCounts`: BullMQ's getCounts script, one read per state,
@@ -142,6 +143,14 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
       registry.removeSingleMetric(`sdc_nodejs_${name}`);
     }
   }
+
+  // The release, as Prometheus's own `prometheus_build_info`: a rollout shows as two versions side by side.
+  new Gauge({
+    name: 'sdc_build_info',
+    help: 'Always 1; `version` is the release of this replica (CHANGELOG.md).',
+    labelNames: ['version'],
+    registers,
+  }).set({ version: VERSION }, 1);
 
   const outcomes = new Counter({
     name: 'sdc_cleanup_outcomes_total',

@@ -35,6 +35,7 @@ describe('metric names of the alerts and the dashboard', () => {
     expect(exported).toContain('sdc_leader');
     expect(exported).toContain('sdc_delete_lateness_seconds_bucket');
     expect(exported).toContain('sdc_process_resident_memory_bytes');
+    expect(exported).toContain('sdc_build_info');
     expect(used.length).toBeGreaterThan(20);
   });
 

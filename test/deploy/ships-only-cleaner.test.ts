@@ -74,6 +74,17 @@ describe('the production CLI is the cleaner only', () => {
     expect(commandsOf(p.stdout).filter((c) => harnessCommands.includes(c))).toEqual([]);
   });
 
+  it('src/cli.ts --version prints the release from package.json (semantic version, CHANGELOG.md)', async () => {
+    const { version } = JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as {
+      version: string;
+    };
+    expect(version).toMatch(/^\d+\.\d+\.\d+$/);
+    const r = await cli('src/cli.ts', ['--version']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.trim()).toBe(version);
+    expect(readFileSync(path.join(REPO_ROOT, 'CHANGELOG.md'), 'utf8')).toContain(`## ${version}`);
+  });
+
   it('src/cli.ts refuses the hidden harness command baseline-replica as an unknown command (exit 2)', async () => {
     const r = await cli('src/cli.ts', ['baseline-replica']);
     expect(r.code).toBe(2);
