@@ -287,7 +287,7 @@ export class WatchHub {
       bookmarkTimer.unref();
     }
     if (w.timeoutSeconds !== undefined) {
-      timeoutTimer = setTimeout(() => handle.end(), w.timeoutSeconds * 1000);
+      timeoutTimer = setTimeout(() => handle.end(), Math.max(0, w.timeoutSeconds * 1000));
       timeoutTimer.unref();
     }
     if (w.drop) {
