@@ -56,14 +56,14 @@ describe.skipIf(missing !== undefined)('the Kubernetes Python client', () => {
   });
 
   it('creates pods and lists them in pages with limit/continue, every page at the first one’s resourceVersion', async () => {
-    const [out] = await script('create_and_page.py', 'py-page');
-    const created = out?.created as { name: string; uid: string; phase: string }[];
+    const out = (await script('create_and_page.py', 'py-page'))[0] ?? {};
+    const created = out.created as { name: string; uid: string; phase: string }[];
     expect(created.map((p) => [p.name, p.uid, p.phase])).toEqual(
       server.pods.list('py-page').map((p) => [p.metadata?.name, p.metadata?.uid, 'Pending']),
     );
-    expect(out?.pages).toEqual([['page-0', 'page-1'], ['page-2', 'page-3'], ['page-4']]);
-    expect(out?.continues).toEqual([true, true, false]);
-    const rvs = out?.pageRvs as string[];
+    expect(out.pages).toEqual([['page-0', 'page-1'], ['page-2', 'page-3'], ['page-4']]);
+    expect(out.continues).toEqual([true, true, false]);
+    const rvs = out.pageRvs as string[];
     expect(new Set(rvs).size).toBe(1);
   });
 
@@ -71,9 +71,9 @@ describe.skipIf(missing !== undefined)('the Kubernetes Python client', () => {
     server.pods.create(pod('py-watch', 'keep'));
     server.pods.create(pod('py-watch', 'gone'));
     server.requests.reset();
-    const [out] = await script('watch_from_list.py', 'py-watch');
-    expect(out?.listed).toEqual(['gone', 'keep']);
-    expect(out?.events).toEqual(['MODIFIED keep', 'MODIFIED gone', 'DELETED gone']);
+    const out = (await script('watch_from_list.py', 'py-watch'))[0] ?? {};
+    expect(out.listed).toEqual(['gone', 'keep']);
+    expect(out.events).toEqual(['MODIFIED keep', 'MODIFIED gone', 'DELETED gone']);
     // Served as one watch (the client's watch=True), not as a list answered in its place.
     expect(server.requests.countsByVerb()).toMatchObject({ list: 1, watch: 1, patch: 1, delete: 1 });
     expect(server.requests.arrivals().find((a) => a.verb === 'watch')?.path).toBe(
@@ -82,9 +82,9 @@ describe.skipIf(missing !== undefined)('the Kubernetes Python client', () => {
   });
 
   it('DELETE with a uid precondition: a mismatch is a 409 Conflict Status, the matching uid deletes', async () => {
-    const [out] = await script('precondition_delete.py', 'py-pre');
-    const mismatch = out?.mismatch as { status: number; body: Record<string, unknown> };
-    const uid = (out?.matched as { uid: string }).uid;
+    const out = (await script('precondition_delete.py', 'py-pre'))[0] ?? {};
+    const mismatch = out.mismatch as { status: number; body: Record<string, unknown> };
+    const uid = (out.matched as { uid: string }).uid;
     expect(mismatch.status).toBe(409);
     expect(mismatch.body).toMatchObject({
       kind: 'Status',
@@ -96,7 +96,7 @@ describe.skipIf(missing !== undefined)('the Kubernetes Python client', () => {
     expect(mismatch.body.message).toBe(
       `Operation cannot be fulfilled on Pod "guarded": the UID in the precondition (not-its-uid) does not match the UID in record (${uid}). The object might have been deleted and then recreated`,
     );
-    expect(out?.afterwards).toBe(404);
+    expect(out.afterwards).toBe(404);
     expect(server.requests.deletesByUid().get(uid)).toEqual([409, 200]);
   });
 
