@@ -355,6 +355,39 @@ describe('list resourceVersion and resourceVersionMatch', () => {
   });
 });
 
+describe('order of the answers: integers, then selectors, then validation', () => {
+  it('a malformed integer is reported before a malformed selector', async () => {
+    const a = await call(`/api/v1/namespaces/qp/pods?limit=x&labelSelector=${encodeURIComponent('a in')}`);
+    expect(a.status).toBe(400);
+    expect(a.body.message).toBe('strconv.ParseInt: parsing "x": invalid syntax');
+  });
+
+  it('a malformed selector is reported before a forbidden combination (400, not 422)', async () => {
+    const a = await call(
+      `/api/v1/namespaces/qp/pods?resourceVersionMatch=Exact&labelSelector=${encodeURIComponent('a in')}`,
+    );
+    expect(a.status).toBe(400);
+    expect(a.body.reason).toBe('BadRequest');
+  });
+});
+
+describe('bookmarks before the deadline', () => {
+  it('a watch with timeoutSeconds gets a BOOKMARK 2 s before its end, whatever the bookmark interval', async () => {
+    const quiet = await startSandboxApiServer({ bookmarkIntervalMs: 600_000 });
+    try {
+      const w = await openRawWatch(
+        `${quiet.url}/api/v1/namespaces/x/pods?watch=1&resourceVersion=${quiet.resourceVersion()}&allowWatchBookmarks=1&timeoutSeconds=3`,
+      );
+      await waitFor(() => w.ended, 'the end of the stream after 3 s');
+      expect(w.events.map((e) => `${e.type} ${e.object.metadata?.resourceVersion}`)).toEqual([
+        `BOOKMARK ${quiet.resourceVersion()}`,
+      ]);
+    } finally {
+      await quiet.close();
+    }
+  });
+});
+
 describe('watch-list: sendInitialEvents', () => {
   const endBookmark = (e: RawEvent | undefined) =>
     e?.type === 'BOOKMARK' &&

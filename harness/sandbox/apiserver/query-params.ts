@@ -91,10 +91,15 @@ export interface ListOptions {
 }
 
 /**
- * Decodes, defaults and validates the ListOptions of a GET on a collection.
- * @throws KubeStatusError 400 for a malformed integer, 422 Invalid ListOptions for a forbidden combination.
+ * Decodes, defaults and validates the ListOptions of a GET on a collection. `checkSelectors` runs where kube
+ * parses the selectors (the conversion to the internal ListOptions): after the integers, before validation.
+ * @throws KubeStatusError 400 for a malformed integer (or what `checkSelectors` throws), 422 Invalid
+ *   ListOptions for a forbidden combination.
  */
-export function parseListOptions(query: URLSearchParams): ListOptions {
+export function parseListOptions(
+  query: URLSearchParams,
+  checkSelectors: (opts: ListOptions) => void = () => {},
+): ListOptions {
   // Field order of ListOptions: the first malformed integer is the one reported.
   const opts: ListOptions = {
     labelSelector: query.get('labelSelector') ?? '',
@@ -108,6 +113,7 @@ export function parseListOptions(query: URLSearchParams): ListOptions {
     continue: query.get('continue') ?? '',
     sendInitialEvents: queryBool(query, 'sendInitialEvents'),
   };
+  checkSelectors(opts);
   // SetListOptionsDefaults with WatchList enabled: a watch from "" or "0" is a watch-list.
   if (
     opts.watch &&

@@ -18,7 +18,7 @@ import {
   queryBool,
   validateDeleteOptions,
 } from './query-params.ts';
-import { parseFieldSelector, parseLabelSelector } from './selectors.ts';
+import { type PodPredicate, parseFieldSelector, parseLabelSelector } from './selectors.ts';
 import {
   badRequest,
   continueExpired,
@@ -125,6 +125,13 @@ function parseResourceVersion(raw: string): number | string {
   return Number(raw);
 }
 
+/** Both selectors as one predicate. @throws KubeStatusError 400 for a malformed selector. */
+function selectorPredicate(opts: ListOptions): PodPredicate {
+  const matchLabels = parseLabelSelector(opts.labelSelector || undefined);
+  const matchFields = parseFieldSelector(opts.fieldSelector || undefined);
+  return (p) => matchLabels(p) && matchFields(p);
+}
+
 /** Resolves once the store reaches `rv`, or false after `timeoutMs`. */
 function waitForResourceVersion(store: PodStore, rv: number, timeoutMs: number): Promise<boolean> {
   if (store.resourceVersion >= rv) return Promise.resolve(true);
@@ -153,9 +160,13 @@ export async function handlePodRequest(ctx: PodRequestContext): Promise<void> {
   const name = route.name ?? '';
   switch (ctx.verb) {
     case 'list':
-      return listPods(ctx, parseListOptions(query));
-    case 'watch':
-      return watchPods(ctx, parseListOptions(query));
+    case 'watch': {
+      let matches: PodPredicate = () => true;
+      const opts = parseListOptions(query, (o) => {
+        matches = selectorPredicate(o);
+      });
+      return ctx.verb === 'list' ? listPods(ctx, opts, matches) : watchPods(ctx, opts, matches);
+    }
     case 'get': {
       const e = store.getEntry(ns ?? '', name);
       if (!e) throw notFound(name);
@@ -267,10 +278,8 @@ export async function handlePodRequest(ctx: PodRequestContext): Promise<void> {
  * A continue token follows a page whenever any key — matching the selectors or not — follows it, so the
  * last page of a filtered list may be empty.
  */
-async function listPods(ctx: PodRequestContext, opts: ListOptions): Promise<void> {
+async function listPods(ctx: PodRequestContext, opts: ListOptions, matches: PodPredicate): Promise<void> {
   const { req, res, route, store } = ctx;
-  const matchLabels = parseLabelSelector(opts.labelSelector || undefined);
-  const matchFields = parseFieldSelector(opts.fieldSelector || undefined);
   const filtered = Boolean(opts.labelSelector || opts.fieldSelector);
   let limit = Math.max(opts.limit, 0);
   // Keys in tokens are relative to the list's etcd prefix (/registry/pods/<ns>/ or /registry/pods/).
@@ -324,7 +333,7 @@ async function listPods(ctx: PodRequestContext, opts: ListOptions): Promise<void
       remaining++;
       continue;
     }
-    if (matchLabels(e.pod) && matchFields(e.pod)) items.push(e);
+    if (matches(e.pod)) items.push(e);
   }
   const lastKey = items.at(-1)?.key;
   const next = more && lastKey ? encodeContinue(rv, `${lastKey.slice(prefix.length)}\u0000`) : undefined;
@@ -356,10 +365,8 @@ async function listPods(ctx: PodRequestContext, opts: ListOptions): Promise<void
  * parse error, answered 500 without a reason. `timeoutSeconds` 0 means the server's own (kube: 30–60 min;
  * the sandbox: never).
  */
-function watchPods(ctx: PodRequestContext, opts: ListOptions): void {
+function watchPods(ctx: PodRequestContext, opts: ListOptions, matches: PodPredicate): void {
   const { route } = ctx;
-  const matchLabels = parseLabelSelector(opts.labelSelector || undefined);
-  const matchFields = parseFieldSelector(opts.fieldSelector || undefined);
   const requested = parseResourceVersion(opts.resourceVersion);
   if (typeof requested === 'string') throw unknownError(requested);
   const initialEvents = opts.sendInitialEvents === true;
@@ -367,7 +374,7 @@ function watchPods(ctx: PodRequestContext, opts: ListOptions): void {
     ctx.res,
     {
       namespace: route.namespace,
-      matches: (p) => matchLabels(p) && matchFields(p),
+      matches,
       resourceVersion: initialEvents || requested === 0 ? undefined : requested,
       sendInitialEvents: initialEvents,
       allowBookmarks: opts.allowWatchBookmarks,

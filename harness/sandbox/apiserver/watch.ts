@@ -9,7 +9,8 @@
  * - Neither: the changes from now on.
  * - Selectors apply to each event; a pod that stops matching is sent as DELETED and one that
  *   starts matching as ADDED (the watch cache's filtering, cacher.go `watchCacheEvent` handling).
- * - `allowWatchBookmarks`: periodic BOOKMARK events with only metadata.resourceVersion.
+ * - `allowWatchBookmarks`: periodic BOOKMARK events with only metadata.resourceVersion, and one 2 s before the
+ *   `timeoutSeconds` deadline (cache_watcher.go nextBookmarkTime: the client resumes from the freshest one).
  * - `timeoutSeconds`: the stream ends cleanly after that many seconds.
  * - A stall ({@link WatchHub.stall}, a fault): the streams stay open but send nothing until it ends, then
  *   everything held, in order — a watch cache lagging behind etcd. A stream that ends meanwhile drops what it
@@ -223,6 +224,7 @@ export class WatchHub {
 
     let ended = false;
     let bookmarkTimer: NodeJS.Timeout | undefined;
+    let preTimeoutBookmark: NodeJS.Timeout | undefined;
     let timeoutTimer: NodeJS.Timeout | undefined;
     let dropTimer: NodeJS.Timeout | undefined;
     const handle: OpenWatch = {
@@ -232,6 +234,7 @@ export class WatchHub {
         ended = true;
         unsubscribe();
         clearInterval(bookmarkTimer);
+        clearTimeout(preTimeoutBookmark);
         clearTimeout(timeoutTimer);
         clearTimeout(dropTimer);
         clearTimeout(stallTimer);
@@ -285,6 +288,14 @@ export class WatchHub {
         this.#bookmarkIntervalMs,
       );
       bookmarkTimer.unref();
+      const preTimeoutMs = (w.timeoutSeconds ?? 0) * 1000 - 2000;
+      if (preTimeoutMs > 0) {
+        preTimeoutBookmark = setTimeout(
+          () => write(bookmarkLine(store.resourceVersion, false)),
+          preTimeoutMs,
+        );
+        preTimeoutBookmark.unref();
+      }
     }
     if (w.timeoutSeconds !== undefined) {
       timeoutTimer = setTimeout(() => handle.end(), Math.max(0, w.timeoutSeconds * 1000));
