@@ -533,6 +533,42 @@ describe('DELETE options', () => {
   });
 });
 
+describe('write options: CreateOptions, UpdateOptions, PatchOptions', () => {
+  const create = (query: string, name: string) =>
+    call(`/api/v1/namespaces/qp-write/pods?${query}`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(pod('qp-write', name)),
+    });
+
+  it('fieldValidation takes "", Ignore, Strict or Warn: anything else → 422 Invalid CreateOptions', async () => {
+    const a = await create('fieldValidation=Bogus', 'fv');
+    expect(a.status).toBe(422);
+    expect(a.body.message).toBe(
+      'CreateOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "Bogus": supported values: "", "Ignore", "Strict", "Warn"',
+    );
+    expect(server.pods.get('qp-write', 'fv')).toBeUndefined();
+    expect((await create('fieldValidation=Strict&unknown=1', 'fv')).status).toBe(201);
+  });
+
+  it('dryRun=All is refused (400), not stored; another dryRun value is 422 Invalid PatchOptions', async () => {
+    const a = await create('dryRun=All', 'dry');
+    expect(a.status).toBe(400);
+    expect(server.pods.get('qp-write', 'dry')).toBeUndefined();
+    server.pods.create(pod('qp-write', 'patched'));
+    const p = await call('/api/v1/namespaces/qp-write/pods/patched?dryRun=Some', {
+      method: 'PATCH',
+      headers: { 'Content-Type': 'application/merge-patch+json' },
+      body: JSON.stringify({ metadata: { labels: { x: 'y' } } }),
+    });
+    expect(p.status).toBe(422);
+    expect(p.body.message).toBe(
+      'PatchOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: ["Some"]: supported values: "All"',
+    );
+    expect(server.pods.get('qp-write', 'patched')?.metadata?.labels).toEqual({});
+  });
+});
+
 describe('pretty and unknown parameters', () => {
   it('pretty is Go strconv.ParseBool: 1 indents the answer, yes does not', async () => {
     const pretty = await call('/api/v1/namespaces/qp/pods/a?pretty=1');

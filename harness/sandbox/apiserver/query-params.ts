@@ -253,3 +253,29 @@ export function validateDeleteOptions(o: {
     });
   if (errs.length > 0) throw invalidOptions('DeleteOptions', errs);
 }
+
+/**
+ * The query options of a create, update or patch (CreateOptions, UpdateOptions, PatchOptions), validated as
+ * handlers/create.go, update.go and patch.go do before decoding the body: `dryRun` only `All`, `fieldValidation`
+ * one of "", Ignore, Strict, Warn (it governs unknown fields of the body, never unknown query parameters).
+ * @throws KubeStatusError 422 Invalid `<kind>.meta.k8s.io ""`; 400 for a valid `dryRun=All`, which the sandbox
+ *   does not carry out.
+ */
+export function validateWriteOptions(
+  kind: 'CreateOptions' | 'UpdateOptions' | 'PatchOptions',
+  query: URLSearchParams,
+): void {
+  const errs: FieldError[] = [];
+  const dryRun = query.getAll('dryRun');
+  if (!dryRun.every((d) => d === 'All'))
+    errs.push({
+      type: 'FieldValueNotSupported',
+      field: 'dryRun',
+      body: `Unsupported value: ${JSON.stringify(dryRun)}: supported values: "All"`,
+    });
+  const fieldValidation = query.get('fieldValidation') ?? '';
+  if (!['', 'Ignore', 'Strict', 'Warn'].includes(fieldValidation))
+    errs.push(notSupported('fieldValidation', fieldValidation, ['', 'Ignore', 'Strict', 'Warn']));
+  if (errs.length > 0) throw invalidOptions(kind, errs);
+  if (dryRun.length > 0) throw badRequest('dryRun is not supported by the sandbox API server');
+}

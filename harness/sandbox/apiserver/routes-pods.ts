@@ -17,6 +17,7 @@ import {
   parseListOptions,
   queryBool,
   validateDeleteOptions,
+  validateWriteOptions,
 } from './query-params.ts';
 import { type PodPredicate, parseFieldSelector, parseLabelSelector } from './selectors.ts';
 import {
@@ -180,7 +181,9 @@ export async function handlePodRequest(ctx: PodRequestContext): Promise<void> {
       return;
     }
     case 'create': {
-      const pod = parseJsonBody(req, await readBody(req), ['application/json']) as V1Pod;
+      const raw = await readBody(req);
+      validateWriteOptions('CreateOptions', query);
+      const pod = parseJsonBody(req, raw, ['application/json']) as V1Pod;
       if (typeof pod !== 'object' || pod === null) throw badRequest('the request body must be a Pod object');
       pod.metadata ??= {};
       if (pod.metadata.namespace && pod.metadata.namespace !== ns) {
@@ -193,7 +196,9 @@ export async function handlePodRequest(ctx: PodRequestContext): Promise<void> {
       return;
     }
     case 'update': {
-      const pod = parseJsonBody(req, await readBody(req), ['application/json']) as V1Pod;
+      const raw = await readBody(req);
+      validateWriteOptions('UpdateOptions', query);
+      const pod = parseJsonBody(req, raw, ['application/json']) as V1Pod;
       if (typeof pod !== 'object' || pod === null) throw badRequest('the request body must be a Pod object');
       pod.metadata ??= {};
       if (pod.metadata.name !== name) {
@@ -214,7 +219,9 @@ export async function handlePodRequest(ctx: PodRequestContext): Promise<void> {
       const type = (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
       if (!(PATCH_TYPES as readonly string[]).includes(type))
         throw unsupportedMediaType(PATCH_TYPES.join(', '));
-      const body = parseJsonBody(req, await readBody(req), PATCH_TYPES);
+      const raw = await readBody(req);
+      validateWriteOptions('PatchOptions', query);
+      const body = parseJsonBody(req, raw, PATCH_TYPES);
       const apply =
         type === 'application/json-patch+json'
           ? jsonPatch

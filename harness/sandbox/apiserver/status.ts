@@ -110,7 +110,7 @@ export interface FieldError {
  * errors.NewInvalid(GroupKind{meta.k8s.io, kind}, "", errs) — `ListOptions.meta.k8s.io "" is invalid: f: …`,
  * several errors aggregated as `[a, b]`, one cause per error.
  */
-export function invalidOptions(kind: 'ListOptions' | 'DeleteOptions', errs: FieldError[]): KubeStatusError {
+export function invalidOptions(kind: string, errs: FieldError[]): KubeStatusError {
   const messages = [...new Set(errs.map((e) => `${e.field}: ${e.body}`))];
   const agg = messages.length === 1 ? messages[0] : `[${messages.join(', ')}]`;
   return new KubeStatusError(
