@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the project needs and is missing, and nothing else: Debian's redis-server and
-# etcd-server (the demo and the tests start their own on free ports) and faketime (libfaketime: the
-# clock-step test steps a replica's wall clock), then the npm dependencies (which bring Node 24 as the
-# `node` dev dependency). Fast when everything is already there.
+# etcd-server (the demo and the tests start their own on free ports), faketime (libfaketime: the
+# clock-step test steps a replica's wall clock) and python3-kubernetes (the official Python client, one
+# of the real clients the sandbox API server's conformance tests run), then the npm dependencies (which
+# bring Node 24 as the `node` dev dependency). Fast when everything is already there.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Everything this prints goes to stderr: `npm run -s demo -- --json` keeps stdout for the JSON.
@@ -12,6 +13,9 @@ missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || missing+=(faketime)
+# Looked up without importing it (an import takes a second).
+/usr/bin/python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("kubernetes") is None)' \
+  >/dev/null 2>&1 || missing+=(python3-kubernetes)
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]} from Debian"
   sudo=""

@@ -52,6 +52,16 @@ export function parseJsonBody(req: IncomingMessage, body: string, accepted: read
   }
 }
 
+const prettyResponses = new WeakSet<ServerResponse>();
+
+/**
+ * Asks for this response's JSON answer (not a watch stream's events) indented by two spaces, as `pretty=true`
+ * does (handlers/negotiation/negotiate.go isPrettyPrint; json.MarshalIndent).
+ */
+export function markPretty(res: ServerResponse): void {
+  prettyResponses.add(res);
+}
+
 /** Writes a JSON answer. `json` is already serialized. */
 export function sendJson(
   res: ServerResponse,
@@ -60,6 +70,7 @@ export function sendJson(
   headers: Record<string, string> = {},
 ): void {
   if (res.headersSent || isGone(res)) return;
+  if (prettyResponses.has(res)) json = `${JSON.stringify(JSON.parse(json), null, 2)}\n`;
   res.writeHead(code, {
     'Content-Type': 'application/json',
     'Cache-Control': 'no-cache, private',

@@ -11,8 +11,25 @@ import { parseJsonBody, readBody, sendJson } from './http-io.ts';
 import { entriesAt } from './list-snapshot.ts';
 import { jsonPatch, mergePatch, strategicMergePatch } from './patch.ts';
 import { encodeItem, itemJson, withTypeMeta } from './pod-object.ts';
-import { parseFieldSelector, parseLabelSelector } from './selectors.ts';
-import { badRequest, continueExpired, methodNotAllowed, notFound, unsupportedMediaType } from './status.ts';
+import {
+  type ListOptions,
+  parseDeleteQuery,
+  parseListOptions,
+  queryBool,
+  validateDeleteOptions,
+  validateWriteOptions,
+} from './query-params.ts';
+import { type PodPredicate, parseFieldSelector, parseLabelSelector } from './selectors.ts';
+import {
+  badRequest,
+  continueExpired,
+  listExpired,
+  methodNotAllowed,
+  notFound,
+  tooLargeResourceVersion,
+  unknownError,
+  unsupportedMediaType,
+} from './status.ts';
 import type { PodStore, StoreEntry } from './store.ts';
 import { podTable, wantsTable } from './table.ts';
 import type { WatchHub } from './watch.ts';
@@ -45,8 +62,8 @@ export function matchPodRoute(pathname: string): PodRoute | undefined {
  */
 export function podVerb(method: string, route: PodRoute, query: URLSearchParams): ApiVerb {
   if (route.kind === 'collection') {
-    if (method === 'GET')
-      return query.get('watch') === 'true' || query.get('watch') === '1' ? 'watch' : 'list';
+    // `watch` as apimachinery reads a boolean (query-params.ts): only `0` and `false` (any case) are false.
+    if (method === 'GET') return queryBool(query, 'watch') === true ? 'watch' : 'list';
     if (method === 'POST' && route.namespace !== undefined) return 'create';
     throw methodNotAllowed();
   }
@@ -92,12 +109,45 @@ const PATCH_TYPES = [
   'application/strategic-merge-patch+json',
 ] as const;
 
-function intParam(query: URLSearchParams, name: string): number | undefined {
-  const raw = query.get(name);
-  if (raw === null || raw === '') return undefined;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0) throw badRequest(`invalid value for ${name}: "${raw}"`);
-  return n;
+/** How long a list waits for a resourceVersion not reached yet before its 504, ms (cacher.go blockTimeout). */
+const RESOURCE_VERSION_WAIT_MS = 3_000;
+
+/**
+ * A resourceVersion parameter as storage.APIObjectVersioner.ParseResourceVersion reads it: "" and "0" are 0,
+ * else Go's strconv.ParseUint(s, 10, 64). Returns the error text of a malformed one.
+ */
+function parseResourceVersion(raw: string): number | string {
+  if (raw === '' || raw === '0') return 0;
+  const quoted = JSON.stringify(raw);
+  if (!/^[0-9]+$/.test(raw))
+    return `resourceVersion: Invalid value: ${quoted}: strconv.ParseUint: parsing ${quoted}: invalid syntax`;
+  if (BigInt(raw) > 2n ** 64n - 1n)
+    return `resourceVersion: Invalid value: ${quoted}: strconv.ParseUint: parsing ${quoted}: value out of range`;
+  return Number(raw);
+}
+
+/** Both selectors as one predicate. @throws KubeStatusError 400 for a malformed selector. */
+function selectorPredicate(opts: ListOptions): PodPredicate {
+  const matchLabels = parseLabelSelector(opts.labelSelector || undefined);
+  const matchFields = parseFieldSelector(opts.fieldSelector || undefined);
+  return (p) => matchLabels(p) && matchFields(p);
+}
+
+/** Resolves once the store reaches `rv`, or false after `timeoutMs`. */
+function waitForResourceVersion(store: PodStore, rv: number, timeoutMs: number): Promise<boolean> {
+  if (store.resourceVersion >= rv) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      unsubscribe();
+      resolve(false);
+    }, timeoutMs);
+    const unsubscribe = store.subscribe((ev) => {
+      if (ev.rv < rv) return;
+      clearTimeout(timer);
+      unsubscribe();
+      resolve(true);
+    });
+  });
 }
 
 function podJson(pod: V1Pod): string {
@@ -111,9 +161,13 @@ export async function handlePodRequest(ctx: PodRequestContext): Promise<void> {
   const name = route.name ?? '';
   switch (ctx.verb) {
     case 'list':
-      return listPods(ctx);
-    case 'watch':
-      return watchPods(ctx);
+    case 'watch': {
+      let matches: PodPredicate = () => true;
+      const opts = parseListOptions(query, (o) => {
+        matches = selectorPredicate(o);
+      });
+      return ctx.verb === 'list' ? listPods(ctx, opts, matches) : watchPods(ctx, opts, matches);
+    }
     case 'get': {
       const e = store.getEntry(ns ?? '', name);
       if (!e) throw notFound(name);
@@ -127,7 +181,9 @@ export async function handlePodRequest(ctx: PodRequestContext): Promise<void> {
       return;
     }
     case 'create': {
-      const pod = parseJsonBody(req, await readBody(req), ['application/json']) as V1Pod;
+      const raw = await readBody(req);
+      validateWriteOptions('CreateOptions', query);
+      const pod = parseJsonBody(req, raw, ['application/json']) as V1Pod;
       if (typeof pod !== 'object' || pod === null) throw badRequest('the request body must be a Pod object');
       pod.metadata ??= {};
       if (pod.metadata.namespace && pod.metadata.namespace !== ns) {
@@ -140,7 +196,9 @@ export async function handlePodRequest(ctx: PodRequestContext): Promise<void> {
       return;
     }
     case 'update': {
-      const pod = parseJsonBody(req, await readBody(req), ['application/json']) as V1Pod;
+      const raw = await readBody(req);
+      validateWriteOptions('UpdateOptions', query);
+      const pod = parseJsonBody(req, raw, ['application/json']) as V1Pod;
       if (typeof pod !== 'object' || pod === null) throw badRequest('the request body must be a Pod object');
       pod.metadata ??= {};
       if (pod.metadata.name !== name) {
@@ -161,7 +219,9 @@ export async function handlePodRequest(ctx: PodRequestContext): Promise<void> {
       const type = (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
       if (!(PATCH_TYPES as readonly string[]).includes(type))
         throw unsupportedMediaType(PATCH_TYPES.join(', '));
-      const body = parseJsonBody(req, await readBody(req), PATCH_TYPES);
+      const raw = await readBody(req);
+      validateWriteOptions('PatchOptions', query);
+      const body = parseJsonBody(req, raw, PATCH_TYPES);
       const apply =
         type === 'application/json-patch+json'
           ? jsonPatch
@@ -185,25 +245,20 @@ export async function handlePodRequest(ctx: PodRequestContext): Promise<void> {
     }
     case 'delete': {
       const raw = await readBody(req);
-      let opts: V1DeleteOptions = {};
-      if (raw.trim() !== '') {
+      // handlers/delete.go: DeleteOptions come from the body when it has one — the query is then not read at
+      // all — and from the query otherwise; either way ValidateDeleteOptions follows (422 Invalid).
+      let opts: V1DeleteOptions;
+      if (raw.length > 0) {
         const parsed = parseJsonBody(req, raw, ['application/json']);
         if (typeof parsed !== 'object' || parsed === null)
           throw badRequest('the request body must be DeleteOptions');
         opts = parsed as V1DeleteOptions;
+      } else {
+        opts = parseDeleteQuery(query);
       }
+      validateDeleteOptions(opts);
       if (opts.preconditions?.uid) ctx.noteUid?.(opts.preconditions.uid);
-      const grace = query.get('gracePeriodSeconds');
-      if (grace !== null) {
-        const n = Number(grace);
-        if (!Number.isInteger(n)) throw badRequest(`invalid value for gracePeriodSeconds: "${grace}"`);
-        opts.gracePeriodSeconds = n;
-      }
-      const policy = query.get('propagationPolicy');
-      if (policy !== null) opts.propagationPolicy = policy;
-      const orphan = query.get('orphanDependents');
-      if (orphan !== null) opts.orphanDependents = orphan === 'true';
-      if (query.get('dryRun') || (opts.dryRun?.length ?? 0) > 0) {
+      if ((opts.dryRun?.length ?? 0) > 0) {
         throw badRequest('dryRun is not supported by the sandbox API server');
       }
       const result = store.delete(ns ?? '', name, opts);
@@ -215,29 +270,34 @@ export async function handlePodRequest(ctx: PodRequestContext): Promise<void> {
 }
 
 /**
- * A list, or one page of it, as etcd3/store.go GetList serves it: the first page at the latest
- * resourceVersion, later pages at the first page's (from the continue token; see list-snapshot.ts), a
- * token older than the compacted resourceVersion answered 410 Expired (with the inconsistent-continue
- * token), and a continue token whenever any key — matching the selectors or not — follows the page, so the
+ * A list, or one page of it, as kube-apiserver serves it (storage/cacher/delegator.go GetList and
+ * delegator/interface.go ShouldDelegateList, storage/interfaces.go ValidateListOptions, etcd3/store.go GetList):
+ * - `continue`: the next page at the token's resourceVersion (see list-snapshot.ts), 410 Expired with the
+ *   inconsistent-continue token once compacted; a `resourceVersion` other than "" or "0" beside it is a 400;
+ * - no resourceVersion: the latest state (a consistent read), paged by `limit`;
+ * - `resourceVersion=0` (NotOlderThan or unset): the watch cache's state, `limit` ignored (cacher.go
+ *   computeListLimit): the whole list in one page, without continue token;
+ * - `resourceVersionMatch=Exact`, or a resourceVersion > 0 with a `limit` and no match (the legacy exact
+ *   case): the list as it was at that resourceVersion, paged; 410 Expired once compacted, 504 Timeout
+ *   (ResourceVersionTooLarge) for one not reached yet;
+ * - `resourceVersionMatch=NotOlderThan`, or a resourceVersion > 0 alone: the latest state once it is at
+ *   least that resourceVersion, waiting up to 3 s for it (then 504 Timeout, retryAfterSeconds 1).
+ * A continue token follows a page whenever any key — matching the selectors or not — follows it, so the
  * last page of a filtered list may be empty.
  */
-function listPods(ctx: PodRequestContext): void {
-  const { req, res, route, query, store } = ctx;
-  const matchLabels = parseLabelSelector(query.get('labelSelector') ?? undefined);
-  const matchFields = parseFieldSelector(query.get('fieldSelector') ?? undefined);
-  const filtered = Boolean(query.get('labelSelector') || query.get('fieldSelector'));
-  const limit = intParam(query, 'limit') ?? 0;
+async function listPods(ctx: PodRequestContext, opts: ListOptions, matches: PodPredicate): Promise<void> {
+  const { req, res, route, store } = ctx;
+  const filtered = Boolean(opts.labelSelector || opts.fieldSelector);
+  let limit = Math.max(opts.limit, 0);
   // Keys in tokens are relative to the list's etcd prefix (/registry/pods/<ns>/ or /registry/pods/).
   const prefix = route.namespace === undefined ? '' : `${route.namespace}/`;
-  const cont = query.get('continue');
   let rv = store.resourceVersion;
   let entries: Iterable<StoreEntry>;
-  if (cont) {
-    const rvParam = query.get('resourceVersion');
-    if (rvParam && rvParam !== '0') {
+  if (opts.continue) {
+    const token = decodeContinue(opts.continue);
+    if (opts.resourceVersion !== '' && opts.resourceVersion !== '0') {
       throw badRequest('specifying resource version is not allowed when using continue');
     }
-    const token = decodeContinue(cont);
     const fromKey = prefix + token.start;
     if (token.rv < 0) {
       // The inconsistent continuation a 410 hands out: the rest of the list at the latest resourceVersion.
@@ -251,7 +311,24 @@ function listPods(ctx: PodRequestContext): void {
       entries = entriesAt(store, rv, route.namespace, fromKey);
     }
   } else {
-    entries = store.entries(route.namespace);
+    const requested = parseResourceVersion(opts.resourceVersion);
+    if (typeof requested === 'string') throw badRequest(`invalid resource version: ${requested}`);
+    const exact =
+      opts.resourceVersionMatch === 'Exact' ||
+      (opts.resourceVersionMatch === '' && limit > 0 && requested > 0);
+    if (exact) {
+      if (requested > store.resourceVersion)
+        throw tooLargeResourceVersion(requested, store.resourceVersion, 0);
+      if (requested < store.compactedResourceVersion) throw listExpired();
+      rv = requested;
+      entries = entriesAt(store, rv, route.namespace, undefined);
+    } else {
+      if (opts.resourceVersion === '0') limit = 0;
+      if (!(await waitForResourceVersion(store, requested, RESOURCE_VERSION_WAIT_MS)))
+        throw tooLargeResourceVersion(requested, store.resourceVersion, 1);
+      rv = store.resourceVersion;
+      entries = store.entries(route.namespace);
+    }
   }
   const items: StoreEntry[] = [];
   let more = false;
@@ -263,7 +340,7 @@ function listPods(ctx: PodRequestContext): void {
       remaining++;
       continue;
     }
-    if (matchLabels(e.pod) && matchFields(e.pod)) items.push(e);
+    if (matches(e.pod)) items.push(e);
   }
   const lastKey = items.at(-1)?.key;
   const next = more && lastKey ? encodeContinue(rv, `${lastKey.slice(prefix.length)}\u0000`) : undefined;
@@ -287,28 +364,28 @@ function listPods(ctx: PodRequestContext): void {
   sendJson(res, 200, body);
 }
 
-function watchPods(ctx: PodRequestContext): void {
-  const { query, route } = ctx;
-  const matchLabels = parseLabelSelector(query.get('labelSelector') ?? undefined);
-  const matchFields = parseFieldSelector(query.get('fieldSelector') ?? undefined);
-  const rvRaw = query.get('resourceVersion') ?? '';
-  let resourceVersion: number | undefined;
-  if (rvRaw !== '' && rvRaw !== '0') {
-    resourceVersion = Number(rvRaw);
-    if (!Number.isInteger(resourceVersion) || resourceVersion < 0) {
-      throw badRequest(`invalid resource version: "${rvRaw}"`);
-    }
-  }
-  const allowBookmarks = query.get('allowWatchBookmarks') === 'true';
+/**
+ * A watch (storage/cacher/cacher.go Watch, handlers/get.go handleWatch): `sendInitialEvents=true` (the
+ * default for a watch from "" or "0") sends the current state as ADDED events, then — with
+ * `allowWatchBookmarks` — a BOOKMARK annotated `k8s.io/initial-events-end: "true"`; otherwise the changes after
+ * the resourceVersion (none before "now" for "" and "0"). A malformed resourceVersion is the watch cache's
+ * parse error, answered 500 without a reason. `timeoutSeconds` 0 means the server's own (kube: 30–60 min;
+ * the sandbox: never).
+ */
+function watchPods(ctx: PodRequestContext, opts: ListOptions, matches: PodPredicate): void {
+  const { route } = ctx;
+  const requested = parseResourceVersion(opts.resourceVersion);
+  if (typeof requested === 'string') throw unknownError(requested);
+  const initialEvents = opts.sendInitialEvents === true;
   ctx.hub.serve(
     ctx.res,
     {
       namespace: route.namespace,
-      matches: (p) => matchLabels(p) && matchFields(p),
-      resourceVersion,
-      allowBookmarks,
-      timeoutSeconds: intParam(query, 'timeoutSeconds'),
-      initialEventsEndBookmark: query.get('sendInitialEvents') === 'true',
+      matches,
+      resourceVersion: initialEvents || requested === 0 ? undefined : requested,
+      sendInitialEvents: initialEvents,
+      allowBookmarks: opts.allowWatchBookmarks,
+      timeoutSeconds: opts.timeoutSeconds === 0 ? undefined : opts.timeoutSeconds,
       drop: ctx.dropWatch,
       table: wantsTable(ctx.req),
     },

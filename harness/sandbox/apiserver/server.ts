@@ -27,9 +27,10 @@ import { CONTROL_PREFIX, handleControl } from './control.ts';
 import { discoveryDocument, isHealthPath } from './discovery.ts';
 import { type ApiVerb, FaultRegistry, type FaultSpec } from './faults.ts';
 import { resetRequest } from './h2.ts';
-import { sendError, sendJson } from './http-io.ts';
+import { markPretty, sendError, sendJson } from './http-io.ts';
 import { buildKubeconfig } from './kubeconfig.ts';
 import { mergePatch } from './patch.ts';
+import { wantsPretty } from './query-params.ts';
 import { type DeleteDetails, RequestLog, type RequestLogView } from './request-log.ts';
 import { handlePodRequest, matchPodRoute, podVerb } from './routes-pods.ts';
 import { faultStatus, pathNotFound, unauthorized } from './status.ts';
@@ -176,6 +177,7 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
     }
 
     const route = matchPodRoute(pathname);
+    if (route && wantsPretty(query)) markPretty(res);
     let verb: ApiVerb | 'discovery' = 'discovery';
     let methodError: unknown;
     if (route) {

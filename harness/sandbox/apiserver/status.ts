@@ -9,8 +9,8 @@ export interface StatusDetails {
   name?: string;
   group?: string;
   kind?: string;
-  retryAfterSeconds?: number;
   causes?: { reason?: string; message?: string; field?: string }[];
+  retryAfterSeconds?: number;
 }
 
 /** A Kubernetes `metav1.Status` body with `status: "Failure"`. */
@@ -94,6 +94,66 @@ export function invalid(name: string, field: string, message: string): KubeStatu
       causes: [{ reason: 'FieldValueInvalid', message, field }],
     }),
   );
+}
+
+/** One field error of an options validation (apimachinery's field.Error): its cause type, path and body. */
+export interface FieldError {
+  /** Cause type: FieldValueForbidden, FieldValueNotSupported, FieldValueInvalid. */
+  type: string;
+  field: string;
+  /** ErrorBody(): `Forbidden: …`, `Unsupported value: "x": supported values: …`. */
+  body: string;
+}
+
+/**
+ * 422 Invalid for query options that fail validation, as handlers/get.go and delete.go answer it:
+ * errors.NewInvalid(GroupKind{meta.k8s.io, kind}, "", errs) — `ListOptions.meta.k8s.io "" is invalid: f: …`,
+ * several errors aggregated as `[a, b]`, one cause per error.
+ */
+export function invalidOptions(kind: string, errs: FieldError[]): KubeStatusError {
+  const messages = [...new Set(errs.map((e) => `${e.field}: ${e.body}`))];
+  const agg = messages.length === 1 ? messages[0] : `[${messages.join(', ')}]`;
+  return new KubeStatusError(
+    status(422, 'Invalid', `${kind}.meta.k8s.io "" is invalid: ${agg}`, {
+      group: 'meta.k8s.io',
+      kind,
+      causes: errs.map((e) => ({ reason: e.type, message: e.body, field: e.field })),
+    }),
+  );
+}
+
+/**
+ * 504 Timeout for a list whose minimum resourceVersion the server has not reached (storage/errors.go
+ * NewTooLargeResourceVersionError): `Timeout: Too large resource version: R, current: C`, cause
+ * ResourceVersionTooLarge, and `retryAfterSeconds` (1 from the watch cache; 0, omitted, from etcd).
+ */
+export function tooLargeResourceVersion(requested: number, current: number, retryAfterSeconds: number) {
+  return new KubeStatusError(
+    status(504, 'Timeout', `Timeout: Too large resource version: ${requested}, current: ${current}`, {
+      causes: [{ reason: 'ResourceVersionTooLarge', message: 'Too large resource version' }],
+      ...(retryAfterSeconds > 0 ? { retryAfterSeconds } : {}),
+    }),
+  );
+}
+
+/** 410 Expired for a list read at a compacted resourceVersion (etcd3/store.go interpretListError). */
+export function listExpired(): KubeStatusError {
+  return new KubeStatusError(status(410, 'Expired', 'The resourceVersion for the provided list is too old.'));
+}
+
+/**
+ * An error kube-apiserver answers without a Status of its own (responsewriters.ErrorToAPIStatus: code 500,
+ * reason "" — omitted — and the error's text), e.g. the watch cache's resourceVersion parse error.
+ */
+export function unknownError(message: string): KubeStatusError {
+  return new KubeStatusError({
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message,
+    code: 500,
+  } as unknown as KubeStatus);
 }
 
 /** 415 as written by the apiserver's negotiation (UnsupportedMediaType). */

@@ -1,12 +1,16 @@
 /**
  * Watch streams as kube-apiserver serves them: `200` with newline-delimited JSON
  * `{"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":{…}}`.
- * - No resourceVersion (or "0"): synthetic ADDED events for the current matching pods, then changes.
+ * - `sendInitialEvents` (the default for a watch from "" or "0", query-params.ts): synthetic ADDED events for
+ *   the current matching pods, then — with bookmarks allowed — a BOOKMARK annotated
+ *   `k8s.io/initial-events-end: "true"` (cacher.go, the watch-list), then changes.
  * - A resourceVersion: the retained changes after it, then live ones; older than the window →
  *   one ERROR event carrying a 410 Expired Status, then the stream ends (the client relists).
+ * - Neither: the changes from now on.
  * - Selectors apply to each event; a pod that stops matching is sent as DELETED and one that
  *   starts matching as ADDED (the watch cache's filtering, cacher.go `watchCacheEvent` handling).
- * - `allowWatchBookmarks`: periodic BOOKMARK events with only metadata.resourceVersion.
+ * - `allowWatchBookmarks`: periodic BOOKMARK events with only metadata.resourceVersion, and one 2 s before the
+ *   `timeoutSeconds` deadline (cache_watcher.go nextBookmarkTime: the client resumes from the freshest one).
  * - `timeoutSeconds`: the stream ends cleanly after that many seconds.
  * - A stall ({@link WatchHub.stall}, a fault): the streams stay open but send nothing until it ends, then
  *   everything held, in order — a watch cache lagging behind etcd. A stream that ends meanwhile drops what it
@@ -26,13 +30,13 @@ export interface WatchRequest {
   /** Namespace, or undefined for all namespaces. */
   namespace: string | undefined;
   matches: PodPredicate;
-  /** Parsed resourceVersion; undefined for "" and "0" (start with the current state). */
+  /** Parsed resourceVersion to send the changes after; undefined: from now (after the initial events, if any). */
   resourceVersion: number | undefined;
+  /** Send the current matching pods as ADDED events first (and the initial-events-end bookmark if allowed). */
+  sendInitialEvents: boolean;
   allowBookmarks: boolean;
   /** End the stream after this many seconds; undefined: never (until dropped or closed). */
   timeoutSeconds: number | undefined;
-  /** Send the initial-events-end bookmark (sendInitialEvents=true with bookmarks). */
-  initialEventsEndBookmark: boolean;
   /**
    * Fault: end ('clean') or destroy ('reset': the TCP connection over HTTP/1.1, only this stream over HTTP/2)
    * the stream after the first event or 100 ms.
@@ -220,6 +224,7 @@ export class WatchHub {
 
     let ended = false;
     let bookmarkTimer: NodeJS.Timeout | undefined;
+    let preTimeoutBookmark: NodeJS.Timeout | undefined;
     let timeoutTimer: NodeJS.Timeout | undefined;
     let dropTimer: NodeJS.Timeout | undefined;
     const handle: OpenWatch = {
@@ -229,6 +234,7 @@ export class WatchHub {
         ended = true;
         unsubscribe();
         clearInterval(bookmarkTimer);
+        clearTimeout(preTimeoutBookmark);
         clearTimeout(timeoutTimer);
         clearTimeout(dropTimer);
         clearTimeout(stallTimer);
@@ -262,12 +268,12 @@ export class WatchHub {
       if (w.drop && sentEvents === 1) setImmediate(() => handle.end(w.drop === 'reset'));
     };
 
-    if (w.resourceVersion === undefined) {
+    if (w.sendInitialEvents) {
       for (const e of store.entries(w.namespace)) {
         if (!w.matches(e.pod)) continue;
         write(w.table ? tableLine('ADDED', e.pod) : `{"type":"ADDED","object":${withTypeMeta(e.json)}}\n`);
       }
-      if (w.initialEventsEndBookmark && w.allowBookmarks) write(bookmarkLine(store.resourceVersion, true));
+      if (w.allowBookmarks) write(bookmarkLine(store.resourceVersion, true));
     } else {
       for (const ev of backlog) send(ev);
     }
@@ -282,9 +288,17 @@ export class WatchHub {
         this.#bookmarkIntervalMs,
       );
       bookmarkTimer.unref();
+      const preTimeoutMs = (w.timeoutSeconds ?? 0) * 1000 - 2000;
+      if (preTimeoutMs > 0) {
+        preTimeoutBookmark = setTimeout(
+          () => write(bookmarkLine(store.resourceVersion, false)),
+          preTimeoutMs,
+        );
+        preTimeoutBookmark.unref();
+      }
     }
     if (w.timeoutSeconds !== undefined) {
-      timeoutTimer = setTimeout(() => handle.end(), w.timeoutSeconds * 1000);
+      timeoutTimer = setTimeout(() => handle.end(), Math.max(0, w.timeoutSeconds * 1000));
       timeoutTimer.unref();
     }
     if (w.drop) {
