@@ -28,13 +28,16 @@ COPY src ./src
 COPY workers ./workers
 RUN npm run build
 
+# --omit=optional as well: `typescript` is an optional peer of a production dependency, so
+# --omit=dev alone would ship the compiler. msgpackr's optional native decoder goes with it (msgpackr
+# falls back to its JavaScript one).
 FROM ${BASE_IMAGE} AS prod-deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN --mount=type=cache,target=/root/.npm \
     --mount=type=secret,id=npmrc,target=/root/.npmrc \
     --mount=type=secret,id=npm-ca,target=/run/secrets/npm-ca \
-    npm ci --omit=dev --no-audit --no-fund
+    npm ci --omit=dev --omit=optional --no-audit --no-fund
 
 FROM ${BASE_IMAGE} AS runtime
 # The process runs `node` alone: the package managers the base ships (npm, npx, corepack, yarn) go.
