@@ -30,11 +30,12 @@ node_version=$(node -p 'require("./package.json").devDependencies.node')
 # The npm that the official Node release of that version bundles (its CHANGELOG's "upgrade npm to"):
 # change both together.
 npm_version=11.19.0
-# The Debian mirror of this machine's apt sources (deb822 or one-line), as mmdebstrap's mirror argument.
+# The Debian mirror of this machine's apt sources (deb822 or one-line) when they name the suite, as
+# mmdebstrap's mirror argument; else Debian's own.
 sources=$(mktemp --suffix=.sources)
 trap 'rm -f "$sources"' EXIT
 for f in /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list; do
-  if [[ -s $f ]] && grep -q '^[^#]*debian' "$f"; then
+  if [[ -s $f ]] && grep -q '^[^#]*debian' "$f" && grep -Eq "^[^#]*[[:space:]]$suite([[:space:]]|$)" "$f"; then
     grep -v '^#' "$f" >"$sources"
     break
   fi
