@@ -63,7 +63,7 @@ export interface Container {
   /** Parsed JSON log lines so far (non-JSON lines as `{ msg: text }`). */
   readonly lines: LogLine[];
   readonly stderr: () => string;
-  /** Resolves with the container's exit code (podman run's own) when it ends. */
+  /** Resolves with the container's exit code (podman run's own) once it ended and its output was read. */
   readonly exited: Promise<number | string>;
   /** Resolves with the first line (past or future) matching `match`; rejects after `timeoutMs` or on exit. */
   waitForLine(match: (l: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
@@ -97,7 +97,8 @@ export function runContainer(name: string, args: string[]): Container {
       }
   });
   const exited = new Promise<number | string>((resolve) => {
-    child.once('exit', (code, signal) => resolve(code ?? signal ?? -1));
+    // 'close', not 'exit': every line of its output has been read by then.
+    child.once('close', (code, signal) => resolve(code ?? signal ?? -1));
   });
   return {
     name,
