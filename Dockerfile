@@ -7,22 +7,42 @@
 # Three stages: `build` compiles TypeScript with the dev dependencies, `prod-deps` installs the
 # production dependencies alone, and the final stage copies only those two results onto a fresh
 # Node 24 base, so no compiler, test tool or `node` npm package ships in the image.
+#
+# BASE_IMAGE: any image laid out as node:24-bookworm-slim (node and npm in /usr/local, user `node`
+# with UID/GID 1000); scripts/build-image.sh builds the image with podman on a local one.
+# npm reads an optional build secret `npmrc` (registry, proxies; `cafile=/run/secrets/npm-ca` with
+# the secret `npm-ca`), so a private registry or proxy never ends up in a layer.
+ARG BASE_IMAGE=node:24-bookworm-slim
 
-FROM node:24-bookworm-slim AS build
+FROM ${BASE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN --mount=type=cache,target=/root/.npm npm ci --no-audit --no-fund
+# --ignore-scripts: compiling needs no install script (the `node` dev dependency's would download a
+# second Node binary).
+RUN --mount=type=cache,target=/root/.npm \
+    --mount=type=secret,id=npmrc,target=/root/.npmrc \
+    --mount=type=secret,id=npm-ca,target=/run/secrets/npm-ca \
+    npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY workers ./workers
 RUN npm run build
 
-FROM node:24-bookworm-slim AS prod-deps
+# --omit=optional as well: `typescript` is an optional peer of a production dependency, so
+# --omit=dev alone would ship the compiler. msgpackr's optional native decoder goes with it (msgpackr
+# falls back to its JavaScript one).
+FROM ${BASE_IMAGE} AS prod-deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN --mount=type=cache,target=/root/.npm npm ci --omit=dev --no-audit --no-fund
+RUN --mount=type=cache,target=/root/.npm \
+    --mount=type=secret,id=npmrc,target=/root/.npmrc \
+    --mount=type=secret,id=npm-ca,target=/run/secrets/npm-ca \
+    npm ci --omit=dev --omit=optional --no-audit --no-fund
 
-FROM node:24-bookworm-slim AS runtime
+FROM ${BASE_IMAGE} AS runtime
+# The process runs `node` alone: the package managers the base ships (npm, npx, corepack, yarn) go.
+RUN rm -rf /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx \
+      /usr/local/bin/corepack /usr/local/bin/yarn /usr/local/bin/yarnpkg /opt/yarn-*
 # In a container the HTTP server must listen beyond loopback for probes and scrapes; the
 # application's own default (127.0.0.1) suits a laptop, not a pod.
 ENV NODE_ENV=production \

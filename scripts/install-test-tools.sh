@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian tools the operations tests drive (idempotent; does nothing when they are present):
 #   - chromium  → /usr/bin/chromium, the headless browser the dashboard test drives through playwright-core;
-#   - prometheus → promtool, which lints the /metrics exposition.
+#   - prometheus → promtool, which lints the /metrics exposition;
+#   - podman, runc and mmdebstrap → the image test builds the Dockerfile and runs the image
+#     (test/deploy/image.test.ts, scripts/build-image.sh; runc because crun fails on some hosts' cgroups).
 # Usage: bash scripts/install-test-tools.sh   (as root, as on the dev machines and CI; exits 0 when
 # apt-get is unavailable so that the tests can skip with their own message).
 set -euo pipefail
@@ -9,6 +11,9 @@ set -euo pipefail
 need=()
 [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+command -v podman >/dev/null 2>&1 || need+=(podman)
+command -v runc >/dev/null 2>&1 || need+=(runc)
+command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if ! command -v apt-get >/dev/null 2>&1 || [ "$(id -u)" -ne 0 ]; then

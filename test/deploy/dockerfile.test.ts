@@ -2,7 +2,7 @@
  * The Dockerfile, checked without a Docker engine: linted with dockerfile-utils (the linter of the
  * Docker language server), then parsed with dockerfile-ast to assert what a reviewer would: a Node 24
  * base matching package.json, production dependencies only in the final stage, a numeric non-root
- * user, and the CLI's `run` as the entrypoint.
+ * user, and the CLI's `run` as the entrypoint. test/deploy/image.test.ts builds and runs it.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -39,13 +39,22 @@ interface Stage {
   instructions: Instruction[];
 }
 
-/** Splits the Dockerfile into build stages, each starting at its FROM. */
+/** The defaults of the build arguments declared before the first FROM (`ARG NAME=value`). */
+function globalArgs(text: string): Map<string, string> {
+  const head = text.split(/^FROM /m)[0] ?? '';
+  return new Map([...head.matchAll(/^ARG (\w+)=(\S+)$/gm)].map((m) => [m[1] ?? '', m[2] ?? '']));
+}
+
+/** Splits the Dockerfile into build stages, each starting at its FROM (build arguments at their defaults). */
 function stages(text: string): Stage[] {
   const result: Stage[] = [];
+  const defaults = globalArgs(text);
+  const resolve = (image: string) =>
+    image.replace(/\$\{(\w+)\}|\$(\w+)/g, (_, a: string, b: string) => defaults.get(a ?? b) ?? '');
   for (const instruction of DockerfileParser.parse(text).getInstructions()) {
     if (instruction.getKeyword() === 'FROM') {
       const from = instruction as unknown as { getImage(): string | null; getBuildStage(): string | null };
-      result.push({ name: from.getBuildStage(), image: from.getImage() ?? '', instructions: [] });
+      result.push({ name: from.getBuildStage(), image: resolve(from.getImage() ?? ''), instructions: [] });
     } else {
       result.at(-1)?.instructions.push(instruction);
     }
@@ -76,6 +85,16 @@ describe('Dockerfile', () => {
     expect(validate(broken, STRICT).length).toBeGreaterThanOrEqual(2);
   });
 
+  it('takes its base from the build argument BASE_IMAGE, whose default is the public Node image', () => {
+    expect(globalArgs(dockerfileText).get('BASE_IMAGE')).toBe('node:24-bookworm-slim');
+    const froms = DockerfileParser.parse(dockerfileText)
+      .getInstructions()
+      .filter((i) => i.getKeyword() === 'FROM')
+      .map((i) => i.getArgumentsContent()?.split(' ')[0]);
+    expect(froms.length).toBeGreaterThanOrEqual(2);
+    for (const image of froms) expect(image).toMatch(/^\$\{BASE_IMAGE\}$/);
+  });
+
   it('is multi-stage, every stage on the Node major that package.json requires', () => {
     const engineMajor = /(\d+)/.exec(packageJson.engines.node)?.[1];
     const devNodeMajor = packageJson.devDependencies.node?.split('.')[0];
@@ -96,7 +115,11 @@ describe('Dockerfile', () => {
   });
 
   it('ships production dependencies only: the final stage installs nothing and copies node_modules from an --omit=dev stage', () => {
-    expect(final.instructions.filter((i) => i.getKeyword() === 'RUN')).toEqual([]);
+    // Its one RUN removes the base's package managers; nothing is installed.
+    const runs = final.instructions.filter((i) => i.getKeyword() === 'RUN').map(args);
+    expect(runs).toHaveLength(1);
+    expect(runs[0]).toMatch(/^rm -rf /);
+    expect(runs[0]).toContain('/usr/local/bin/npm');
     const copies = final.instructions.filter((i) => i.getKeyword() === 'COPY').map(args);
     const modulesCopy = copies.find((c) => c.includes('node_modules'));
     const fromStage = /--from=(\S+)/.exec(modulesCopy ?? '')?.[1];

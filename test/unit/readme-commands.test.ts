@@ -90,6 +90,18 @@ const COVERAGE: Record<string, Coverage> = {
       for (const f of FIELDS) expect(stdout, f.key).toContain(flagName(f.key));
     },
   },
+  'bash scripts/build-image.sh': {
+    run: 'elsewhere',
+    file: 'test/deploy/image.test.ts',
+    invocation: "const BUILD = 'bash scripts/build-image.sh';",
+    why: 'the image test builds the image with it as written (minutes on a cold cache), then runs the image',
+  },
+  'bash scripts/image-report.sh spark-driver-cleaner:dev': {
+    run: 'elsewhere',
+    file: 'test/deploy/image.test.ts',
+    invocation: "const REPORT = 'bash scripts/image-report.sh spark-driver-cleaner:dev';",
+    why: 'the image test runs it as written on the image it built and checks each section',
+  },
   'npm run bench -- --quick': {
     run: 'elsewhere',
     file: 'test/bench/quick.test.ts',
