@@ -82,6 +82,17 @@ describe('PrometheusRule (infra/monitoring/prometheus-operator)', () => {
     expect(rendered.spec).toEqual(file);
   });
 
+  it('the runbook replacement of test/deploy/with-monitoring is the one docs/deployment.md shows', () => {
+    const doc = readFileSync(path.resolve(REPO_ROOT, 'docs/deployment.md'), 'utf8');
+    const after = doc.slice(doc.indexOf('**Runbook links.**'));
+    const block = /```yaml\n([\s\S]*?)```/.exec(after)?.[1] ?? '';
+    const shown = parse(block) as Record<string, unknown>;
+    const used = readYamlFile<Record<string, unknown>>('test/deploy/with-monitoring/kustomization.yaml');
+    expect(Object.keys(shown).sort()).toEqual(['configMapGenerator', 'replacements']);
+    expect(shown.configMapGenerator).toEqual(used.configMapGenerator);
+    expect(shown.replacements).toEqual(used.replacements);
+  });
+
   it('the dashboard ConfigMap carries the sidecar label and the dashboard file, byte for byte', () => {
     const configMap = dashboardConfigMap(withMonitoring.objects);
     expect(configMap?.metadata.labels?.grafana_dashboard).toBe('1');
