@@ -49,7 +49,10 @@ export async function runReplica(flags: Record<string, unknown>): Promise<void> 
   for (const w of configWarnings(config))
     log.warn({ field: w.field, value: w.value }, `configuration: ${w.field} ${w.value}: ${w.message}`);
   // OTEL_* configure the traces (none when unset); the metrics are served on /metrics.
-  const telemetry = await createTelemetry({ replicaId: config.replicaId });
+  const telemetry = await createTelemetry({
+    replicaId: config.replicaId,
+    electionTtlSeconds: config.electionTtlSeconds,
+  });
   for (const w of telemetry.tracing.warnings) log.warn(w);
   if (telemetry.tracing.enabled) log.info('exporting traces over OTLP/HTTP');
   let replica: Awaited<ReturnType<typeof startReplica>>;

@@ -81,6 +81,8 @@ export interface MetricsOptions {
   queueCountsMaxAgeMs?: number;
   /** The monotonic clock, ms (default `performance.now()`): the age of the queue counts. */
   monotonicNow?: () => number;
+  /** The configured leadership lease TTL, s: exported as `sdc_election_ttl_seconds` (not exported when unset). */
+  electionTtlSeconds?: number;
 }
 
 /** One target's last queue counts read by this replica as its leader. */
@@ -151,6 +153,15 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
     labelNames: ['version'],
     registers,
   }).set({ version: VERSION }, 1);
+
+  // The alert on late keepalives compares their age with this TTL, whatever it is configured to.
+  if (opts.electionTtlSeconds !== undefined) {
+    new Gauge({
+      name: 'sdc_election_ttl_seconds',
+      help: 'The configured TTL of the leadership leases (electionTtlSeconds), s: keepalives go every TTL/3; a leader fences itself at TTL − 1 s.',
+      registers,
+    }).set(opts.electionTtlSeconds);
+  }
 
   const outcomes = new Counter({
     name: 'sdc_cleanup_outcomes_total',

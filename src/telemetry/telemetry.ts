@@ -13,6 +13,8 @@ import { createTracing, type Tracing, type TracingOptions } from './tracing.ts';
 export interface TelemetryOptions extends TracingOptions {
   /** Export Node's process metrics too (default true). */
   processMetrics?: boolean;
+  /** The configured leadership lease TTL, s (exported as `sdc_election_ttl_seconds`). */
+  electionTtlSeconds?: number;
 }
 
 /** Tracing and metrics of one replica. */
@@ -30,7 +32,10 @@ export interface Telemetry {
 /** Creates a replica's telemetry; tracing follows `OTEL_*` (see tracing.ts). Never rejects. */
 export async function createTelemetry(opts: TelemetryOptions): Promise<Telemetry> {
   const tracing = await createTracing(opts);
-  const metrics = createMetrics({ processMetrics: opts.processMetrics });
+  const metrics = createMetrics({
+    processMetrics: opts.processMetrics,
+    electionTtlSeconds: opts.electionTtlSeconds,
+  });
   return {
     tracing,
     metrics,

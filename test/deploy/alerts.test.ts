@@ -1,24 +1,57 @@
 /**
  * The alerting rules (infra/monitoring/alerts.yaml), checked without Prometheus: the alerts the README
- * describes, each with its annotations and a runbook naming README troubleshooting rows that exist, and
- * covered by promtool cases both ways (test/deploy/alerts.promtool.yaml). scripts/check-deploy.sh runs
+ * describes, each with its annotations, a runbook naming README troubleshooting rows that exist and a
+ * runbook_url to the anchor of the first of them, severities that page only for what users feel (the
+ * README's table says the same), and covered by promtool cases both ways (test/deploy/alerts.promtool.yaml). scripts/check-deploy.sh runs
  * `promtool check rules` and `promtool test rules` themselves; monitoring-metrics.test.ts checks the metric
  * names against a running replica.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { type AlertRule, alertRules, alertTestCases } from './monitoring-files.ts';
+import {
+  type AlertRule,
+  alertRules,
+  alertTestCases,
+  RULES_FILE,
+  RUNBOOK_README_URL,
+} from './monitoring-files.ts';
 import { REPO_ROOT } from './render.ts';
 
-/** The first cells of the README's Troubleshooting table, backticks removed. */
-function troubleshootingRows(): string[] {
-  const readme = readFileSync(path.resolve(REPO_ROOT, 'README.md'), 'utf8');
-  const section = readme.split(/^## /m).find((s) => s.startsWith('Troubleshooting')) ?? '';
-  return section
-    .split('\n')
-    .filter((l) => l.startsWith('| ') && !l.startsWith('| ---') && !l.startsWith('| symptom'))
-    .map((l) => (l.slice(2).split(' | ')[0] ?? '').replaceAll('`', '').trim());
+const readme = () => readFileSync(path.resolve(REPO_ROOT, 'README.md'), 'utf8');
+
+/** A README section's text, from its `## `/`### ` heading to the next heading of any level. */
+function readmeSection(title: string): string {
+  return (
+    readme()
+      .split(/^#{2,3} /m)
+      .find((s) => s.startsWith(title)) ?? ''
+  );
+}
+
+/** The cells of a Markdown table's body rows in `section` (header and separator left out). */
+function tableRows(section: string): string[][] {
+  const lines = section.split('\n').filter((l) => l.startsWith('| '));
+  return lines.slice(2).map((l) => l.slice(2, l.endsWith(' |') ? -2 : undefined).split(' | '));
+}
+
+/** A row of the README's Troubleshooting table: its first cell (backticks and anchor removed) and its anchor. */
+interface TroubleshootingRow {
+  name: string;
+  anchor: string | undefined;
+}
+
+function troubleshootingRows(): TroubleshootingRow[] {
+  return tableRows(readmeSection('Troubleshooting')).map(([first = '']) => {
+    const anchor = /^<a id="([^"]+)"><\/a>/.exec(first);
+    return {
+      name: first
+        .replace(/^<a id="[^"]+"><\/a>/, '')
+        .replaceAll('`', '')
+        .trim(),
+      anchor: anchor?.[1],
+    };
+  });
 }
 
 /** The quoted row names of a `runbook` annotation. */
@@ -53,9 +86,58 @@ describe('alerting rules (infra/monitoring/alerts.yaml)', () => {
       const rows = runbookRows(runbook);
       expect(rows.length).toBeGreaterThan(0);
       const known = troubleshootingRows();
-      for (const row of rows) expect(known, `runbook row "${row}"`).toContain(row);
+      for (const row of rows)
+        expect(
+          known.map((r) => r.name),
+          `runbook row "${row}"`,
+        ).toContain(row);
     },
   );
+
+  it.each(rules.map((r) => [r.alert, r] as const))(
+    '%s has a runbook_url: the README address, then the anchor of the first row its runbook names',
+    (_name, rule: AlertRule) => {
+      const url = rule.annotations?.runbook_url ?? '';
+      expect(url.startsWith(`${RUNBOOK_README_URL}#`), url).toBe(true);
+      const anchor = url.slice(RUNBOOK_README_URL.length + 1);
+      const row = troubleshootingRows().find((r) => r.anchor === anchor);
+      expect(row, `a Troubleshooting row with <a id="${anchor}">`).toBeDefined();
+      expect(row?.name).toBe(runbookRows(rule.annotations?.runbook ?? '')[0]);
+    },
+  );
+
+  it('the README anchors are unique, and the rules file and README name the same default address', () => {
+    const anchors = [...readme().matchAll(/<a id="([^"]+)"><\/a>/g)].map((m) => m[1]);
+    expect(new Set(anchors).size).toBe(anchors.length);
+    expect(readFileSync(path.resolve(REPO_ROOT, RULES_FILE), 'utf8')).toContain(RUNBOOK_README_URL);
+    expect(readmeSection('Alerts and dashboard')).toContain(RUNBOOK_README_URL);
+  });
+
+  it('pages (critical) only for pods piling up and for no replica scraped; every other alert is a ticket', () => {
+    const critical = rules.filter((r) => r.labels?.severity === 'critical').map((r) => r.alert);
+    expect(critical.sort()).toEqual(['SparkDriverCleanerAbsent', 'SparkDriverCleanerPodsOverdue']);
+    // Every alert waits: one evaluation (a scrape blip, a rollout) never notifies.
+    expect(rules.filter((r) => !r.for).map((r) => r.alert)).toEqual([]);
+  });
+
+  it('the README alerts table gives each alert its severity (page = critical, ticket = warning)', () => {
+    const table = new Map(
+      tableRows(readmeSection('Alerts and dashboard')).map(([alert = '', severity = '']) => [
+        alert.replaceAll('`', ''),
+        severity.replaceAll('*', ''),
+      ]),
+    );
+    expect([...table.keys()].sort()).toEqual(rules.map((r) => r.alert).sort());
+    for (const r of rules) {
+      expect(table.get(r.alert), r.alert).toBe(r.labels?.severity === 'critical' ? 'page' : 'ticket');
+    }
+  });
+
+  it('the keepalive threshold is half the TTL each replica exports, not a number', () => {
+    const keepalive = rules.find((r) => r.alert === 'SparkDriverCleanerLeaseKeepaliveLate');
+    expect(keepalive?.expr).toMatch(/sdc_election_ttl_seconds\) \/ 2$/);
+    expect(keepalive?.for).toBe('10m');
+  });
 
   it('every alert has a promtool case where it fires and one where it does not', () => {
     const cases = alertTestCases();

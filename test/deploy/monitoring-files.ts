@@ -12,6 +12,12 @@ export const RULES_FILE = 'infra/monitoring/alerts.yaml';
 export const RULES_TESTS_FILE = 'test/deploy/alerts.promtool.yaml';
 /** The Grafana dashboard. */
 export const DASHBOARD_FILE = 'infra/monitoring/grafana-dashboard.json';
+/**
+ * The README address every `runbook_url` of the rules file starts with (then `#` and a row's anchor);
+ * an overlay replaces it with its own (docs/deployment.md, "Monitoring").
+ */
+export const RUNBOOK_README_URL =
+  'https://github.com/spark-driver-cleaner/spark-driver-cleaner/blob/main/README.md';
 
 /** One alerting rule, as the tests read it. */
 export interface AlertRule {

@@ -10,6 +10,7 @@ import { exposedNames, metricNames } from './promql.ts';
 
 let env: OpsEnv;
 let exported: Set<string>;
+let exposition: string;
 
 beforeAll(async () => {
   env = await startOpsEnv(['alpha']);
@@ -19,6 +20,7 @@ beforeAll(async () => {
   });
   const res = await http(r.http.url, '/metrics');
   expect(res.status).toBe(200);
+  exposition = res.text;
   exported = exposedNames(res.text);
 }, 60_000);
 afterAll(async () => {
@@ -37,6 +39,10 @@ describe('metric names of the alerts and the dashboard', () => {
     expect(exported).toContain('sdc_process_resident_memory_bytes');
     expect(exported).toContain('sdc_build_info');
     expect(used.length).toBeGreaterThan(20);
+  });
+
+  it('exports the configured election TTL, which the keepalive alert halves (ops-env sets SDC_ELECTION_TTL_SECONDS=3)', () => {
+    expect(exposition).toMatch(/^sdc_election_ttl_seconds 3$/m);
   });
 
   it('every name queried is exported by a replica', () => {

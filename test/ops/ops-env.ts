@@ -79,6 +79,7 @@ export async function startOpsEnv(contexts: string[], opts: { etcd?: boolean } =
       const spans = new InMemorySpanExporter();
       const telemetry = await createTelemetry({
         replicaId: id,
+        electionTtlSeconds: config.electionTtlSeconds,
         env: {},
         ...(o.traces ? { exporter: spans } : {}),
       });
