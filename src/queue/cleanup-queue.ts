@@ -30,6 +30,11 @@ import {
 export interface StoredJobData {
   readonly deadlineMs: number;
   readonly traceparent?: string;
+  /**
+   * Set on a job whose DELETE may have left unanswered (see {@link CleanupJobData.liveRecheck}): by the worker
+   * when it gives up a sent DELETE's answer, by a new leader's takeover (src/queue/take-over.ts).
+   */
+  readonly liveRecheck?: true;
 }
 
 /** The part of {@link CleanupJobData} stored as the job's `data`. */
@@ -86,6 +91,7 @@ export function cleanupJobDataOf(
     uid,
     deadlineMs: deadline,
     ...(traceparent ? { traceparent } : {}),
+    ...(d.liveRecheck === true ? { liveRecheck: true } : {}),
   };
 }
 
