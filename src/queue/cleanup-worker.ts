@@ -402,7 +402,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
       const taken = await withTimeout(
         takeOverActiveJobs(opts.connection, w, `${w.id}:`),
         TAKE_OVER_TIMEOUT_MS,
-        'taking over the previous leader\'s jobs',
+        "taking over the previous leader's jobs",
       );
       if (taken.length === 0) return;
       opts.log.info(
@@ -412,7 +412,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
     } catch (err) {
       opts.log.warn(
         { ...where, why: (err as Error).message, lockDurationMs: LOCK_DURATION_MS },
-        'could not take over the previous leader\'s jobs: they come back when their locks lapse',
+        "could not take over the previous leader's jobs: they come back when their locks lapse",
       );
     }
   }

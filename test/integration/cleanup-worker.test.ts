@@ -313,7 +313,7 @@ describe('a new term takes over the jobs a previous leader holds (real Redis, re
       const took = newLog.lines.filter((l) => String(l.msg).startsWith('took over'));
       expect(took).toHaveLength(1);
       expect(took[0]).toMatchObject({ level: 'info', jobs: n, context: 'ctx', namespace: 'spark' });
-      expect([...(took[0]?.uids as string[])].sort()).toEqual(uids);
+      expect([...((took[0]?.uids as string[] | undefined) ?? [])].sort()).toEqual(uids);
       // Each taken job was re-checked live (GET, not the cache's resourceVersion) and deleted once.
       expect(calls.filter((c) => c.startsWith('get'))).toHaveLength(n);
       expect(calls.filter((c) => c.startsWith('delete')).sort()).toEqual(
