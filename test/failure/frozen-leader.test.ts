@@ -96,6 +96,9 @@ describe('a frozen leader with jobs in flight', () => {
       const byNext = proxyOf.get(next)?.deletes() ?? [];
       expect(byNext.filter((r) => r.atMs < electedAt)).toEqual([]);
       const lastDeleteAt = Math.max(...byNext.map((r) => r.atMs));
+      const after = (msg: string) =>
+        timeOf(linesSince(next, electedAt, (l) => String(l.msg).startsWith(msg) && l.namespace === ns)[0]) -
+        electedAt;
 
       // Woken, the old leader finds its lease gone and its jobs taken: no DELETE leaves it.
       const resumedAt = Date.now();
@@ -117,7 +120,9 @@ describe('a frozen leader with jobs in flight', () => {
           `the freeze, took over ${n} jobs, last DELETE ${lastDeleteAt - electedAt} ms after its election ` +
           `(${lastDeleteAt - stoppedAt} ms after the freeze; all gone ${goneAt - stoppedAt} ms after it); the old ` +
           `leader woke ${resumedAt - stoppedAt} ms after the freeze, sent 0 DELETEs, ` +
-          `reported ${lockLoss.reduce((s, l) => s + Number(l.jobs), 0)} lost locks`,
+          `reported ${lockLoss.reduce((s, l) => s + Number(l.jobs), 0)} lost locks; after the election: ` +
+          `reconciled +${after('reconciled')} ms, took over +${after('took over')} ms, first deleted ` +
+          `+${after('driver pod deleted')} ms`,
       );
     } finally {
       redis.disconnect();
