@@ -96,7 +96,7 @@ describe('a frozen leader with jobs in flight', () => {
       const byNext = proxyOf.get(next)?.deletes() ?? [];
       expect(byNext.filter((r) => r.atMs < electedAt)).toEqual([]);
       const lastDeleteAt = Math.max(...byNext.map((r) => r.atMs));
-      const after = (msg: string) =>
+      const sinceElection = (msg: string) =>
         timeOf(linesSince(next, electedAt, (l) => String(l.msg).startsWith(msg) && l.namespace === ns)[0]) -
         electedAt;
 
@@ -121,8 +121,8 @@ describe('a frozen leader with jobs in flight', () => {
           `(${lastDeleteAt - stoppedAt} ms after the freeze; all gone ${goneAt - stoppedAt} ms after it); the old ` +
           `leader woke ${resumedAt - stoppedAt} ms after the freeze, sent 0 DELETEs, ` +
           `reported ${lockLoss.reduce((s, l) => s + Number(l.jobs), 0)} lost locks; after the election: ` +
-          `reconciled +${after('reconciled')} ms, took over +${after('took over')} ms, first deleted ` +
-          `+${after('driver pod deleted')} ms`,
+          `reconciled +${sinceElection('reconciled')} ms, took over +${sinceElection('took over')} ms, first deleted ` +
+          `+${sinceElection('driver pod deleted')} ms`,
       );
     } finally {
       redis.disconnect();
