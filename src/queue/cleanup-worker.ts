@@ -37,10 +37,10 @@ import type { Outcome } from '../cleanup/outcome.ts';
 import type { Logger } from '../log.ts';
 import { withTimeout } from '../with-timeout.ts';
 import { cleanupJobDataOf, InvalidJobDataError, type StoredJobData } from './cleanup-queue.ts';
-import { queueName, type TargetRef } from './job-identity.ts';
+import { closingWorkerKeyPrefix, queueName, type TargetRef } from './job-identity.ts';
 import { recordLastAccepted } from './last-accepted.ts';
 import { createLockLossLog } from './lock-loss-log.ts';
-import { takeOverActiveJobs } from './take-over.ts';
+import { markWorkerClosing, takeOverActiveJobs } from './take-over.ts';
 
 /**
  * The leader's Worker's schedule on Redis while it has nothing to do, ms (issue 15: an idle target cost ~3
@@ -280,6 +280,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
     return next;
   };
   const lockLoss = createLockLossLog(opts.log);
+  const closingKeyPrefix = closingWorkerKeyPrefix(opts.prefix, opts.target);
 
   /**
    * Refuses a job whose stored data cannot be trusted (a hash lost or edited in Redis, a job of another
@@ -400,7 +401,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
     const where = { context: opts.target.context, namespace: opts.target.namespace };
     try {
       const taken = await withTimeout(
-        takeOverActiveJobs(opts.connection, w, `${w.id}:`),
+        takeOverActiveJobs(opts.connection, w, `${w.id}:`, closingKeyPrefix),
         TAKE_OVER_TIMEOUT_MS,
         "taking over the previous leader's jobs",
       );
@@ -482,6 +483,10 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
         opts.connection.off('ready', onRedisReady);
         opts.connection.setMaxListeners(Math.max(0, opts.connection.getMaxListeners() - 1));
         try {
+          // A term ended on purpose (handover, shutdown): the next leader, elected at once, leaves our jobs to this
+          // close, which puts them back (a DELETE already sent is awaited here, not sent twice). A frozen or dead
+          // leader writes no such mark: its jobs are taken over.
+          markWorkerClosing(opts.connection, closingKeyPrefix, w.id, WORKER_CLOSE_TIMEOUT_MS + 1_000);
           w.cancelAllJobs(reason);
           await withTimeout(w.close(), WORKER_CLOSE_TIMEOUT_MS, 'closing the worker').catch((err: Error) => {
             // Redis unreachable: the aborted jobs cannot be put back. Left active, their locks lapse and the

@@ -26,7 +26,8 @@ import type { Redis } from 'ioredis';
 /**
  * KEYS: 1 active (list), 2 wait (list), 3 stalled (set), 4 meta (hash), 5 marker (zset), 6 events (stream).
  * ARGV: 1 the queue's key prefix (`<prefix>:<queue>:`), 2 the token prefix of the taking worker (`<worker id>:`,
- * BullMQ's tokens are `<worker id>:<n>`): jobs it locked itself are left alone.
+ * BullMQ's tokens are `<worker id>:<n>`): jobs it locked itself are left alone; 3 the prefix of the closing
+ * markers (`closingWorkerKeyPrefix`): jobs locked by a worker marked closing are left to it.
  * Returns the ids taken. Jobs go to the head of the wait list (RPUSH, as BullMQ's stalled-jobs check does):
  * they were due before anything waiting behind them. Our queues use no priorities. A job whose hash is gone is
  * only dropped from the active list. The data is re-encoded by Redis's cjson (integers up to 14 digits are
@@ -36,13 +37,17 @@ const TAKE_OVER_SCRIPT = `
 local rcall = redis.call
 local prefix = ARGV[1]
 local own = ARGV[2]
+local closing = ARGV[3]
 local taken = {}
 local maxEvents = tonumber(rcall("HGET", KEYS[4], "opts.maxLenEvents")) or 10000
 for _, jobId in ipairs(rcall("LRANGE", KEYS[1], 0, -1)) do
   local jobKey = prefix .. jobId
   local lockKey = jobKey .. ":lock"
   local token = rcall("GET", lockKey)
-  if not token or string.sub(token, 1, #own) ~= own then
+  local holder = token and string.match(token, "^(.*):[^:]*$")
+  local mine = token and string.sub(token, 1, #own) == own
+  local leaving = holder and rcall("EXISTS", closing .. holder) == 1
+  if not mine and not leaving then
     rcall("DEL", lockKey)
     rcall("SREM", KEYS[3], jobId)
     rcall("LREM", KEYS[1], 1, jobId)
@@ -77,8 +82,14 @@ export interface TakeOverQueue {
  * worker, or by none: a crashed holder's lapsed lock) back to the wait list, marked for a live re-check, in one
  * atomic script. Call it when this replica has just been elected, before its own Worker runs, and only under an
  * election that fences the previous leader.
+ *
+ * Jobs of a worker that marked itself closing (`closingKeyPrefix` + its id, see {@link markWorkerClosing}) are
+ * left to it: a leader that hands over or shuts down puts its jobs back within its close, and a DELETE it has
+ * already sent is awaited there; taken from it, the job could be re-checked before that DELETE is applied and
+ * DELETEd a second time.
  * @param ownTokenPrefix `<worker id>:` of the taking worker, whose own jobs are left alone (the script may run
  *   late, after the worker has started, when a call timed out)
+ * @param closingKeyPrefix `closingWorkerKeyPrefix(prefix, target)` (src/queue/job-identity.ts)
  * @returns the ids of the jobs taken over (empty when none)
  * @throws the Redis error when the script cannot run
  */
@@ -86,6 +97,7 @@ export async function takeOverActiveJobs(
   redis: Pick<Redis, 'eval'>,
   queue: TakeOverQueue,
   ownTokenPrefix: string,
+  closingKeyPrefix: string,
 ): Promise<string[]> {
   const k = (name: string) => {
     const key = queue.keys[name];
@@ -93,6 +105,29 @@ export async function takeOverActiveJobs(
     return key;
   };
   const keys = [k('active'), k('wait'), k('stalled'), k('meta'), k('marker'), k('events')];
-  const taken = await redis.eval(TAKE_OVER_SCRIPT, keys.length, ...keys, queue.toKey(''), ownTokenPrefix);
+  const taken = await redis.eval(
+    TAKE_OVER_SCRIPT,
+    keys.length,
+    ...keys,
+    queue.toKey(''),
+    ownTokenPrefix,
+    closingKeyPrefix,
+  );
   return Array.isArray(taken) ? taken.map(String) : [];
+}
+
+/**
+ * Marks a worker as closing for `ttlMs` (its close's bound and a margin), so that the next leader's takeover
+ * leaves its jobs to it (see {@link takeOverActiveJobs}). Sent at once, not awaited by the close: it must reach
+ * Redis before the next leader is elected, and a failure only lets the next leader take the jobs.
+ * @param closingKeyPrefix `closingWorkerKeyPrefix(prefix, target)`
+ * @param workerId the BullMQ Worker's `id` (the part of its lock tokens before the last `:`)
+ */
+export function markWorkerClosing(
+  redis: Pick<Redis, 'set'>,
+  closingKeyPrefix: string,
+  workerId: string,
+  ttlMs: number,
+): void {
+  void redis.set(`${closingKeyPrefix}${workerId}`, '1', 'PX', ttlMs).catch(() => undefined);
 }

@@ -18,7 +18,8 @@ import {
   createCleanupWorker,
   type RefusedJob,
 } from '../../src/queue/cleanup-worker.ts';
-import { jobKey } from '../../src/queue/job-identity.ts';
+import { closingWorkerKeyPrefix, jobKey } from '../../src/queue/job-identity.ts';
+import { markWorkerClosing, takeOverActiveJobs } from '../../src/queue/take-over.ts';
 import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -344,23 +345,26 @@ describe('a new term takes over the jobs a previous leader holds (real Redis, re
     }
   }, 60_000);
 
-  it('jobs held by the taking worker itself are left alone; a job with no lock (a crashed holder) is taken', async () => {
+  it('jobs held by the taking worker itself or by a worker closing on purpose are left alone; a job with no lock (a crashed holder) is taken', async () => {
     const prefix = 'to2';
     const raw = new Queue('{ctx.spark}', { connection: connect(), prefix });
     const r = conns[conns.length - 1] as Redis;
     const key = (name: string) => raw.keys[name] ?? '';
     try {
-      for (const i of [1, 2, 3])
+      for (const i of [1, 2, 3, 4])
         await raw.add(due(i).pod, { deadlineMs: 1_796_021_070_999 }, { jobId: uidOf(i) });
-      // Fake an active list: 1 locked by "us", 2 by another worker, 3 with its lock lapsed.
+      // Fake an active list: 1 locked by "us", 2 by another worker, 3 with its lock lapsed, 4 by a worker that
+      // is closing (a handover: it puts its jobs back itself).
       await r.del(key('wait'));
-      await r.rpush(key('active'), uidOf(1), uidOf(2), uidOf(3));
+      await r.rpush(key('active'), uidOf(1), uidOf(2), uidOf(3), uidOf(4));
+      await r.set(raw.toKey(`${uidOf(4)}:lock`), 'leaving-worker:7', 'PX', 60_000);
+      const closing = closingWorkerKeyPrefix(prefix, target);
+      markWorkerClosing(r, closing, 'leaving-worker', 60_000);
       await r.set(raw.toKey(`${uidOf(1)}:lock`), 'me:0', 'PX', 60_000);
       await r.set(raw.toKey(`${uidOf(2)}:lock`), 'other:3', 'PX', 60_000);
       await r.sadd(key('stalled'), uidOf(2), uidOf(3));
-      const { takeOverActiveJobs } = await import('../../src/queue/take-over.ts');
-      expect((await takeOverActiveJobs(r, raw, 'me:')).sort()).toEqual([uidOf(2), uidOf(3)].sort());
-      expect(await r.lrange(key('active'), 0, -1)).toEqual([uidOf(1)]);
+      expect((await takeOverActiveJobs(r, raw, 'me:', closing)).sort()).toEqual([uidOf(2), uidOf(3)].sort());
+      expect(await r.lrange(key('active'), 0, -1)).toEqual([uidOf(1), uidOf(4)]);
       expect((await r.lrange(key('wait'), 0, -1)).sort()).toEqual([uidOf(2), uidOf(3)].sort());
       expect(await r.get(raw.toKey(`${uidOf(1)}:lock`))).toBe('me:0');
       expect(await r.exists(raw.toKey(`${uidOf(2)}:lock`))).toBe(0);
@@ -375,11 +379,84 @@ describe('a new term takes over the jobs a previous leader holds (real Redis, re
       });
       // The marker wakes a worker blocked on the queue.
       expect(await r.zcard(key('marker'))).toBeGreaterThan(0);
-      expect(await takeOverActiveJobs(r, raw, 'me:')).toEqual([]);
+      expect(await takeOverActiveJobs(r, raw, 'me:', closing)).toEqual([]);
     } finally {
       await raw.close();
     }
   });
+});
+
+describe('a handover: the old leader closes its worker on purpose (real Redis, real workers)', () => {
+  it('jobs of a worker that is closing are left to it: it puts them back, the new term runs each once, nothing taken over', async () => {
+    const prefix = 'ho1';
+    const q = createCleanupQueue({
+      target,
+      connection: connect(),
+      prefix,
+      tombstoneTtlMs: 60_000,
+      log: memoryLogger().log,
+      now: Date.now,
+    });
+    const n = 5;
+    let entered = 0;
+    // Each job of the old leader waits in the fence until its term ends (the abort), as a DELETE whose answer
+    // is awaited.
+    const old = worker(
+      prefix,
+      memoryLogger().log,
+      {
+        fence: (signal) =>
+          new Promise<void>((_, reject) => {
+            entered += 1;
+            // Its term ended: it lets go half a second later (a DELETE's answer awaited), still holding the job.
+            signal.addEventListener('abort', () => setTimeout(() => reject(signal.reason), 500), {
+              once: true,
+            });
+          }),
+      },
+      undefined,
+      { concurrency: n },
+    );
+    const calls: string[] = [];
+    const newLog = memoryLogger();
+    const next = worker(
+      prefix,
+      newLog.log,
+      {
+        pods: {
+          async get() {
+            return undefined;
+          },
+          async delete(ns, name) {
+            calls.push(`delete ${ns}/${name}`);
+            return 'accepted';
+          },
+        },
+        cached: (name) => podOf(Number(name.split('-')[1])),
+      },
+      undefined,
+      { takeOverOnRun: true },
+    );
+    try {
+      for (let i = 0; i < n; i++) await q.enqueue(due(i));
+      await old.run();
+      await waitFor('the old worker holds the 5 jobs', () => entered >= n);
+      const stopping = old.stop('leadership lost: handed over');
+      // The next leader's term starts while the old worker is closing (its jobs still held).
+      await next.run();
+      await stopping;
+      await waitFor(
+        'the new worker completed the 5 jobs',
+        async () => (await q.bullQueue.getCompletedCount()) === n,
+      );
+      expect(newLog.lines.filter((l) => String(l.msg).startsWith('took over'))).toEqual([]);
+      expect(calls.sort()).toEqual(Array.from({ length: n }, (_, i) => `delete spark/${due(i).pod}`).sort());
+    } finally {
+      await old.stop('test done');
+      await next.stop('test done');
+      await q.close();
+    }
+  }, 60_000);
 });
 
 describe('a DELETE whose answer was given up (real Redis, a real worker)', () => {
