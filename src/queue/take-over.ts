@@ -28,6 +28,10 @@ import type { Redis } from 'ioredis';
  * ARGV: 1 the queue's key prefix (`<prefix>:<queue>:`), 2 the token prefix of the taking worker (`<worker id>:`,
  * BullMQ's tokens are `<worker id>:<n>`): jobs it locked itself are left alone; 3 the prefix of the closing
  * markers (`closingWorkerKeyPrefix`): jobs locked by a worker marked closing are left to it.
+ * The queue's marker is always added (unless the queue is paused): a frozen worker still blocked on it (BZPOPMIN)
+ * would otherwise be served the next wake-up meant for the new leader's worker, since Redis serves blocked
+ * clients in the order they blocked; that worker would then wait out its whole block (a minute) for jobs
+ * already in the wait list. Served now, the frozen worker is no longer in line.
  * Returns the ids taken. Jobs go to the head of the wait list (RPUSH, as BullMQ's stalled-jobs check does):
  * they were due before anything waiting behind them. Our queues use no priorities. A job whose hash is gone is
  * only dropped from the active list. The data is re-encoded by Redis's cjson (integers up to 14 digits are
@@ -63,7 +67,7 @@ for _, jobId in ipairs(rcall("LRANGE", KEYS[1], 0, -1)) do
     end
   end
 end
-if #taken > 0 and rcall("HEXISTS", KEYS[4], "paused") == 0 then
+if rcall("HEXISTS", KEYS[4], "paused") == 0 then
   rcall("ZADD", KEYS[5], 0, "0")
 end
 return taken

@@ -384,6 +384,25 @@ describe('a new term takes over the jobs a previous leader holds (real Redis, re
       await raw.close();
     }
   });
+
+  it('nothing to take: the marker is still added, so a frozen worker blocked on it is served now, not the next wake-up of the new one', async () => {
+    const prefix = 'to3';
+    const raw = new Queue('{ctx.spark}', { connection: connect(), prefix });
+    const r = conns[conns.length - 1] as Redis;
+    const frozen = connect(); // a frozen worker's blocking connection, blocked before the election
+    try {
+      await raw.waitUntilReady();
+      await r.del(raw.keys.marker ?? '');
+      const served = frozen.bzpopmin(raw.keys.marker ?? '', 30);
+      await waitFor('the frozen client is blocked', async () =>
+        String(await r.client('LIST')).includes('cmd=bzpopmin'),
+      );
+      expect(await takeOverActiveJobs(r, raw, 'me:', closingWorkerKeyPrefix(prefix, target))).toEqual([]);
+      expect(await served).not.toBeNull();
+    } finally {
+      await raw.close();
+    }
+  });
 });
 
 describe('a handover: the old leader closes its worker on purpose (real Redis, real workers)', () => {
