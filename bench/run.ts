@@ -112,7 +112,19 @@ export async function runBench(opts: RunBenchOptions): Promise<{ results: BenchR
     if (only.has('failover')) {
       results.benchmarks.failover = await benchFailover(
         env,
-        { replicas: 3, trials: q ? 1 : 3, electionTtlSeconds: q ? 3 : 5, pods: 20 },
+        {
+          replicas: 3,
+          trials: q ? 1 : 3,
+          electionTtlSeconds: q ? 3 : 5,
+          pods: 20,
+          frozen: {
+            replicas: 3,
+            trials: q ? 1 : 3,
+            electionTtlSeconds: 3,
+            pods: 40,
+            frozenMs: q ? 8_000 : 30_000,
+          },
+        },
         progress,
       );
     }

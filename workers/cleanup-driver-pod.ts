@@ -15,7 +15,9 @@
  * - `live`: GET the pod, then DELETE with `preconditions.uid` (two requests per pod).
  * - `cache`: the informer's copy, DELETE with `preconditions.uid` only.
  * While the informer's cache is not trusted (`cacheUntrusted`: its list or watch has been failing for a
- * while, src/cleaner/cache-trust.ts), both cache modes re-check as `live` does.
+ * while, src/cleaner/cache-trust.ts), both cache modes re-check as `live` does; so does the run of a job whose
+ * earlier DELETE may have left unanswered (`liveRecheck`: its answer given up, or the job taken over from a
+ * frozen leader), since the cache may not show that deletion yet.
  * The UID precondition always closes the window between the check and the DELETE against re-created pods.
  * A UID whose DELETE this replica saw accepted (`acceptedBefore`) is `already-deleting` before any of that:
  * Redis may have lost the job that remembered it, and the cache may not show the deletion yet.
@@ -65,7 +67,10 @@ export async function cleanupDriverPod(
   if (deps.acceptedBefore?.(job.uid)) return { outcome: 'already-deleting' };
   const fenced = await fence(deps, signal);
   if (fenced) return fenced;
-  const mode = deps.recheck !== 'live' && deps.cacheUntrusted?.() ? 'live' : deps.recheck;
+  // A DELETE of this job may have left unanswered (`liveRecheck`): a cache that has not seen that deletion
+  // yet would send a second one. An untrusted cache is not asked either.
+  const mode =
+    job.liveRecheck || (deps.recheck !== 'live' && deps.cacheUntrusted?.()) ? 'live' : deps.recheck;
 
   // resource-version: check the cached copy, let the API server confirm it is still that version.
   if (mode === 'resource-version') {

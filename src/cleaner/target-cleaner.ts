@@ -179,6 +179,9 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     onProcessed: () => {
       lastProcessedMs = monotonicNow();
     },
+    // A new term takes the jobs a frozen previous leader holds at once; fenced elections only (single-server
+    // mode may run beside uncoordinated replicas, whose jobs are theirs).
+    takeOverOnRun: !opts.warnIfNotAlone,
     handler: opts.handler,
     deps: {
       pods: {

@@ -21,4 +21,10 @@ export interface CleanupJobData {
   readonly enqueuedBy?: string;
   /** W3C trace context of the enqueue span, so processing continues the same trace. */
   readonly traceparent?: string;
+  /**
+   * A run of this job may have had a DELETE leave without its answer being read: given up after the DELETE was
+   * sent (leadership lost, shutdown), or the job was taken over from a leader that froze. The informer's cache
+   * may not show that deletion yet, so the re-check GETs the pod live whatever the `recheck` mode.
+   */
+  readonly liveRecheck?: true;
 }

@@ -44,6 +44,11 @@ export interface StoredJobData {
   /** finishedAt + retention, epoch ms. */
   readonly deadlineMs: number;
   readonly traceparent?: string;
+  /**
+   * Set on a job whose DELETE may have left unanswered (see {@link CleanupJobData.liveRecheck}): by the worker
+   * when it gives up a sent DELETE's answer, by a new leader's takeover (src/queue/take-over.ts).
+   */
+  readonly liveRecheck?: true;
 }
 
 /** The part of {@link CleanupJobData} stored as the job's `data`, in format {@link JOB_FORMAT}. */
@@ -104,6 +109,7 @@ export function cleanupJobDataOf(
     uid,
     deadlineMs: deadline,
     ...(traceparent ? { traceparent } : {}),
+    ...(d.liveRecheck === true ? { liveRecheck: true } : {}),
   };
 }
 

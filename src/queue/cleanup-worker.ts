@@ -6,7 +6,8 @@
  * - final outcomes → the job completes with the outcome as its return value;
  * - `failed` → throw: BullMQ retries with our backoff (exponential, jitter, at least `Retry-After`, at most
  *   `maxBackoffMs`);
- * - `not-yet`, `fenced`, `aborted` → back to delayed with `DelayedError`, which is not a failed attempt;
+ * - `not-yet`, `fenced`, `aborted` → back to delayed with `DelayedError`, which is not a failed attempt; an
+ *   `aborted` whose DELETE had left unanswered marks the job for a live re-check (`liveRecheck`);
  * - a job whose stored data cannot be trusted is *refused* before the handler sees it: warned, removed, its
  *   pod re-enqueued from the informer (`onRefused`). It never completes: a completed job stands for its UID.
  *
@@ -15,6 +16,9 @@
  *
  * Idle, the worker costs Redis one fetch cycle per {@link IDLE_CHECKS}`.blockMs` and one stalled-jobs check per
  * `stalledIdleMs` (see there): followers have no Worker at all, so an idle target costs ~0.25 commands/s.
+ *
+ * Each `run()` (a new term) first takes over the jobs a previous leader still holds (`takeOverOnRun`,
+ * src/queue/take-over.ts): a frozen leader's jobs are taken at once rather than when their locks lapse.
  *
  * BullMQ facts this relies on: delayed jobs are promoted only by a running Worker of the queue;
  * `close()` does not abort a running processor, so `stop()` calls `cancelAllJobs()` first, which aborts
@@ -33,9 +37,10 @@ import type { Outcome } from '../cleanup/outcome.ts';
 import type { Logger } from '../log.ts';
 import { withTimeout } from '../with-timeout.ts';
 import { cleanupJobDataOf, InvalidJobDataError, type StoredJobData } from './cleanup-queue.ts';
-import { queueName, type TargetRef } from './job-identity.ts';
+import { closingWorkerKeyPrefix, queueName, type TargetRef } from './job-identity.ts';
 import { recordLastAccepted } from './last-accepted.ts';
 import { createLockLossLog } from './lock-loss-log.ts';
+import { markWorkerClosing, takeOverActiveJobs } from './take-over.ts';
 
 /**
  * The leader's Worker's schedule on Redis while it has nothing to do, ms (issue 15: an idle target cost ~3
@@ -50,10 +55,10 @@ import { createLockLossLog } from './lock-loss-log.ts';
  *   the BZPOPMIN at once; the Worker then waits exactly until the earliest delayed job is due, so a job starts
  *   at its deadline whatever this is. A proxy between the replicas and Redis must let a connection sit idle
  *   this long plus 1 s (BullMQ's watchdog resets a blocking connection silent 1 s past its timeout).
- * - `stalledFastMs` during the first `startupMs` of a term and after Redis came back: a crashed leader's
- *   in-flight jobs (locks of `lockDuration`, 10 s) are found by two checks and back in the queue within ~15 s
- *   of the new term (docs/failure-modes.md), and jobs whose locks lapsed during a Redis outage as quickly.
- *   `startupMs` = lockDuration + 4 checks.
+ * - `stalledFastMs` during the first `startupMs` of a term and after Redis came back: jobs whose locks lapsed
+ *   during a Redis outage, and a previous leader's in-flight jobs when the term's takeover could not run
+ *   (src/queue/take-over.ts; locks of `lockDuration`, 10 s), are found by two checks and back in the queue
+ *   within ~15 s (docs/failure-modes.md). `startupMs` = lockDuration + 4 checks.
  * - `stalledIdleMs` afterwards: only a lock lost inside a healthy term (this process frozen over 10 s) waits
  *   for it.
  * - `longestMs`: the longest of the idle intervals (a measuring window spans it).
@@ -152,6 +157,13 @@ export interface CleanupWorkerOptions {
    * self-check's evidence that the worker is alive (src/cleaner/self-check.ts).
    */
   onProcessed?: () => void;
+  /**
+   * Whether each `run()` first takes over the jobs another worker holds in the queue's active list
+   * (src/queue/take-over.ts): a frozen leader's jobs follow the leadership at once instead of when their locks
+   * lapse. Only under an election that fences the previous leader (etcd); with local leadership another,
+   * uncoordinated replica may be working on them. Default false.
+   */
+  takeOverOnRun?: boolean;
 }
 
 /**
@@ -223,7 +235,7 @@ function logOutcome(log: Logger, d: CleanupJobData, attemptsMade: number, o: Out
       if (o.outcome === 'aborted' && o.deleteSent) {
         log.info(
           { ...fields, why: 'leadership lost or shutdown' },
-          'DELETE sent, its answer given up: the job is put back, its next run sees the deletion',
+          'DELETE sent, its answer given up: the job is put back, its next run re-checks the pod live',
         );
         return;
       }
@@ -245,6 +257,13 @@ function logOutcome(log: Logger, d: CleanupJobData, attemptsMade: number, o: Out
  */
 export const WORKER_CLOSE_TIMEOUT_MS = 4_000;
 
+/**
+ * How long a term's takeover of the previous leader's jobs may hold up the start of the Worker, ms. Past it the
+ * Worker starts anyway (the jobs then come back through the stalled-jobs check); a script that runs late leaves
+ * this Worker's own jobs alone.
+ */
+export const TAKE_OVER_TIMEOUT_MS = 2_000;
+
 /** Creates the worker of one target; call `run()` when elected. */
 export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
   const base = opts.backoffMs ?? 1000;
@@ -261,6 +280,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
     return next;
   };
   const lockLoss = createLockLossLog(opts.log);
+  const closingKeyPrefix = closingWorkerKeyPrefix(opts.prefix, opts.target);
 
   /**
    * Refuses a job whose stored data cannot be trusted (a hash lost or edited in Redis, a job of another
@@ -314,6 +334,13 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
         throw new DelayedError();
       case 'fenced':
       case 'aborted':
+        // A DELETE left and its answer was given up: the API server may have applied it, and the informer of
+        // whoever runs the job next may not show that yet. The job's next run re-checks live (one GET), not from
+        // a cache that could send a second DELETE. Written before the job is put back; should it fail (Redis
+        // gone), the next run re-checks as usual and the preconditions still hold.
+        if (outcome.outcome === 'aborted' && outcome.deleteSent && job.data?.liveRecheck !== true) {
+          await job.updateData({ ...job.data, liveRecheck: true }).catch(() => undefined);
+        }
         // Not a failed attempt: put it back for whoever leads next (a short delay avoids a hot loop).
         await job.moveToDelayed(wallNow() + 250, token);
         throw new DelayedError();
@@ -366,8 +393,33 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
     if (worker && !closing) checkStalledFast(worker, true);
   };
 
-  /** Creates and runs a new BullMQ Worker, unless one runs. */
-  function start(): void {
+  /**
+   * Moves the jobs a previous leader holds back to the queue before `w` runs (see {@link takeOverActiveJobs}),
+   * logging how many. Never rejects: a failure leaves them to the stalled-jobs check.
+   */
+  async function takeOver(w: CleanupBullWorker): Promise<void> {
+    const where = { context: opts.target.context, namespace: opts.target.namespace };
+    try {
+      const taken = await withTimeout(
+        takeOverActiveJobs(opts.connection, w, `${w.id}:`, closingKeyPrefix),
+        TAKE_OVER_TIMEOUT_MS,
+        "taking over the previous leader's jobs",
+      );
+      if (taken.length === 0) return;
+      opts.log.info(
+        { ...where, jobs: taken.length, uids: taken.slice(0, 20) },
+        `took over ${taken.length} jobs the previous leader held: back in the queue, each re-checked live`,
+      );
+    } catch (err) {
+      opts.log.warn(
+        { ...where, why: (err as Error).message, lockDurationMs: LOCK_DURATION_MS },
+        "could not take over the previous leader's jobs: they come back when their locks lapse",
+      );
+    }
+  }
+
+  /** Creates and runs a new BullMQ Worker, unless one runs (after taking over the previous leader's jobs). */
+  async function start(): Promise<void> {
     if (worker) return;
     const w = new CleanupBullWorker(queueName(opts.target), processor, {
       connection: opts.connection,
@@ -375,7 +427,8 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
       autorun: false,
       concurrency: opts.concurrency,
       name: opts.replicaId,
-      // A crashed leader's active jobs come back through stall detection; give them a few chances.
+      // Jobs whose locks lapsed (a Redis outage, a takeover that could not run) come back through stall
+      // detection, which counts each return; give them a few chances.
       maxStalledCount: 5,
       // Locks expire after lockDuration (renewed every half) and the check runs every stalledInterval, 5 s at
       // the start of a term (then every 60 s: checkStalledFast): a crashed leader's in-flight jobs resume
@@ -409,6 +462,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
       if (!lockLoss.take(err)) opts.log.warn({ err: { message: err.message } }, 'worker error');
     });
     worker = w;
+    if (opts.takeOverOnRun) await takeOver(w);
     checkStalledFast(w, false);
     opts.connection.setMaxListeners(opts.connection.getMaxListeners() + 1); // one per led target
     opts.connection.on('ready', onRedisReady);
@@ -429,6 +483,10 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
         opts.connection.off('ready', onRedisReady);
         opts.connection.setMaxListeners(Math.max(0, opts.connection.getMaxListeners() - 1));
         try {
+          // A term ended on purpose (handover, shutdown): the next leader, elected at once, leaves our jobs to this
+          // close, which puts them back (a DELETE already sent is awaited here, not sent twice). A frozen or dead
+          // leader writes no such mark: its jobs are taken over.
+          markWorkerClosing(opts.connection, closingKeyPrefix, w.id, WORKER_CLOSE_TIMEOUT_MS + 1_000);
           w.cancelAllJobs(reason);
           await withTimeout(w.close(), WORKER_CLOSE_TIMEOUT_MS, 'closing the worker').catch((err: Error) => {
             // Redis unreachable: the aborted jobs cannot be put back. Left active, their locks lapse and the

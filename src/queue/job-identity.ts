@@ -80,3 +80,12 @@ export function electionPrefix(t: TargetRef): string {
 export function lastAcceptedKey(prefix: string, t: TargetRef): string {
   return `${prefix}:${queueName(t)}:last-accepted`;
 }
+
+/**
+ * Prefix of the Redis keys that mark a target's workers as closing (`<prefix>:<queue>:closing:<worker id>`): a
+ * worker that ends its term on purpose (a handover, a shutdown) puts its jobs back itself, and the next
+ * leader's takeover leaves them to it (src/queue/take-over.ts). Shares the queue's hash tag.
+ */
+export function closingWorkerKeyPrefix(prefix: string, t: TargetRef): string {
+  return `${prefix}:${queueName(t)}:closing:`;
+}

@@ -6,8 +6,9 @@
  * it emits `lockRenewalFailed` with every failed id, then one `error` event per job ("could not renew lock
  * for job <id>"). The jobs then end with one more error each when BullMQ moves them on ("Missing lock for
  * job <id>. moveToDelayed", "Lock mismatch for job <id>…"). A leader woken from a freeze held up to
- * `concurrency` jobs: that was a hundred warnings for one event. Nothing is lost: stall detection hands such
- * jobs back to the queue, and fencing keeps their DELETEs from leaving.
+ * `concurrency` jobs: that was a hundred warnings for one event. Nothing is lost: the next leader has taken
+ * such jobs over (src/queue/take-over.ts) or stall detection hands them back to the queue, and fencing keeps
+ * their DELETEs from leaving.
  */
 import type { Logger } from '../log.ts';
 
@@ -43,7 +44,7 @@ export function createLockLossLog(log: Logger, windowMs = 1000): LockLossLog {
     ids = new Set();
     log.warn(
       { jobs: uids.length, uids: uids.slice(0, MAX_IDS) },
-      `lost the locks of ${uids.length} jobs (process frozen or Redis slow): stall detection re-queues them; fencing keeps their DELETEs from leaving`,
+      `lost the locks of ${uids.length} jobs (process frozen or Redis slow): the next leader takes them over (or stall detection re-queues them); fencing keeps their DELETEs from leaving`,
     );
   };
   const add = (id: string) => {

@@ -62,6 +62,10 @@ it('npm run bench -- --quick (as the README shows it) writes every benchmark’s
   ]);
   expect(failover?.trials.map((t) => t.signal)).toEqual(['SIGKILL', 'SIGTERM']);
   for (const t of failover?.trials ?? []) expect(t.firstDeleteAfterMs).toEqual(expect.any(Number));
+  // The frozen leader held all 40 jobs; the new leader took every one and deleted each pod once.
+  expect(failover?.frozen?.trials.map((t) => [t.tookOver, t.deleteRequests, t.acceptedDeletes])).toEqual([
+    [40, 40, 40],
+  ]);
   for (const run of lateness?.runs ?? []) {
     expect(run.serverLatenessMs).toHaveLength(lateness?.config.pods ?? -1);
     expect(run.leaked).toBe(0);

@@ -1,13 +1,15 @@
 /**
- * The BullMQ adapter (src/queue/cleanup-worker.ts) on real Redis: what it does with BullMQ's own events and
- * with jobs whose stored data cannot be trusted.
+ * The BullMQ adapter (src/queue/cleanup-worker.ts) on real Redis: what it does with BullMQ's own events, with
+ * jobs whose stored data cannot be trusted, with jobs a previous leader still holds when a term starts, and
+ * with a DELETE whose answer was given up.
  */
-import { Queue } from 'bullmq';
+import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalService, startRedis } from '../../harness/sandbox/local-services.ts';
 import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
+import type { DriverPod } from '../../src/kube/driver-pod.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
 import { FencedError } from '../../src/leadership/fenced-error.ts';
 import { createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
@@ -16,7 +18,8 @@ import {
   createCleanupWorker,
   type RefusedJob,
 } from '../../src/queue/cleanup-worker.ts';
-import { jobKey } from '../../src/queue/job-identity.ts';
+import { closingWorkerKeyPrefix, jobKey } from '../../src/queue/job-identity.ts';
+import { markWorkerClosing, takeOverActiveJobs } from '../../src/queue/take-over.ts';
 import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -52,10 +55,12 @@ function worker(
   log: CleanupWorkerOptions['log'],
   over: Partial<CleanupWorkerOptions['deps']>,
   onRefused?: CleanupWorkerOptions['onRefused'],
+  extra: Partial<CleanupWorkerOptions> = {},
 ) {
   return createCleanupWorker({
     handler: cleanupDriverPod,
     onRefused,
+    ...extra,
     target,
     connection: connect(),
     prefix,
@@ -212,4 +217,300 @@ describe('job data that cannot be trusted (real Redis, a real worker)', () => {
       await q.close();
     }
   }, 60_000);
+});
+
+/** A terminal, selected driver pod of job `i`, as the API server (or a stale cache) shows it. */
+const podOf = (i: number, rv = '7'): DriverPod => ({
+  metadata: {
+    name: due(i).pod,
+    namespace: target.namespace,
+    uid: uidOf(i),
+    resourceVersion: rv,
+    labels: { 'spark-role': 'driver' },
+  },
+  status: { phase: 'Succeeded' },
+});
+
+describe('a new term takes over the jobs a previous leader holds (real Redis, real workers)', () => {
+  it('5 jobs held by a frozen worker → a new term runs each at once, re-checked live, one DELETE each; none counted as stalled, none changed when the old one wakes', async () => {
+    const prefix = 'to1';
+    const q = createCleanupQueue({
+      target,
+      connection: connect(),
+      prefix,
+      tombstoneTtlMs: 60_000,
+      log: memoryLogger().log,
+      now: Date.now,
+    });
+    const n = 5;
+    // The old leader, frozen with 5 jobs: a BullMQ Worker of the queue whose processor waits until the test
+    // wakes it, and which fetches nothing more meanwhile (paused, as a frozen process fetches nothing). It
+    // keeps renewing its locks: a frozen one would not, which only makes the takeover easier. Woken, it tries
+    // to complete its jobs as a woken leader's late answers would.
+    let wake: () => void = () => {};
+    const woken = new Promise<void>((r) => {
+      wake = r;
+    });
+    let entered = 0;
+    const oldErrors: string[] = [];
+    const old = new Worker(
+      q.name,
+      async () => {
+        entered += 1;
+        await woken;
+        return { outcome: 'accepted', latenessMs: 0 };
+      },
+      {
+        connection: connect(),
+        prefix,
+        concurrency: n,
+        lockDuration: 10_000,
+        autorun: false,
+        settings: { backoffStrategy: () => 1000 }, // the jobs' `cleanup` backoff, as the product's Worker has it
+      },
+    );
+    old.on('error', (err) => oldErrors.push(err.message));
+    // The new leader: its informer has not seen anything happen to the pods (a stale copy each), the API
+    // server has them terminal and undeleted.
+    const calls: string[] = [];
+    const newLog = memoryLogger();
+    const next = worker(
+      prefix,
+      newLog.log,
+      {
+        recheck: 'resource-version',
+        cached: (name) => podOf(Number(name.split('-')[1])),
+        pods: {
+          async get(ns, name) {
+            calls.push(`get ${ns}/${name}`);
+            return podOf(Number(name.split('-')[1]), '8');
+          },
+          async delete(ns, name, pre) {
+            calls.push(
+              `delete ${ns}/${name} {uid:${pre.uid}${pre.resourceVersion ? `,rv:${pre.resourceVersion}` : ''}}`,
+            );
+            return 'accepted';
+          },
+        },
+      },
+      undefined,
+      { takeOverOnRun: true },
+    );
+    const uids = Array.from({ length: n }, (_, i) => uidOf(i));
+    try {
+      for (let i = 0; i < n; i++) await q.enqueue(due(i));
+      void old.run();
+      await waitFor('the old worker holds the 5 jobs', () => entered >= n);
+      await old.pause(true);
+      expect(await q.bullQueue.getActiveCount()).toBe(n);
+
+      await next.run();
+      // Taken before the locks could lapse (lockDuration 10 s; the old worker renews them anyway).
+      await waitFor(
+        'the new worker completed the 5 jobs',
+        async () => (await q.bullQueue.getCompletedCount()) === n,
+        8_000,
+      );
+      const took = newLog.lines.filter((l) => String(l.msg).startsWith('took over'));
+      expect(took).toHaveLength(1);
+      expect(took[0]).toMatchObject({ level: 'info', jobs: n, context: 'ctx', namespace: 'spark' });
+      expect([...((took[0]?.uids as string[] | undefined) ?? [])].sort()).toEqual(uids);
+      // Each taken job was re-checked live (GET, not the cache's resourceVersion) and deleted once.
+      expect(calls.filter((c) => c.startsWith('get'))).toHaveLength(n);
+      expect(calls.filter((c) => c.startsWith('delete')).sort()).toEqual(
+        uids.map((u, i) => `delete spark/${due(i).pod} {uid:${u}}`).sort(),
+      );
+      // Taking a job is not a stall: BullMQ's stalled counter of each is untouched (maxStalledCount intact).
+      for (const u of uids) expect(await conns[0]?.hget(q.bullQueue.toKey(u), 'stc')).toBeNull();
+
+      // The old worker wakes (and fetches again: there is nothing left to fetch): BullMQ refuses each
+      // completion, its lock being gone, and changes nothing.
+      old.resume();
+      wake();
+      await waitFor(
+        'the old worker failed to complete its 5 jobs',
+        () => oldErrors.filter((e) => /^(Missing lock|Lock mismatch) for job/.test(e)).length >= n,
+      );
+      expect(
+        oldErrors.filter((e) => !/^(Missing lock|Lock mismatch|could not renew lock) for job/.test(e)),
+      ).toEqual([]);
+      const counts = await q.bullQueue.getJobCounts('completed', 'failed', 'delayed', 'wait', 'active');
+      expect(counts).toEqual({ completed: n, failed: 0, delayed: 0, wait: 0, active: 0 });
+      expect(calls.filter((c) => c.startsWith('delete'))).toHaveLength(n);
+    } finally {
+      wake();
+      await old.close(true);
+      await next.stop('test done');
+      await q.close();
+    }
+  }, 60_000);
+
+  it('jobs held by the taking worker itself or by a worker closing on purpose are left alone; a job with no lock (a crashed holder) is taken', async () => {
+    const prefix = 'to2';
+    const raw = new Queue('{ctx.spark}', { connection: connect(), prefix });
+    const r = conns[conns.length - 1] as Redis;
+    const key = (name: string) => raw.keys[name] ?? '';
+    try {
+      for (const i of [1, 2, 3, 4])
+        await raw.add(due(i).pod, { deadlineMs: 1_796_021_070_999 }, { jobId: uidOf(i) });
+      // Fake an active list: 1 locked by "us", 2 by another worker, 3 with its lock lapsed, 4 by a worker that
+      // is closing (a handover: it puts its jobs back itself).
+      await r.del(key('wait'));
+      await r.rpush(key('active'), uidOf(1), uidOf(2), uidOf(3), uidOf(4));
+      await r.set(raw.toKey(`${uidOf(4)}:lock`), 'leaving-worker:7', 'PX', 60_000);
+      const closing = closingWorkerKeyPrefix(prefix, target);
+      markWorkerClosing(r, closing, 'leaving-worker', 60_000);
+      await r.set(raw.toKey(`${uidOf(1)}:lock`), 'me:0', 'PX', 60_000);
+      await r.set(raw.toKey(`${uidOf(2)}:lock`), 'other:3', 'PX', 60_000);
+      await r.sadd(key('stalled'), uidOf(2), uidOf(3));
+      expect((await takeOverActiveJobs(r, raw, 'me:', closing)).sort()).toEqual([uidOf(2), uidOf(3)].sort());
+      expect(await r.lrange(key('active'), 0, -1)).toEqual([uidOf(1), uidOf(4)]);
+      expect((await r.lrange(key('wait'), 0, -1)).sort()).toEqual([uidOf(2), uidOf(3)].sort());
+      expect(await r.get(raw.toKey(`${uidOf(1)}:lock`))).toBe('me:0');
+      expect(await r.exists(raw.toKey(`${uidOf(2)}:lock`))).toBe(0);
+      expect(await r.smembers(key('stalled'))).toEqual([]);
+      // The data keeps its deadline to the millisecond and gains the live re-check mark; the own job's is untouched.
+      expect(JSON.parse((await r.hget(raw.toKey(uidOf(2)), 'data')) ?? '')).toEqual({
+        deadlineMs: 1_796_021_070_999,
+        liveRecheck: true,
+      });
+      expect(JSON.parse((await r.hget(raw.toKey(uidOf(1)), 'data')) ?? '')).toEqual({
+        deadlineMs: 1_796_021_070_999,
+      });
+      // The marker wakes a worker blocked on the queue.
+      expect(await r.zcard(key('marker'))).toBeGreaterThan(0);
+      expect(await takeOverActiveJobs(r, raw, 'me:', closing)).toEqual([]);
+    } finally {
+      await raw.close();
+    }
+  });
+
+  it('nothing to take: the marker is still added, so a frozen worker blocked on it is served now, not the next wake-up of the new one', async () => {
+    const prefix = 'to3';
+    const raw = new Queue('{ctx.spark}', { connection: connect(), prefix });
+    const r = conns[conns.length - 1] as Redis;
+    const frozen = connect(); // a frozen worker's blocking connection, blocked before the election
+    try {
+      await raw.waitUntilReady();
+      await r.del(raw.keys.marker ?? '');
+      const served = frozen.bzpopmin(raw.keys.marker ?? '', 30);
+      await waitFor('the frozen client is blocked', async () =>
+        String(await r.client('LIST')).includes('cmd=bzpopmin'),
+      );
+      expect(await takeOverActiveJobs(r, raw, 'me:', closingWorkerKeyPrefix(prefix, target))).toEqual([]);
+      expect(await served).not.toBeNull();
+    } finally {
+      await raw.close();
+    }
+  });
+});
+
+describe('a handover: the old leader closes its worker on purpose (real Redis, real workers)', () => {
+  it('jobs of a worker that is closing are left to it: it puts them back, the new term runs each once, nothing taken over', async () => {
+    const prefix = 'ho1';
+    const q = createCleanupQueue({
+      target,
+      connection: connect(),
+      prefix,
+      tombstoneTtlMs: 60_000,
+      log: memoryLogger().log,
+      now: Date.now,
+    });
+    const n = 5;
+    let entered = 0;
+    // Each job of the old leader waits in the fence until its term ends (the abort), as a DELETE whose answer
+    // is awaited.
+    const old = worker(
+      prefix,
+      memoryLogger().log,
+      {
+        fence: (signal) =>
+          new Promise<void>((_, reject) => {
+            entered += 1;
+            // Its term ended: it lets go half a second later (a DELETE's answer awaited), still holding the job.
+            signal.addEventListener('abort', () => setTimeout(() => reject(signal.reason), 500), {
+              once: true,
+            });
+          }),
+      },
+      undefined,
+      { concurrency: n },
+    );
+    const calls: string[] = [];
+    const newLog = memoryLogger();
+    const next = worker(
+      prefix,
+      newLog.log,
+      {
+        pods: {
+          async get() {
+            return undefined;
+          },
+          async delete(ns, name) {
+            calls.push(`delete ${ns}/${name}`);
+            return 'accepted';
+          },
+        },
+        cached: (name) => podOf(Number(name.split('-')[1])),
+      },
+      undefined,
+      { takeOverOnRun: true },
+    );
+    try {
+      for (let i = 0; i < n; i++) await q.enqueue(due(i));
+      await old.run();
+      await waitFor('the old worker holds the 5 jobs', () => entered >= n);
+      const stopping = old.stop('leadership lost: handed over');
+      // The next leader's term starts while the old worker is closing (its jobs still held).
+      await next.run();
+      await stopping;
+      await waitFor(
+        'the new worker completed the 5 jobs',
+        async () => (await q.bullQueue.getCompletedCount()) === n,
+      );
+      expect(newLog.lines.filter((l) => String(l.msg).startsWith('took over'))).toEqual([]);
+      expect(calls.sort()).toEqual(Array.from({ length: n }, (_, i) => `delete spark/${due(i).pod}`).sort());
+    } finally {
+      await old.stop('test done');
+      await next.stop('test done');
+      await q.close();
+    }
+  }, 60_000);
+});
+
+describe('a DELETE whose answer was given up (real Redis, a real worker)', () => {
+  it('aborted with the DELETE sent → the job is put back and its next run is marked for a live re-check', async () => {
+    const prefix = 'ab1';
+    const q = createCleanupQueue({
+      target,
+      connection: connect(),
+      prefix,
+      tombstoneTtlMs: 60_000,
+      log: memoryLogger().log,
+      now: Date.now,
+    });
+    const runs: CleanupJobData[] = [];
+    const { log, lines } = memoryLogger();
+    const w = worker(prefix, log, {}, undefined, {
+      handler: async (data) => {
+        runs.push(data);
+        return runs.length === 1 ? { outcome: 'aborted', deleteSent: true } : { outcome: 'already-absent' };
+      },
+    });
+    try {
+      await q.enqueue(due(7));
+      await w.run();
+      await waitFor('the job ran twice', async () => (await q.bullQueue.getCompletedCount()) === 1);
+      expect(runs).toHaveLength(2);
+      expect(runs[0]?.liveRecheck).toBeUndefined();
+      expect(runs[1]).toMatchObject({ uid: uidOf(7), pod: due(7).pod, liveRecheck: true });
+      expect(lines.find((l) => String(l.msg).startsWith('DELETE sent, its answer given up'))).toMatchObject({
+        level: 'info',
+        uid: uidOf(7),
+      });
+    } finally {
+      await w.stop('test done');
+      await q.close();
+    }
+  });
 });

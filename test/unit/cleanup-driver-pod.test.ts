@@ -211,6 +211,40 @@ describe('cleanupDriverPod', () => {
     expect(f.calls).toEqual(['get spark/d1', 'delete spark/d1']);
   });
 
+  describe('the run after a DELETE whose answer was given up (job marked liveRecheck)', () => {
+    const marked: CleanupJobData = { ...job, liveRecheck: true };
+    // The informer has not seen the deletion yet: its copy still shows the pod terminal and undeleted.
+    const stale = driver({ rv: '77' });
+
+    it('resource-version mode → live GET, not the cached copy: the pod is being deleted → no second DELETE', async () => {
+      const f = fakePods(driver({ deleting: true, rv: '78' }));
+      const d = deps(f.pods, { recheck: 'resource-version', cached: () => stale });
+      expect(await cleanupDriverPod(marked, d, new AbortController().signal)).toEqual({
+        outcome: 'already-deleting',
+      });
+      expect(f.calls).toEqual(['get spark/d1']);
+    });
+
+    it('cache mode → live GET: the pod is gone → already-absent, no DELETE', async () => {
+      const f = fakePods(undefined);
+      const d = deps(f.pods, { recheck: 'cache', cached: () => stale });
+      expect(await cleanupDriverPod(marked, d, new AbortController().signal)).toEqual({
+        outcome: 'already-absent',
+      });
+      expect(f.calls).toEqual(['get spark/d1']);
+    });
+
+    it('the DELETE never reached the API server: the live copy is still eligible → DELETE {uid}', async () => {
+      const f = fakePods(driver({ rv: '77' }));
+      const d = deps(f.pods, { recheck: 'resource-version', cached: () => stale });
+      expect(await cleanupDriverPod(marked, d, new AbortController().signal)).toEqual({
+        outcome: 'accepted',
+        latenessMs: 250,
+      });
+      expect(f.calls).toEqual(['get spark/d1', `delete spark/d1 {uid:${UID}}`]);
+    });
+  });
+
   it('cache mode reads the informer cache, not the API', async () => {
     const f = fakePods(undefined);
     const d = deps(f.pods, { recheck: 'cache', cached: (name) => (name === 'd1' ? driver() : undefined) });

@@ -56,6 +56,18 @@ describe('stored job data', () => {
     const { finishedAtMs: _f, enqueuedBy: _e, ...expected } = full;
     expect(cleanupJobDataOf(target, { id: UID, name: full.pod, data })).toEqual(expected);
   });
+
+  it('a job marked for a live re-check keeps the mark (only `true` counts), still under 64 bytes', () => {
+    const { finishedAtMs: _f, enqueuedBy: _e, ...expected } = full;
+    const marked = { deadlineMs: full.deadlineMs, liveRecheck: true } as const;
+    expect(JSON.stringify(marked).length).toBeLessThanOrEqual(64);
+    expect(cleanupJobDataOf(target, { id: UID, name: full.pod, data: marked })).toEqual({
+      ...expected,
+      liveRecheck: true,
+    });
+    const odd = { deadlineMs: full.deadlineMs, liveRecheck: 'yes' } as unknown as typeof marked;
+    expect(cleanupJobDataOf(target, { id: UID, name: full.pod, data: odd })).toEqual(expected);
+  });
 });
 
 describe('job data that cannot be trusted is refused, naming the field', () => {
