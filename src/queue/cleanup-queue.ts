@@ -27,7 +27,9 @@ import {
  * gets a new field name, never a new meaning for an old one: the older reader then refuses the job (warned,
  * removed, its pod enqueued again from its informer in its own format) instead of acting on it.
  *
- * - format 1: `{ v: 1, deadlineMs, traceparent? }`; release 0.1.0 wrote the same fields without `v`.
+ * - format 1: `{ v: 1, deadlineMs, traceparent?, liveRecheck? }`; release 0.1.0 wrote `deadlineMs` and
+ *   `traceparent` without `v`, and ignores `liveRecheck` (its own re-check of such a job is the one its
+ *   `recheck` setting asks for, and the DELETE's preconditions still hold).
  */
 export const JOB_FORMAT = 1;
 
