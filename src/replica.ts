@@ -26,7 +26,8 @@ import { createEtcdLeadershipGroup, type LeadershipBalance } from './leadership/
 import { createLocalLeadership } from './leadership/local-leadership.ts';
 import type { Logger } from './log.ts';
 import { createCleanupQueue } from './queue/cleanup-queue.ts';
-import { electionPrefix, targetLabel } from './queue/job-identity.ts';
+import { createDataMarker } from './queue/data-marker.ts';
+import { dataMarkerKey, electionPrefix, targetLabel } from './queue/job-identity.ts';
 import type { Telemetry } from './telemetry/telemetry.ts';
 
 /** A running replica. */
@@ -153,6 +154,7 @@ export async function startReplica(
       telemetry: deps.telemetry?.forTarget(ref),
       informer: informers[i] as PodInformer,
       leadership,
+      dataMarker: createDataMarker(commands, dataMarkerKey(config.queuePrefix, ref)),
     });
     cleaners.push(cleaner);
   }

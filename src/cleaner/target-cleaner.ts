@@ -28,13 +28,15 @@ import {
   createCleanupWorker,
   type RefusedJob,
 } from '../queue/cleanup-worker.ts';
+import type { DataMarker } from '../queue/data-marker.ts';
 import { isCleanupJobId, type TargetRef } from '../queue/job-identity.ts';
 import { sleep } from '../sleep.ts';
 import type { EnqueueTrigger, TargetTelemetry } from '../telemetry/target-telemetry.ts';
 import { ACCEPTED_DELETES_MAX, createAcceptedDeletes } from './accepted-deletes.ts';
 import { createCacheTrust } from './cache-trust.ts';
+import { createDataLossWatch, type DataLossWatchOptions } from './data-loss-watch.ts';
 import { createLeaderTerms, type Term, waitInTerm } from './leader-terms.ts';
-import type { OverdueReport } from './overdue.ts';
+import { findOverdue, type OverdueReport } from './overdue.ts';
 import { createSelfCheck, type SelfCheckSettings, selfCheckSettings } from './self-check.ts';
 
 /** Dependencies and settings of {@link createTargetCleaner}. */
@@ -92,6 +94,16 @@ export interface TargetCleanerOptions {
   telemetry?: TargetTelemetry;
   /** The self-check's thresholds (src/cleaner/self-check.ts; default: those of a 10 s election TTL). */
   selfCheck?: SelfCheckSettings;
+  /**
+   * The target's data marker (src/queue/data-marker.ts): with it, the leader reconciles as soon as the queue's
+   * Redis data is lost (src/cleaner/data-loss-watch.ts); without it, only the periodic reconcile heals a loss.
+   */
+  dataMarker?: DataMarker;
+  /** The data-loss watch's intervals, ms (defaults in src/cleaner/data-loss-watch.ts). */
+  dataLossChecks?: Pick<
+    DataLossWatchOptions,
+    'intervalMs' | 'idleIntervalMs' | 'burstMs' | 'burstIntervalMs'
+  >;
 }
 
 /**
@@ -407,17 +419,43 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   const reconcileFailed = (err: unknown) =>
     log.warn({ err: { message: (err as Error).message } }, 'reconcile failed');
 
+  const dataLoss =
+    opts.dataMarker &&
+    createDataLossWatch({
+      ...opts.dataLossChecks,
+      marker: opts.dataMarker,
+      dueSoon: (withinMs) =>
+        findOverdue(informer.list(), {
+          selector: opts.selector,
+          policy: opts.policy,
+          retentionMs: opts.retentionMs,
+          graceMs: -withinMs,
+          nowMs: dueNow(),
+          firstSeenTerminalMs: (uid) => firstSeenTerminal.get(uid),
+          limit: 0,
+        }).count > 0,
+      onLoss: async (reason) => {
+        opts.telemetry?.redisDataLost(reason);
+        await reconcile().catch(reconcileFailed);
+      },
+      log,
+      monotonicNow,
+    });
+
   /** A term's start: sync, reconcile, run the worker, then the term's periodic reconcile (and check). */
   async function beginTerm(term: Term): Promise<void> {
     const current = () => !term.signal.aborted && !stopped && leadership.isLeader;
     if (!(await waitForSync(term)) || !current()) return;
     // A reconcile stuck on a hung Redis must not hold the term queue once the term is over: it is left to
     // finish on its own (it only enqueues, which is idempotent).
-    await waitInTerm(reconcile().catch(reconcileFailed), term.signal);
+    // The data marker's baseline first: a loss after it is seen by the watch, one before it healed by this reconcile.
+    const start = (dataLoss ? dataLoss.baseline() : Promise.resolve()).then(() => reconcile());
+    await waitInTerm(start.catch(reconcileFailed), term.signal);
     if (!current()) return;
     await worker.run();
     // Lost meanwhile: the term's end, queued next, closes the worker again.
     if (term.signal.aborted) return;
+    if (dataLoss) void dataLoss.run(term.signal);
     const reconcileTimer = setInterval(() => {
       if (current()) void reconcile().catch(reconcileFailed);
     }, opts.reconcileIntervalMs);

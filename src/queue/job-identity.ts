@@ -80,3 +80,11 @@ export function electionPrefix(t: TargetRef): string {
 export function lastAcceptedKey(prefix: string, t: TargetRef): string {
   return `${prefix}:${queueName(t)}:last-accepted`;
 }
+
+/**
+ * Redis key of a target's data marker (src/queue/data-marker.ts): it shares the queue's hash tag, so in a
+ * Redis Cluster it lives on the master that holds the queue, and its loss is that master's loss.
+ */
+export function dataMarkerKey(prefix: string, t: TargetRef): string {
+  return `${prefix}:${queueName(t)}:data-marker`;
+}
