@@ -9,7 +9,6 @@
  *   leadership is lost, abort in-flight jobs before their DELETE and close the worker. Terms run strictly one
  *   after another (src/cleaner/leader-terms.ts): a new term starts once the previous worker has closed.
  */
-import type { Redis } from 'ioredis';
 import pLimit from 'p-limit';
 import { deadlineMs, decide, malformedReason } from '../cleanup/decision.ts';
 import type { CleanupHandler } from '../cleanup/handler.ts';
@@ -30,6 +29,7 @@ import {
 } from '../queue/cleanup-worker.ts';
 import type { DataMarker } from '../queue/data-marker.ts';
 import { isCleanupJobId, type TargetRef } from '../queue/job-identity.ts';
+import type { RedisClient } from '../queue/redis-client.ts';
 import { sleep } from '../sleep.ts';
 import type { EnqueueTrigger, TargetTelemetry } from '../telemetry/target-telemetry.ts';
 import { ACCEPTED_DELETES_MAX, createAcceptedDeletes } from './accepted-deletes.ts';
@@ -54,7 +54,7 @@ export interface TargetCleanerOptions {
   queue: CleanupQueue;
   /** The job handler (workers/cleanup-driver-pod.ts): the composition root hands it down. */
   handler: CleanupHandler;
-  connection: Redis;
+  connection: RedisClient;
   prefix: string;
   pods: PodApi;
   /** The target's informer, not started: the cleaner subscribes to it and starts it. */

@@ -25,7 +25,6 @@
  * jobs in flight left to their locks (a job run twice meanwhile is harmless: fencing, re-check, `deleteOnce`).
  */
 import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { backoffMs } from '../backoff.ts';
 import type { CleanupDeps, CleanupHandler } from '../cleanup/handler.ts';
 import type { CleanupJobData } from '../cleanup/job-data.ts';
@@ -36,6 +35,7 @@ import { cleanupJobDataOf, InvalidJobDataError, type StoredJobData } from './cle
 import { queueName, type TargetRef } from './job-identity.ts';
 import { recordLastAccepted } from './last-accepted.ts';
 import { createLockLossLog } from './lock-loss-log.ts';
+import type { RedisClient } from './redis-client.ts';
 
 /**
  * The leader's Worker's schedule on Redis while it has nothing to do, ms (issue 15: an idle target cost ~3
@@ -118,7 +118,7 @@ export interface ProcessTelemetry {
 /** Options of {@link createCleanupWorker}. */
 export interface CleanupWorkerOptions {
   target: TargetRef;
-  connection: Redis;
+  connection: RedisClient;
   prefix: string;
   /** The job handler (workers/cleanup-driver-pod.ts, handed down by the composition root). */
   handler: CleanupHandler;
