@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the project needs and is missing, and nothing else: Debian's redis-server and
+# Installs what the project needs and is missing, and nothing else: Debian's redis-server, redis-sentinel and
 # etcd-server (the demo and the tests start their own on free ports) and faketime (libfaketime: the
 # clock-step test steps a replica's wall clock), then the npm dependencies (which bring Node 24 as the
 # `node` dev dependency). Fast when everything is already there.
@@ -11,6 +11,7 @@ exec 1>&2
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
 compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || missing+=(faketime)
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]} from Debian"

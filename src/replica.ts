@@ -91,6 +91,21 @@ export async function startReplica(
   // targets this replica leads: clients = T + 2R across the fleet (README "Sizing").
   const commands = duplicateClient(redis, `sdc:${config.replicaId}:commands`);
   commands.on('error', () => undefined); // `redis`'s listener reports Redis outages
+  let stopping: Promise<void> | undefined;
+  // ioredis can end a connection for good on its own (seen in Sentinel mode while following a failover: every
+  // later command fails with "Connection is closed"): outside a shutdown, connect it again.
+  for (const [conn, name] of [
+    [redis, 'queues'],
+    [commands, 'commands'],
+  ] as const) {
+    conn.on('end', () => {
+      if (stopping) return;
+      log.warn({ connection: name }, 'redis connection ended by the client; connecting again');
+      setTimeout(() => {
+        if (!stopping) conn.connect().catch(() => undefined);
+      }, 1000).unref();
+    });
+  }
 
   const etcd = config.etcdEndpoints.length > 0 ? createEtcdClient(config.etcdEndpoints) : undefined;
   if (!etcd) log.warn('no etcdEndpoints: single-server mode, this replica leads every target');
@@ -164,7 +179,6 @@ export async function startReplica(
   leaderships?.start();
   log.info({ targets: cleaners.map((c) => targetLabel(c.target)) }, 'replica started');
 
-  let stopping: Promise<void> | undefined;
   return {
     replicaId: config.replicaId,
     cleaners,

@@ -3,7 +3,8 @@
  * empty, a failover to a replica that lags or never had it), the pending jobs are gone and only the informer
  * still knows the pods. The watch reads the target's data marker (src/queue/data-marker.ts) and, when it is
  * gone or names another server, logs it, counts it and has the leader reconcile at once, instead of at the
- * next periodic reconcile.
+ * next periodic reconcile (after a master change the leader also starts a new BullMQ Worker: the old one's
+ * blocking connection may still wait on the old master).
  *
  * Ordering: a term reads the marker once (its baseline) *before* its own reconcile. A loss before the baseline
  * is healed by that reconcile; a loss after it is seen by a later read. A first read that finds no marker (a
@@ -112,7 +113,7 @@ export function createDataLossWatch(opts: DataLossWatchOptions): DataLossWatch {
             { reason },
             reason === 'marker-missing'
               ? 'redis data lost (the target’s marker is gone): reconciling from the informer now'
-              : 'redis master changed (failover or restart; writes not yet replicated are lost): reconciling from the informer now',
+              : 'redis master changed (failover or restart; writes not yet replicated are lost): new worker, reconciling from the informer now',
           );
           await waitInTerm(opts.onLoss(reason), signal);
         }

@@ -436,6 +436,13 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
         }).count > 0,
       onLoss: async (reason) => {
         opts.telemetry?.redisDataLost(reason);
+        if (reason === 'master-changed' && leadership.isLeader && !stopped) {
+          // A new master: BullMQ's Worker may still wait on the old one (its blocking command sent to a dead or
+          // frozen node, BullMQ issues #3088, #4378). A new term closes it and starts a new one after its own
+          // reconcile, in order with any leadership change (src/cleaner/leader-terms.ts).
+          terms.elected();
+          return;
+        }
         await reconcile().catch(reconcileFailed);
       },
       log,
