@@ -50,6 +50,11 @@ export interface RedisFailoverModeResult {
   repeatedDeletes: number;
   /** Accepted DELETEs before the pod's deadline (target 0). */
   earlyDeletes: number;
+  /**
+   * The trial that did not settle, and why (a pod pending at the kill not deleted within 2 min, …): the
+   * remaining trials of the mode were not run. Absent when every trial settled.
+   */
+  failed?: { trial: number; why: string; podsLeft: number };
   summary: {
     killToFirstDeleteMs: { median: number; worst: number };
     pendingLatenessMs: { median: number; worst: number; pods: number };
@@ -152,7 +157,11 @@ async function sentinelRedis(): Promise<HaRedis> {
       const node = s.nodes.find((n) => n.port === old);
       await node?.kill();
       const now = await s.waitForNewMaster(old);
-      return async () => node?.restartAsReplicaOf(now);
+      return async () => {
+        await node?.restartAsReplicaOf(now);
+        // Both replicas synced and known to the Sentinels: the next kill can fail over at once.
+        await s.waitForReplicas(2);
+      };
     },
     stop: () => s.stop(),
   };
@@ -200,6 +209,7 @@ export async function benchRedisFailover(
     let fleet: ReplicaProcess[] = [];
     const stream = startStream(env, namespaces, opts.podEveryMs, opts.retentionMs);
     const trials: RedisFailoverTrial[] = [];
+    let failed: RedisFailoverModeResult['failed'];
     try {
       fleet = await spawnFleet(env, {
         mode: 'coordinated',
@@ -216,6 +226,7 @@ export async function benchRedisFailover(
       });
       await deletesAfter(env, 0, 10, `${mode}: cleaning under way`);
       for (let t = 0; t < opts.failovers; t++) {
+        failed = { trial: t, why: 'did not settle', podsLeft: 0 };
         const killAt = env.server.clock.now();
         const back = await redis.killMaster(t);
         const promotedAfterMs = env.server.clock.now() - killAt;
@@ -237,6 +248,7 @@ export async function benchRedisFailover(
         );
         await back();
       }
+      failed = undefined;
       stream.stop();
       await until(
         `${mode}: every pod deleted`,
@@ -246,6 +258,15 @@ export async function benchRedisFailover(
         },
         120_000,
       );
+    } catch (err) {
+      // Recorded, not thrown: the other mode still runs, and the report says which trial did not settle.
+      const acc = accepted(env);
+      failed = {
+        trial: failed?.trial ?? -1,
+        why: (err as Error).message,
+        podsLeft: [...stream.pods.keys()].filter((uid) => !acc.has(uid)).length,
+      };
+      progress(`redis-failover ${mode}: ${failed.why} (${failed.podsLeft} pods left)`);
     } finally {
       stream.stop();
       await stopFleet(fleet);
@@ -267,6 +288,7 @@ export async function benchRedisFailover(
       pods: stream.pods.size,
       repeatedDeletes: repeated,
       earlyDeletes: early,
+      ...(failed ? { failed } : {}),
       summary: {
         killToFirstDeleteMs: { median: percentile(firsts, 50), worst: Math.max(...firsts) },
         pendingLatenessMs: { median: percentile(late, 50), worst: late.at(-1) ?? 0, pods: late.length },

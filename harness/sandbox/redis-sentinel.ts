@@ -35,6 +35,11 @@ export interface LocalRedisSentinel {
   readonly nodes: readonly SentinelRedisNode[];
   /** The port of the master the Sentinels name now (asks each Sentinel until one answers). */
   masterPort(): number | undefined;
+  /**
+   * Waits until the master has `n` replicas online (synced) and every Sentinel counts them: a replica still
+   * syncing cannot be promoted, so a kill before that waits for the Sentinels' failover timeout.
+   */
+  waitForReplicas(n: number, timeoutMs?: number): Promise<void>;
   /** Waits until the Sentinels name a master other than `oldPort` and it answers as a master. */
   waitForNewMaster(oldPort: number, timeoutMs?: number): Promise<number>;
   /** SIGTERM every process (SIGKILL after 5 s), remove their directories. Idempotent. */
@@ -236,6 +241,27 @@ export async function startRedisSentinel(opts: RedisSentinelOptions = {}): Promi
       sentinels,
       nodes,
       masterPort,
+      async waitForReplicas(n, timeoutMs = 60_000) {
+        await until(
+          `${n} replicas online`,
+          () => {
+            const port = masterPort();
+            if (port === undefined) return undefined;
+            const online = (cli(redisCli, port, ['INFO', 'replication']).match(/state=online/g) ?? []).length;
+            if (online < n) return undefined;
+            return sentinels.every((s) => {
+              const lines = cli(redisCli, s.port, ['SENTINEL', 'replicas', SENTINEL_MASTER_NAME]).split('\n');
+              // One `flags` value per known replica; a usable one is plain `slave`.
+              return (
+                lines.filter((l, i) => lines[i - 1]?.trim() === 'flags' && l.trim() === 'slave').length >= n
+              );
+            })
+              ? true
+              : undefined;
+          },
+          timeoutMs,
+        );
+      },
       async waitForNewMaster(oldPort, timeoutMs = 60_000) {
         return until(
           `a master other than ${oldPort}`,
