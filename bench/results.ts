@@ -2,12 +2,14 @@
  * The shape of `bench/results/<name>.json`: the machine's facts and every raw figure of each benchmark,
  * so a later run can be compared with an earlier one. `schema` changes when a field changes meaning.
  */
+
 import type { ApiRateResult } from './api-rate.ts';
 import type { BurstResult } from './burst.ts';
 import type { CostResult } from './cost.ts';
 import type { DeletesPerPodResult } from './deletes-per-pod.ts';
 import type { FailoverResult } from './failover.ts';
 import type { LatenessResult } from './lateness.ts';
+import type { RedisFailoverResult } from './redis-failover.ts';
 import type { ScaleResult } from './scale.ts';
 
 /** Where the figures came from. */
@@ -42,6 +44,7 @@ export interface BenchResults {
     apiRate?: ApiRateResult;
     cost?: CostResult;
     scale?: ScaleResult;
+    redisFailover?: RedisFailoverResult;
   };
   /** Wall time of the whole run, ms. */
   durationMs: number;

@@ -16,12 +16,26 @@ import { benchDeletesPerPod } from './deletes-per-pod.ts';
 import { benchFailover } from './failover.ts';
 import { type BenchEnv, redisInfo, round, startBenchEnv } from './harness.ts';
 import { benchLateness } from './lateness.ts';
+import { benchRedisFailover } from './redis-failover.ts';
 import { renderReport } from './report.ts';
 import type { BenchResults, MachineFacts } from './results.ts';
 import { benchScale, type ScaleSize } from './scale.ts';
 
 /** The benchmarks, in the order they run. */
-export const BENCHMARKS = ['deletes', 'failover', 'lateness', 'burst', 'cost', 'scale'] as const;
+export const BENCHMARKS = [
+  'deletes',
+  'failover',
+  'lateness',
+  'burst',
+  'cost',
+  'scale',
+  'redis-failover',
+] as const;
+/**
+ * What a run without `--only` runs: every benchmark but `redis-failover`, which starts its own Sentinel and
+ * Cluster deployments and takes ~5 minutes (`npm run bench -- --only redis-failover`).
+ */
+export const DEFAULT_BENCHMARKS: readonly BenchmarkName[] = BENCHMARKS.filter((b) => b !== 'redis-failover');
 /** One benchmark's name. */
 export type BenchmarkName = (typeof BENCHMARKS)[number];
 
@@ -89,7 +103,7 @@ async function machineFacts(env: BenchEnv, now: () => number): Promise<MachineFa
  */
 export async function runBench(opts: RunBenchOptions): Promise<{ results: BenchResults; path: string }> {
   const progress = opts.progress ?? ((m: string) => process.stderr.write(`${m}\n`));
-  const only = new Set(opts.only ?? BENCHMARKS);
+  const only = new Set(opts.only ?? DEFAULT_BENCHMARKS);
   const q = opts.quick;
   const started = performance.now();
   const env = await startBenchEnv(opts.now);
@@ -195,6 +209,19 @@ export async function runBench(opts: RunBenchOptions): Promise<{ results: BenchR
         progress,
       );
     }
+    if (only.has('redis-failover')) {
+      results.benchmarks.redisFailover = await benchRedisFailover(
+        env,
+        {
+          modes: ['sentinel', 'cluster'],
+          failovers: q ? 2 : 10,
+          replicas: 3,
+          retentionMs: 3000,
+          podEveryMs: 150,
+        },
+        progress,
+      );
+    }
   } finally {
     results.machine.loadAverageAtEnd = loadavg().map((x) => round(x, 2));
     results.durationMs = Math.round(performance.now() - started);
@@ -205,7 +232,8 @@ export async function runBench(opts: RunBenchOptions): Promise<{ results: BenchR
   const path = join(dir, `${results.name}.json`);
   writeFileSync(path, `${JSON.stringify(results, null, 2)}\n`);
   if (opts.reportDir !== null) {
-    const full = !opts.quick && (opts.only === undefined || BENCHMARKS.every((b) => opts.only?.includes(b)));
+    const full =
+      !opts.quick && (opts.only === undefined || DEFAULT_BENCHMARKS.every((b) => opts.only?.includes(b)));
     const reportDir = opts.reportDir ?? (full ? BENCH_DIR : join(dir, results.name));
     renderReport(results, reportDir, path);
     progress(`report: ${join(reportDir, 'REPORT.md')}`);

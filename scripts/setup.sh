@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the project needs and is missing, and nothing else: Debian's redis-server and
+# Installs what the project needs and is missing, and nothing else: Debian's redis-server, redis-sentinel and
 # etcd-server (the demo and the tests start their own on free ports), faketime (libfaketime: the
 # clock-step test steps a replica's wall clock) and python3-kubernetes (the official Python client, one
 # of the real clients the sandbox API server's conformance tests run), then the npm dependencies (which
@@ -12,6 +12,7 @@ exec 1>&2
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
 compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || missing+=(faketime)
 # Looked up without importing it (an import takes a second).
 /usr/bin/python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("kubernetes") is None)' \

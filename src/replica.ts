@@ -10,7 +10,6 @@
  * early.
  */
 import type { Etcd3 } from 'etcd3';
-import { Redis } from 'ioredis';
 import { cleanupDriverPod } from '../workers/cleanup-driver-pod.ts';
 import { backoffMs } from './backoff.ts';
 import { selfCheckSettings } from './cleaner/self-check.ts';
@@ -26,7 +25,9 @@ import { createEtcdLeadershipGroup, type LeadershipBalance } from './leadership/
 import { createLocalLeadership } from './leadership/local-leadership.ts';
 import type { Logger } from './log.ts';
 import { createCleanupQueue } from './queue/cleanup-queue.ts';
-import { electionPrefix, targetLabel } from './queue/job-identity.ts';
+import { createDataMarker } from './queue/data-marker.ts';
+import { dataMarkerKey, electionPrefix, targetLabel } from './queue/job-identity.ts';
+import { createRedisClient, duplicateClient, type RedisClient } from './queue/redis-client.ts';
 import type { Telemetry } from './telemetry/telemetry.ts';
 import { VERSION } from './version.ts';
 
@@ -34,7 +35,7 @@ import { VERSION } from './version.ts';
 export interface Replica {
   readonly replicaId: string;
   readonly cleaners: readonly TargetCleaner[];
-  readonly redis: Redis;
+  readonly redis: RedisClient;
   readonly etcd: Etcd3 | undefined;
   /** How leaderships are balanced over the live replicas; undefined with local leadership. */
   leadershipBalance(): LeadershipBalance | undefined;
@@ -68,7 +69,8 @@ export async function startReplica(
     clients,
   }));
 
-  const redis = new Redis(config.redisUrl, {
+  // One server, Sentinel or Cluster: the factory knows the shape, nothing below asks (src/queue/redis-client.ts).
+  const redis = createRedisClient(config.redis, {
     maxRetriesPerRequest: null, // BullMQ requirement: commands wait for the connection instead of failing
     connectionName: `sdc:${config.replicaId}`,
     // ioredis counts reconnect attempts from 1: 200 ms, 400 ms, … at most 5 s, no jitter.
@@ -88,8 +90,23 @@ export async function startReplica(
   // scripts on it (src/queue/cleanup-queue.ts). With `redis` (BullMQ's Queues and the Workers' commands, shared)
   // that makes two per replica; the only per-target connections are the blocking ones of the Workers of the
   // targets this replica leads: clients = T + 2R across the fleet (README "Sizing").
-  const commands = redis.duplicate({ connectionName: `sdc:${config.replicaId}:commands` });
+  const commands = duplicateClient(redis, `sdc:${config.replicaId}:commands`);
   commands.on('error', () => undefined); // `redis`'s listener reports Redis outages
+  let stopping: Promise<void> | undefined;
+  // ioredis can end a connection for good on its own (seen in Sentinel mode while following a failover: every
+  // later command fails with "Connection is closed"): outside a shutdown, connect it again.
+  for (const [conn, name] of [
+    [redis, 'queues'],
+    [commands, 'commands'],
+  ] as const) {
+    conn.on('end', () => {
+      if (stopping) return;
+      log.warn({ connection: name }, 'redis connection ended by the client; connecting again');
+      setTimeout(() => {
+        if (!stopping) conn.connect().catch(() => undefined);
+      }, 1000).unref();
+    });
+  }
 
   const etcd = config.etcdEndpoints.length > 0 ? createEtcdClient(config.etcdEndpoints) : undefined;
   if (!etcd) log.warn('no etcdEndpoints: single-server mode, this replica leads every target');
@@ -154,6 +171,7 @@ export async function startReplica(
       telemetry: deps.telemetry?.forTarget(ref),
       informer: informers[i] as PodInformer,
       leadership,
+      dataMarker: createDataMarker(commands, dataMarkerKey(config.queuePrefix, ref)),
     });
     cleaners.push(cleaner);
   }
@@ -162,7 +180,6 @@ export async function startReplica(
   leaderships?.start();
   log.info({ version: VERSION, targets: cleaners.map((c) => targetLabel(c.target)) }, 'replica started');
 
-  let stopping: Promise<void> | undefined;
   return {
     replicaId: config.replicaId,
     cleaners,
@@ -192,7 +209,7 @@ export async function startReplica(
  * twice). BullMQ prints its own unstructured warning to stderr; this one is a log line. Managed Redis services
  * that refuse `CONFIG GET` are not checked.
  */
-async function checkEvictionPolicy(redis: Redis, log: Logger): Promise<void> {
+async function checkEvictionPolicy(redis: RedisClient, log: Logger): Promise<void> {
   const reply = (await redis.config('GET', 'maxmemory-policy').catch(() => undefined)) as
     | string[]
     | undefined;

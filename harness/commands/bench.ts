@@ -31,7 +31,7 @@ interface BenchModule {
 
 const EXT = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
 const RUN_PATH = fileURLToPath(new URL(`../../bench/run${EXT}`, import.meta.url));
-const NAMES = ['deletes', 'failover', 'lateness', 'burst', 'cost', 'scale'];
+const NAMES = ['deletes', 'failover', 'lateness', 'burst', 'cost', 'scale', 'redis-failover'];
 
 function benchList(raw: string): string[] {
   const names = raw

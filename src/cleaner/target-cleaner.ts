@@ -9,7 +9,6 @@
  *   leadership is lost, abort in-flight jobs before their DELETE and close the worker. Terms run strictly one
  *   after another (src/cleaner/leader-terms.ts): a new term starts once the previous worker has closed.
  */
-import type { Redis } from 'ioredis';
 import pLimit from 'p-limit';
 import { deadlineMs, decide, malformedReason } from '../cleanup/decision.ts';
 import type { CleanupHandler } from '../cleanup/handler.ts';
@@ -28,13 +27,16 @@ import {
   createCleanupWorker,
   type RefusedJob,
 } from '../queue/cleanup-worker.ts';
+import type { DataMarker } from '../queue/data-marker.ts';
 import { isCleanupJobId, type TargetRef } from '../queue/job-identity.ts';
+import type { RedisClient } from '../queue/redis-client.ts';
 import { sleep } from '../sleep.ts';
 import type { EnqueueTrigger, TargetTelemetry } from '../telemetry/target-telemetry.ts';
 import { ACCEPTED_DELETES_MAX, createAcceptedDeletes } from './accepted-deletes.ts';
 import { createCacheTrust } from './cache-trust.ts';
+import { createDataLossWatch, type DataLossWatchOptions } from './data-loss-watch.ts';
 import { createLeaderTerms, type Term, waitInTerm } from './leader-terms.ts';
-import type { OverdueReport } from './overdue.ts';
+import { findOverdue, type OverdueReport } from './overdue.ts';
 import { createSelfCheck, type SelfCheckSettings, selfCheckSettings } from './self-check.ts';
 
 /** Dependencies and settings of {@link createTargetCleaner}. */
@@ -52,7 +54,7 @@ export interface TargetCleanerOptions {
   queue: CleanupQueue;
   /** The job handler (workers/cleanup-driver-pod.ts): the composition root hands it down. */
   handler: CleanupHandler;
-  connection: Redis;
+  connection: RedisClient;
   prefix: string;
   pods: PodApi;
   /** The target's informer, not started: the cleaner subscribes to it and starts it. */
@@ -92,6 +94,16 @@ export interface TargetCleanerOptions {
   telemetry?: TargetTelemetry;
   /** The self-check's thresholds (src/cleaner/self-check.ts; default: those of a 10 s election TTL). */
   selfCheck?: SelfCheckSettings;
+  /**
+   * The target's data marker (src/queue/data-marker.ts): with it, the leader reconciles as soon as the queue's
+   * Redis data is lost (src/cleaner/data-loss-watch.ts); without it, only the periodic reconcile heals a loss.
+   */
+  dataMarker?: DataMarker;
+  /** The data-loss watch's intervals, ms (defaults in src/cleaner/data-loss-watch.ts). */
+  dataLossChecks?: Pick<
+    DataLossWatchOptions,
+    'intervalMs' | 'idleIntervalMs' | 'burstMs' | 'burstIntervalMs'
+  >;
 }
 
 /**
@@ -410,17 +422,50 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   const reconcileFailed = (err: unknown) =>
     log.warn({ err: { message: (err as Error).message } }, 'reconcile failed');
 
+  const dataLoss =
+    opts.dataMarker &&
+    createDataLossWatch({
+      ...opts.dataLossChecks,
+      marker: opts.dataMarker,
+      dueSoon: (withinMs) =>
+        findOverdue(informer.list(), {
+          selector: opts.selector,
+          policy: opts.policy,
+          retentionMs: opts.retentionMs,
+          graceMs: -withinMs,
+          nowMs: dueNow(),
+          firstSeenTerminalMs: (uid) => firstSeenTerminal.get(uid),
+          limit: 0,
+        }).count > 0,
+      onLoss: async (reason) => {
+        opts.telemetry?.redisDataLost(reason);
+        if (reason === 'master-changed' && leadership.isLeader && !stopped) {
+          // A new master: BullMQ's Worker may still wait on the old one (its blocking command sent to a dead or
+          // frozen node, BullMQ issues #3088, #4378). A new term closes it and starts a new one after its own
+          // reconcile, in order with any leadership change (src/cleaner/leader-terms.ts).
+          terms.elected();
+          return;
+        }
+        await reconcile().catch(reconcileFailed);
+      },
+      log,
+      monotonicNow,
+    });
+
   /** A term's start: sync, reconcile, run the worker, then the term's periodic reconcile (and check). */
   async function beginTerm(term: Term): Promise<void> {
     const current = () => !term.signal.aborted && !stopped && leadership.isLeader;
     if (!(await waitForSync(term)) || !current()) return;
     // A reconcile stuck on a hung Redis must not hold the term queue once the term is over: it is left to
     // finish on its own (it only enqueues, which is idempotent).
-    await waitInTerm(reconcile().catch(reconcileFailed), term.signal);
+    // The data marker's baseline first: a loss after it is seen by the watch, one before it healed by this reconcile.
+    const start = (dataLoss ? dataLoss.baseline() : Promise.resolve()).then(() => reconcile());
+    await waitInTerm(start.catch(reconcileFailed), term.signal);
     if (!current()) return;
     await worker.run();
     // Lost meanwhile: the term's end, queued next, closes the worker again.
     if (term.signal.aborted) return;
+    if (dataLoss) void dataLoss.run(term.signal);
     const reconcileTimer = setInterval(() => {
       if (current()) void reconcile().catch(reconcileFailed);
     }, opts.reconcileIntervalMs);

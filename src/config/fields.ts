@@ -81,6 +81,43 @@ export const FIELDS: readonly FieldSpec[] = [
     envAliases: ['REDIS_URL'],
   },
   {
+    key: 'redisMode',
+    default: 'single',
+    help: 'How Redis is reached: `single` (one server at `redisUrl`), `sentinel` (the master that `redisSentinels` name for `redisMasterName`; followed across failovers) or `cluster` (a Redis Cluster found from `redisClusterNodes`). README “Redis: one server, Sentinel or Cluster”.',
+  },
+  {
+    key: 'redisSentinels',
+    help: 'Sentinel mode: comma-separated `host:port` of the Sentinels (port default 26379).',
+  },
+  {
+    key: 'redisMasterName',
+    help: 'Sentinel mode: the name of the master group the Sentinels monitor (e.g. `mymaster`).',
+  },
+  {
+    key: 'redisClusterNodes',
+    help: 'Cluster mode: comma-separated `host:port` startup nodes (some of the nodes, or the configuration endpoint of a managed cluster; port default 6379).',
+  },
+  {
+    key: 'redisUsername',
+    help: 'Sentinel and cluster modes: the Redis ACL user (single mode: in `redisUrl`).',
+  },
+  {
+    key: 'redisPassword',
+    help: 'Sentinel and cluster modes: the Redis password (single mode: in `redisUrl`).',
+    secret: true,
+  },
+  {
+    key: 'redisSentinelPassword',
+    help: 'Sentinel mode: the password of the Sentinels themselves (their `requirepass`), when they have one.',
+    secret: true,
+  },
+  {
+    key: 'redisTls',
+    default: 'false',
+    help: 'Sentinel and cluster modes: TLS to Redis, and to the Sentinels (single mode: a `rediss://` URL). Certificates are checked against Node’s CAs plus `NODE_EXTRA_CA_CERTS`.',
+    flag: true,
+  },
+  {
     key: 'etcdEndpoints',
     help: 'Comma-separated etcd URLs, `http(s)://host:port` only (no credentials, path or query); unset → single-server mode (local leadership).',
     envAliases: ['ETCD_ENDPOINTS'],

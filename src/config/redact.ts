@@ -5,7 +5,7 @@
  * parameter into a connection option, in its query (`redis://host?password=secret`, `sentinelPassword`,
  * …): both are masked, and every query value but a few known harmless ones.
  */
-import type { CleanerConfig } from './schema.ts';
+import type { CleanerConfig, RedisConnection } from './schema.ts';
 
 /** What a masked secret reads as. */
 export const MASK = '***';
@@ -40,8 +40,36 @@ export function redactConfig(config: CleanerConfig): Record<string, unknown> {
   return {
     ...config,
     targets: config.targets.map((t) => `${t.context ?? '(current)'}:${t.namespace}`),
-    redisUrl: maskUrl(config.redisUrl),
+    redis: redactRedis(config.redis),
     etcdEndpoints: config.etcdEndpoints.map(maskUrl),
     dashboard: { ...config.dashboard, password: config.dashboard.password ? MASK : undefined },
   };
+}
+
+/** A {@link RedisConnection} as it may be logged: the URL masked ({@link maskUrl}), passwords as {@link MASK}. */
+export function redactRedis(conn: RedisConnection): Record<string, unknown> {
+  if (conn.mode === 'single') return { mode: conn.mode, url: maskUrl(conn.url) };
+  return {
+    ...conn,
+    ...(conn.password ? { password: MASK } : {}),
+    ...('sentinelPassword' in conn && conn.sentinelPassword ? { sentinelPassword: MASK } : {}),
+  };
+}
+
+/**
+ * Where Redis is, for an error message: the settings that name it and their values, secrets masked, e.g.
+ * `redisUrl (--redis-url, SDC_REDIS_URL) redis://:***@redis:6379` or
+ * `redisSentinels (--redis-sentinels, SDC_REDIS_SENTINELS) s1:26379,s2:26379, master mymaster`.
+ */
+export function describeRedis(conn: RedisConnection): string {
+  const list = (nodes: readonly { host: string; port: number }[]) =>
+    nodes.map((n) => `${n.host.includes(':') ? `[${n.host}]` : n.host}:${n.port}`).join(',');
+  switch (conn.mode) {
+    case 'single':
+      return `redisUrl (--redis-url, SDC_REDIS_URL) ${maskUrl(conn.url)}`;
+    case 'sentinel':
+      return `redisSentinels (--redis-sentinels, SDC_REDIS_SENTINELS) ${list(conn.sentinels)}, master ${conn.masterName}`;
+    case 'cluster':
+      return `redisClusterNodes (--redis-cluster-nodes, SDC_REDIS_CLUSTER_NODES) ${list(conn.nodes)}`;
+  }
 }

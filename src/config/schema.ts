@@ -154,6 +154,90 @@ const lowerEnum = <T extends string>(values: readonly [T, ...T[]]) =>
     .transform((v) => v.trim().toLowerCase())
     .pipe(z.enum(values, { error: (iss) => `"${String(iss.input)}": expected one of ${values.join(', ')}` }));
 
+/** A `host:port` address (IPv6 in brackets); `defaultPort` when the port is left out. */
+export interface HostPort {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** Parses `host:port`, `host` or `[v6]:port`; a problem as a string. */
+export function parseHostPort(text: string, defaultPort: number): HostPort | string {
+  const t = text.trim();
+  const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([^:\s/]+))(?::(\d{1,5}))?$/.exec(t);
+  const host = m?.[1] ?? m?.[2];
+  const port = m?.[3] === undefined ? defaultPort : Number(m[3]);
+  if (!host || !(isIP(host) !== 0 || HOSTNAME.test(host)) || port < 1 || port > 65535)
+    return `"${t}" is not host:port (a host name or IP address, a port from 1 to 65535)`;
+  return { host, port };
+}
+
+/** A comma-separated list of `host:port` addresses. */
+const hostPorts = (defaultPort: number) =>
+  list.transform((items, ctx) => {
+    const out: HostPort[] = [];
+    for (const item of items) {
+      const hp = parseHostPort(item, defaultPort);
+      if (typeof hp === 'string') ctx.addIssue({ code: 'custom', message: hp });
+      else out.push(hp);
+    }
+    if (items.length === 0)
+      ctx.addIssue({ code: 'custom', message: 'empty; expected at least one host:port' });
+    return out;
+  });
+
+/**
+ * Where the queues' Redis is and how to reach it: one shape per deployment (src/queue/redis-client.ts turns
+ * it into a client; nothing else looks at the shape).
+ * - `single`: one server, by URL (password and TLS in the URL: `rediss://user:secret@host:6380/0`);
+ * - `sentinel`: the master the Sentinels name for `masterName`, followed across failovers;
+ * - `cluster`: a Redis Cluster found from its startup nodes.
+ */
+export type RedisConnection =
+  | { readonly mode: 'single'; readonly url: string }
+  | {
+      readonly mode: 'sentinel';
+      readonly sentinels: readonly HostPort[];
+      readonly masterName: string;
+      readonly username?: string;
+      readonly password?: string;
+      readonly sentinelPassword?: string;
+      readonly tls: boolean;
+    }
+  | {
+      readonly mode: 'cluster';
+      readonly nodes: readonly HostPort[];
+      readonly username?: string;
+      readonly password?: string;
+      readonly tls: boolean;
+    };
+
+/** The fields of each Redis mode besides `redisMode`: set for another mode, they are refused. */
+const REDIS_MODE_FIELDS = {
+  single: [] as string[],
+  sentinel: [
+    'redisSentinels',
+    'redisMasterName',
+    'redisUsername',
+    'redisPassword',
+    'redisSentinelPassword',
+    'redisTls',
+  ],
+  cluster: ['redisClusterNodes', 'redisUsername', 'redisPassword', 'redisTls'],
+} as const;
+const REDIS_REQUIRED = {
+  single: [] as string[],
+  sentinel: ['redisSentinels', 'redisMasterName'],
+  cluster: ['redisClusterNodes'],
+} as const;
+const REDIS_OPTIONAL_FIELDS = [
+  'redisSentinels',
+  'redisMasterName',
+  'redisClusterNodes',
+  'redisUsername',
+  'redisPassword',
+  'redisSentinelPassword',
+] as const;
+
 /** The zod schema over raw values keyed by {@link FIELDS} keys. */
 export const configSchema = z
   .object({
@@ -178,6 +262,14 @@ export const configSchema = z
     policy: upperEnum(['ALL', 'COMPLETED']),
     retention: duration('retention'),
     redisUrl: url(['redis:', 'rediss:']),
+    redisMode: lowerEnum(['single', 'sentinel', 'cluster']),
+    redisSentinels: hostPorts(26379).optional(),
+    redisMasterName: z.string().min(1, 'empty; expected the master group name').optional(),
+    redisClusterNodes: hostPorts(6379).optional(),
+    redisUsername: z.string().min(1, 'empty; expected a user name, or leave it unset').optional(),
+    redisPassword: z.string().min(1, 'empty; expected a password, or leave it unset').optional(),
+    redisSentinelPassword: z.string().min(1, 'empty; expected a password, or leave it unset').optional(),
+    redisTls: bool,
     etcdEndpoints: list.pipe(z.array(etcdEndpoint)).optional(),
     electionTtlSeconds: int(...secondsRange('electionTtlSeconds')),
     recheck: lowerEnum(['resource-version', 'live', 'cache']),
@@ -221,6 +313,31 @@ export const configSchema = z
         message: 'not set; set both dashboardUser and dashboardPassword, or neither',
       });
     }
+    // Each Redis mode takes its own fields: a field of another mode is a mistake, not something to ignore.
+    for (const key of REDIS_REQUIRED[c.redisMode]) {
+      if (c[key as keyof typeof c] === undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: [key],
+          message: `not set; required with redisMode ${c.redisMode}`,
+        });
+    }
+    const allowed: readonly string[] = REDIS_MODE_FIELDS[c.redisMode];
+    for (const key of [...REDIS_OPTIONAL_FIELDS, 'redisTls'] as const) {
+      const set = key === 'redisTls' ? c.redisTls : c[key] !== undefined;
+      if (set && !allowed.includes(key)) {
+        const modes = (['sentinel', 'cluster'] as const).filter((m) =>
+          (REDIS_MODE_FIELDS[m] as readonly string[]).includes(key),
+        );
+        ctx.addIssue({
+          code: 'custom',
+          path: [key],
+          message:
+            `only used with redisMode ${modes.join(' or ')}, and redisMode is ${c.redisMode}` +
+            (c.redisMode === 'single' ? ' (single mode: user, password and TLS go in redisUrl)' : ''),
+        });
+      }
+    }
     if (c.retryBaseDelay > c.retryMaxDelay)
       ctx.addIssue({
         code: 'custom',
@@ -234,7 +351,7 @@ export const configSchema = z
     labelSelector: c.labelSelector,
     policy: c.policy,
     retentionMs: c.retention,
-    redisUrl: c.redisUrl,
+    redis: redisConnection(c),
     etcdEndpoints: c.etcdEndpoints ?? [],
     electionTtlSeconds: c.electionTtlSeconds,
     recheck: c.recheck,
@@ -259,6 +376,39 @@ export const configSchema = z
     logLevel: c.logLevel,
     dashboard: { readOnly: c.dashboardReadOnly, user: c.dashboardUser, password: c.dashboardPassword },
   }));
+
+/** The validated Redis fields as one {@link RedisConnection} (the cross-field checks ran before). */
+function redisConnection(c: {
+  redisMode: RedisConnection['mode'];
+  redisUrl: string;
+  redisSentinels?: HostPort[];
+  redisMasterName?: string;
+  redisClusterNodes?: HostPort[];
+  redisUsername?: string;
+  redisPassword?: string;
+  redisSentinelPassword?: string;
+  redisTls: boolean;
+}): RedisConnection {
+  const auth = {
+    ...(c.redisUsername ? { username: c.redisUsername } : {}),
+    ...(c.redisPassword ? { password: c.redisPassword } : {}),
+  };
+  switch (c.redisMode) {
+    case 'sentinel':
+      return {
+        mode: 'sentinel',
+        sentinels: c.redisSentinels ?? [],
+        masterName: c.redisMasterName ?? '',
+        ...auth,
+        ...(c.redisSentinelPassword ? { sentinelPassword: c.redisSentinelPassword } : {}),
+        tls: c.redisTls,
+      };
+    case 'cluster':
+      return { mode: 'cluster', nodes: c.redisClusterNodes ?? [], ...auth, tls: c.redisTls };
+    default:
+      return { mode: 'single', url: c.redisUrl };
+  }
+}
 
 /**
  * The effective configuration of one replica. Units are in the names: `retentionMs`, `tombstoneTtlMs`,

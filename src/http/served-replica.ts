@@ -4,16 +4,16 @@
  * satisfies it.
  */
 import type { Etcd3 } from 'etcd3';
-import type { Redis } from 'ioredis';
 import type { TargetCleaner } from '../cleaner/target-cleaner.ts';
 import type { LeadershipBalance } from '../leadership/etcd-leadership-group.ts';
+import type { RedisClient } from '../queue/redis-client.ts';
 
 /** The replica as /healthz, /readyz, /api/v1/* and the dashboard see it. */
 export interface ServedReplica {
   readonly replicaId: string;
   readonly cleaners: readonly TargetCleaner[];
   /** Pinged by /readyz. */
-  readonly redis: Redis;
+  readonly redis: RedisClient;
   /** Checked by /readyz when the replica elects through etcd; undefined with local leadership. */
   readonly etcd: Etcd3 | undefined;
   /** How leaderships are balanced over the live replicas (for /api/v1/leaders); undefined with local leadership. */

@@ -7,7 +7,6 @@
  * interleaving, a tombstoned pod ends with no pending job. The handler's re-check covers the rest.
  */
 import { Job, type JobJson, type JobProgress, type JobsOptions, Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { CleanupJobData } from '../cleanup/job-data.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import type { Logger } from '../log.ts';
@@ -19,6 +18,7 @@ import {
   type TargetRef,
   tombstoneKey,
 } from './job-identity.ts';
+import { duplicateClient, type RedisClient } from './redis-client.ts';
 
 /**
  * The format of the job data this version writes, stored as `v`. Readers take every format they know and
@@ -178,13 +178,13 @@ export interface CleanupQueueOptions {
    * BullMQ's connection, with `maxRetriesPerRequest: null` (BullMQ requirement). A Queue given an ioredis
    * instance uses it as is (BullMQ `createRedisBackend`: `shared`), so every queue of a replica shares it.
    */
-  connection: Redis;
+  connection: RedisClient;
   /**
    * The connection for this module's own commands (tombstones, job probes), without BullMQ's Lua scripts
    * defined on it (see {@link createCleanupQueue}). A replica passes one for all its queues; without it the
    * queue opens a duplicate of `connection` of its own and closes it on `close()` (tests, one-off tools).
    */
-  commands?: Redis;
+  commands?: RedisClient;
   /** Redis key prefix (no `:`). */
   prefix: string;
   /** How long tombstones are kept, ms; finished jobs are kept as long (by the worker: `keepFinishedMs`). */
@@ -255,7 +255,7 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
   // Ordering between the two connections is causal: each step awaits the previous one. The replica shares that
   // connection between all its queues: one per target per replica was R × T clients (issue 15).
   const ownsCommands = opts.commands === undefined;
-  const redis = opts.commands ?? opts.connection.duplicate({ connectionName: undefined });
+  const redis = opts.commands ?? duplicateClient(opts.connection, undefined);
   if (ownsCommands) redis.on('error', () => undefined); // the shared connection's listener reports outages
 
   /** Removes the UID's job if it is pending; with `tombstone`, writes the tombstone first (same round trip). */

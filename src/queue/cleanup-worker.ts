@@ -29,7 +29,6 @@
  * jobs in flight left to their locks (a job run twice meanwhile is harmless: fencing, re-check, `deleteOnce`).
  */
 import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { backoffMs } from '../backoff.ts';
 import type { CleanupDeps, CleanupHandler } from '../cleanup/handler.ts';
 import type { CleanupJobData } from '../cleanup/job-data.ts';
@@ -40,6 +39,7 @@ import { cleanupJobDataOf, InvalidJobDataError, type StoredJobData } from './cle
 import { closingWorkerKeyPrefix, queueName, type TargetRef } from './job-identity.ts';
 import { recordLastAccepted } from './last-accepted.ts';
 import { createLockLossLog } from './lock-loss-log.ts';
+import type { RedisClient } from './redis-client.ts';
 import { markWorkerClosing, takeOverActiveJobs } from './take-over.ts';
 
 /**
@@ -123,7 +123,7 @@ export interface ProcessTelemetry {
 /** Options of {@link createCleanupWorker}. */
 export interface CleanupWorkerOptions {
   target: TargetRef;
-  connection: Redis;
+  connection: RedisClient;
   prefix: string;
   /** The job handler (workers/cleanup-driver-pod.ts, handed down by the composition root). */
   handler: CleanupHandler;

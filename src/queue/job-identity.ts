@@ -89,3 +89,11 @@ export function lastAcceptedKey(prefix: string, t: TargetRef): string {
 export function closingWorkerKeyPrefix(prefix: string, t: TargetRef): string {
   return `${prefix}:${queueName(t)}:closing:`;
 }
+
+/**
+ * Redis key of a target's data marker (src/queue/data-marker.ts): it shares the queue's hash tag, so in a
+ * Redis Cluster it lives on the master that holds the queue, and its loss is that master's loss.
+ */
+export function dataMarkerKey(prefix: string, t: TargetRef): string {
+  return `${prefix}:${queueName(t)}:data-marker`;
+}

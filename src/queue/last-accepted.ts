@@ -3,8 +3,8 @@
  * when the target last deleted a pod without reading any replica's logs. One SET per accepted DELETE: a
  * write that fails is only a stale `status` line, never a lost cleanup, so it is not retried.
  */
-import type { Redis } from 'ioredis';
 import { lastAcceptedKey, type TargetRef } from './job-identity.ts';
+import type { RedisClient } from './redis-client.ts';
 
 /** The last accepted DELETE of a target. */
 export interface LastAccepted {
@@ -18,7 +18,7 @@ export interface LastAccepted {
 
 /** Records `last` as the target's last accepted DELETE; never rejects (a failure only leaves the key stale). */
 export async function recordLastAccepted(
-  redis: Pick<Redis, 'set'>,
+  redis: Pick<RedisClient, 'set'>,
   prefix: string,
   target: TargetRef,
   last: LastAccepted,
@@ -47,7 +47,7 @@ export function parseLastAccepted(text: string | null | undefined): LastAccepted
 
 /** Reads the target's last accepted DELETE (undefined when none was recorded). */
 export async function readLastAccepted(
-  redis: Pick<Redis, 'get'>,
+  redis: Pick<RedisClient, 'get'>,
   prefix: string,
   target: TargetRef,
 ): Promise<LastAccepted | undefined> {

@@ -5,11 +5,11 @@
  */
 import type { Job, Queue } from 'bullmq';
 import type { Etcd3 } from 'etcd3';
-import type { Redis } from 'ioredis';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import type { StoredJobData } from '../queue/cleanup-queue.ts';
 import { isCleanupJobId, type TargetRef, tombstoneKey } from '../queue/job-identity.ts';
 import { readLastAccepted } from '../queue/last-accepted.ts';
+import type { RedisClient } from '../queue/redis-client.ts';
 import { readElection } from './election-read.ts';
 import type { ExplainFacts, JobFacts } from './explain.ts';
 
@@ -18,7 +18,7 @@ export interface FactSources {
   readonly target: TargetRef;
   /** The target's queue; its `opts.prefix` is the replicas' `queuePrefix`. */
   readonly queue: Queue<StoredJobData>;
-  readonly redis: Redis;
+  readonly redis: RedisClient;
   /** undefined: single-server mode (the leader is the consuming worker). */
   readonly etcd: Etcd3 | undefined;
   /** A live GET of the pod (undefined when absent); undefined: do not ask the API server. */

@@ -5,17 +5,17 @@
  */
 import { Queue } from 'bullmq';
 import type { Etcd3 } from 'etcd3';
-import { Redis } from 'ioredis';
-import { maskUrl } from '../config/redact.ts';
+import { describeRedis } from '../config/redact.ts';
 import type { CleanerConfig } from '../config/schema.ts';
 import { kubeconfigPath, loadClusterAccess } from '../kube/kubeconfig.ts';
 import { createEtcdClient } from '../leadership/etcd-client.ts';
 import type { StoredJobData } from '../queue/cleanup-queue.ts';
 import { queueName, type TargetRef } from '../queue/job-identity.ts';
+import { createRedisClient, type RedisClient } from '../queue/redis-client.ts';
 
 /** The shared state, opened by {@link openStateStore}. */
 export interface StateStore {
-  readonly redis: Redis;
+  readonly redis: RedisClient;
   /** undefined without `etcdEndpoints` (single-server mode). */
   readonly etcd: Etcd3 | undefined;
   /** Redis key prefix of the queues (`queuePrefix`). */
@@ -37,13 +37,13 @@ export class UnreachableError extends Error {
  */
 export async function checkReachable(
   store: StateStore,
-  config: Pick<CleanerConfig, 'redisUrl' | 'etcdEndpoints'>,
+  config: Pick<CleanerConfig, 'redis' | 'etcdEndpoints'>,
 ): Promise<void> {
   try {
     await store.redis.ping();
   } catch (err) {
     throw new UnreachableError(
-      `redisUrl (--redis-url, SDC_REDIS_URL) ${maskUrl(config.redisUrl)}: Redis does not answer: ${(err as Error).message}`,
+      `${describeRedis(config.redis)}: Redis does not answer: ${(err as Error).message}`,
     );
   }
   if (!store.etcd) return;
@@ -58,10 +58,10 @@ export async function checkReachable(
 
 /** Opens the Redis connection (at most one reconnect, 5 s connect timeout) and the etcd client. */
 export function openStateStore(
-  config: Pick<CleanerConfig, 'redisUrl' | 'etcdEndpoints' | 'queuePrefix'>,
+  config: Pick<CleanerConfig, 'redis' | 'etcdEndpoints' | 'queuePrefix'>,
 ): StateStore {
-  const redis = new Redis(config.redisUrl, {
-    connectTimeout: 5000,
+  const redis = createRedisClient(config.redis, {
+    connectTimeoutMs: 5000,
     maxRetriesPerRequest: 1,
     retryStrategy: (times) => (times > 1 ? null : 200),
     connectionName: 'sdc:status',

@@ -16,10 +16,10 @@
  */
 import type { Job, Queue } from 'bullmq';
 import type { Etcd3 } from 'etcd3';
-import type { Redis } from 'ioredis';
 import type { StoredJobData } from '../queue/cleanup-queue.ts';
 import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
 import { type LastAccepted, readLastAccepted } from '../queue/last-accepted.ts';
+import type { RedisClient } from '../queue/redis-client.ts';
 import { readElection } from './election-read.ts';
 
 /** One target's status. Times are epoch ms. */
@@ -56,7 +56,7 @@ export interface TargetStatus {
 export interface StatusSources {
   /** The target's BullMQ queue (a plain `Queue` on the same name and prefix as the replicas'). */
   readonly queue: Queue<StoredJobData>;
-  readonly redis: Redis;
+  readonly redis: RedisClient;
   /** undefined: single-server mode, the leader is whoever consumes. */
   readonly etcd: Etcd3 | undefined;
   readonly prefix: string;

@@ -65,6 +65,8 @@ export interface CleanerMetrics {
   apiRequest(target: TargetRef, verb: PodVerb, statusCode: number | undefined, seconds: number): void;
   /** Counts one reconcile run and the jobs it added and re-queued. */
   reconciled(target: TargetRef, counts: { added: number; retried: number }): void;
+  /** Counts one loss of the target's Redis data, by reason (`marker-missing`, `master-changed`). */
+  redisDataLost(target: TargetRef, reason: string): void;
   /** Reads the scrape-time series from this replica from now on (call once). */
   watch(replica: MetricsReplica): void;
   /** The exposition text (Prometheus text format 0.0.4) and its content type. */
@@ -195,6 +197,12 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
     labelNames: TARGET,
     registers,
   });
+  const dataLost = new Counter({
+    name: 'sdc_redis_data_loss_total',
+    help: 'Losses of the target queue’s Redis data seen by its leader, each followed by a reconcile: reason="marker-missing" (flushed, restarted empty, failover to a replica without it) or "master-changed" (failover or restart: writes not yet replicated are lost).',
+    labelNames: [...TARGET, 'reason'],
+    registers,
+  });
   const reconcileRetried = new Counter({
     name: 'sdc_reconcile_retried_jobs_total',
     help: 'Failed cleanup jobs that reconcile runs queued again.',
@@ -307,6 +315,9 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
       reconcileRuns.inc(labelsOf(target));
       reconcileAdded.inc(labelsOf(target), counts.added);
       reconcileRetried.inc(labelsOf(target), counts.retried);
+    },
+    redisDataLost(target, reason) {
+      dataLost.inc({ ...labelsOf(target), reason });
     },
     watch(r) {
       replica = r;

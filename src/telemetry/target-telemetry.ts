@@ -24,6 +24,7 @@ import type { Outcome } from '../cleanup/outcome.ts';
 import { type MonotonicClock, monotonicClock } from '../clock.ts';
 import type { PodCall, PodCallObserver } from '../kube/pod-api.ts';
 import type { EnqueueResult } from '../queue/cleanup-queue.ts';
+import type { DataLossReason } from '../queue/data-marker.ts';
 import { queueName, type TargetRef } from '../queue/job-identity.ts';
 import type { CleanerMetrics } from './metrics.ts';
 import { contextFromTraceparent, traceparentOf } from './tracing.ts';
@@ -50,6 +51,8 @@ export interface TargetTelemetry {
   process(data: CleanupJobData, run: () => Promise<Outcome>): Promise<Outcome>;
   /** Counts one reconcile run and what it enqueued. */
   reconciled(counts: { added: number; retried: number }): void;
+  /** Counts one loss of the target's Redis data seen by its leader (src/cleaner/data-loss-watch.ts). */
+  redisDataLost(reason: DataLossReason): void;
 }
 
 /** The UID of the job being processed, so that the GET (which has only a name) is labelled with it too. */
@@ -154,6 +157,9 @@ export function createTargetTelemetry(
     },
     reconciled(counts) {
       metrics.reconciled(target, counts);
+    },
+    redisDataLost(reason) {
+      metrics.redisDataLost(target, reason);
     },
   };
 }

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { envName, FIELDS } from '../../src/config/fields.ts';
+import { loadConfig } from '../../src/config/load.ts';
 import { type Container, configMapEnv, findOne, type Workload } from './find-objects.ts';
 import { KUSTOMIZATIONS, kustomize } from './render.ts';
 import { type KubeObject, UnknownKindError, validateKubeObject } from './validate-object.ts';
@@ -147,5 +148,28 @@ describe('example backends', () => {
     expect((ns.metadata.labels as Record<string, string>)['pod-security.kubernetes.io/enforce']).toBe(
       'restricted',
     );
+  });
+});
+
+describe('the Redis Sentinel overlay', () => {
+  const objects = rendered.get('infra/k8s/overlays/redis-sentinel')?.objects as KubeObject[];
+  const container = findOne<Workload>(objects, 'Deployment', 'spark-driver-cleaner').spec.template.spec
+    .containers[0] as Container;
+
+  it('its configuration loads as the replica loads it: Sentinel mode, three Sentinels, the master name', () => {
+    const config = loadConfig({ env: configMapEnv(objects, container) });
+    expect(config.redis).toMatchObject({ mode: 'sentinel', masterName: 'mymaster', tls: false });
+    expect(config.redis.mode === 'sentinel' ? config.redis.sentinels.map((s) => s.port) : []).toEqual([
+      26379, 26379, 26379,
+    ]);
+  });
+
+  it('lets the pods reach the Sentinels (egress to 26379)', () => {
+    const policy = findOne<KubeObject & { spec: { egress: { ports?: { port: number }[] }[] } }>(
+      objects,
+      'NetworkPolicy',
+      'spark-driver-cleaner',
+    );
+    expect(policy.spec.egress.flatMap((r) => r.ports ?? []).map((p) => p.port)).toContain(26379);
   });
 });

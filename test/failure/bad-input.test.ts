@@ -198,7 +198,7 @@ describe('bad input', () => {
     const [query, userinfo, etcd] = replicas;
     try {
       const start = await query?.waitForLine((l) => l.msg === 'effective configuration');
-      expect((start?.config as { redisUrl?: string } | undefined)?.redisUrl).toBe(
+      expect((start?.config as { redis?: { url?: string } } | undefined)?.redis?.url).toBe(
         `redis://127.0.0.1:${port}?password=***`,
       );
       await waitGone(cluster().server, pods, 'pods deleted through the Redis whose password is in the query');

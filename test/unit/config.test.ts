@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { parseDurationMs } from '../../src/config/duration.ts';
 import { envName, FIELDS, NODE_TIMER_MAX_MS, rangeMs } from '../../src/config/fields.ts';
 import { ConfigError, loadConfig } from '../../src/config/load.ts';
-import { maskUrl, redactConfig } from '../../src/config/redact.ts';
+import { describeRedis, maskUrl, redactConfig } from '../../src/config/redact.ts';
 import { configWarnings } from '../../src/config/warnings.ts';
 
 const base = { SDC_TARGETS: 'kind-a:spark' };
@@ -314,6 +314,41 @@ describe('loadConfig', () => {
       /SDC_REDIS_URL: "localhost:6379": expected a URL starting with redis:\/\//,
     ],
     [
+      'sentinel mode without sentinels nor master name',
+      { SDC_REDIS_MODE: 'sentinel' },
+      /redisSentinels \(--redis-sentinels or SDC_REDIS_SENTINELS\): not set; required with redisMode sentinel/,
+    ],
+    [
+      'sentinel mode without master name',
+      { SDC_REDIS_MODE: 'sentinel', SDC_REDIS_SENTINELS: 's1:26379' },
+      /redisMasterName \(--redis-master-name or SDC_REDIS_MASTER_NAME\): not set; required with redisMode sentinel/,
+    ],
+    [
+      'cluster mode without nodes',
+      { SDC_REDIS_MODE: 'cluster' },
+      /redisClusterNodes \(--redis-cluster-nodes or SDC_REDIS_CLUSTER_NODES\): not set; required with redisMode cluster/,
+    ],
+    [
+      'a sentinel field in cluster mode',
+      { SDC_REDIS_MODE: 'cluster', SDC_REDIS_CLUSTER_NODES: 'a:7000', SDC_REDIS_MASTER_NAME: 'mymaster' },
+      /SDC_REDIS_MASTER_NAME: only used with redisMode sentinel, and redisMode is cluster/,
+    ],
+    [
+      'a password field in single mode',
+      { SDC_REDIS_PASSWORD: 'x' },
+      /SDC_REDIS_PASSWORD: only used with redisMode sentinel or cluster, and redisMode is single \(single mode: user, password and TLS go in redisUrl\)/,
+    ],
+    [
+      'bad sentinel address',
+      { SDC_REDIS_MODE: 'sentinel', SDC_REDIS_SENTINELS: 's1:26379,s2:port', SDC_REDIS_MASTER_NAME: 'm' },
+      /SDC_REDIS_SENTINELS: "s2:port" is not host:port/,
+    ],
+    [
+      'bad redis mode',
+      { SDC_REDIS_MODE: 'replicated' },
+      /SDC_REDIS_MODE: "replicated": expected one of single, sentinel, cluster/,
+    ],
+    [
       'bad etcd endpoint',
       { SDC_ETCD_ENDPOINTS: 'http://a:2379,b:2379' },
       /SDC_ETCD_ENDPOINTS: "b:2379": expected a URL/,
@@ -414,6 +449,66 @@ describe('loadConfig', () => {
     expect(text).not.toContain('s3cret');
     expect(text).not.toContain('"pw"');
     expect(text).toContain('redis://:***@redis:6379');
+  });
+});
+
+describe('Redis shapes', () => {
+  it('single (default): the URL', () => {
+    expect(loadConfig({ env: { ...base, SDC_REDIS_URL: 'rediss://r:6380/1' } }).redis).toEqual({
+      mode: 'single',
+      url: 'rediss://r:6380/1',
+    });
+  });
+
+  it('sentinel: addresses (default port 26379, IPv6 in brackets), master name, passwords, TLS; secrets masked', () => {
+    const c = loadConfig({
+      env: {
+        ...base,
+        SDC_REDIS_MODE: 'Sentinel',
+        SDC_REDIS_SENTINELS: 's1, s2:26380,[::1]:26381',
+        SDC_REDIS_MASTER_NAME: 'mymaster',
+        SDC_REDIS_USERNAME: 'cleaner',
+        SDC_REDIS_PASSWORD: 's3cret',
+        SDC_REDIS_SENTINEL_PASSWORD: 's3ntinel',
+        SDC_REDIS_TLS: 'true',
+      },
+    });
+    expect(c.redis).toEqual({
+      mode: 'sentinel',
+      sentinels: [
+        { host: 's1', port: 26379 },
+        { host: 's2', port: 26380 },
+        { host: '::1', port: 26381 },
+      ],
+      masterName: 'mymaster',
+      username: 'cleaner',
+      password: 's3cret',
+      sentinelPassword: 's3ntinel',
+      tls: true,
+    });
+    const text = JSON.stringify(redactConfig(c));
+    expect(text).not.toContain('s3cret');
+    expect(text).not.toContain('s3ntinel');
+    expect(describeRedis(c.redis)).toBe(
+      'redisSentinels (--redis-sentinels, SDC_REDIS_SENTINELS) s1:26379,s2:26380,[::1]:26381, master mymaster',
+    );
+  });
+
+  it('cluster: startup nodes from a YAML list (default port 6379), password masked', () => {
+    const c = loadConfig({
+      env: base,
+      flags: { redisMode: 'cluster', redisClusterNodes: ['n1:7000', 'n2'], redisPassword: 's3cret' },
+    });
+    expect(c.redis).toEqual({
+      mode: 'cluster',
+      nodes: [
+        { host: 'n1', port: 7000 },
+        { host: 'n2', port: 6379 },
+      ],
+      password: 's3cret',
+      tls: false,
+    });
+    expect(JSON.stringify(redactConfig(c))).not.toContain('s3cret');
   });
 });
 
