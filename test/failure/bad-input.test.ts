@@ -41,6 +41,15 @@ const BAD: Record<string, Record<string, string>> = {
   policy: { SDC_POLICY: 'SOME' },
   retention: { SDC_RETENTION: 'five minutes' },
   redisUrl: { SDC_REDIS_URL: 'http://127.0.0.1:6379' },
+  redisMode: { SDC_REDIS_MODE: 'replicated' },
+  redisSentinels: { SDC_REDIS_SENTINELS: 'x::' },
+  redisClusterNodes: { SDC_REDIS_CLUSTER_NODES: 'a b' },
+  redisTls: { SDC_REDIS_TLS: 'maybe' },
+  // Wrong only for the mode: checked once every field is valid, so alone.
+  redisMasterName: { SDC_REDIS_MODE: 'sentinel', SDC_REDIS_SENTINELS: '127.0.0.1:26379' }, // missing
+  redisUsername: { SDC_REDIS_USERNAME: 'u' }, // single mode: the user goes in redisUrl
+  redisPassword: { SDC_REDIS_PASSWORD: 'p' },
+  redisSentinelPassword: { SDC_REDIS_SENTINEL_PASSWORD: 's' },
   etcdEndpoints: { SDC_ETCD_ENDPOINTS: 'etcd:2379' },
   electionTtlSeconds: { SDC_ELECTION_TTL_SECONDS: '1' },
   recheck: { SDC_RECHECK: 'sometimes' },
@@ -97,9 +106,18 @@ describe('bad input', () => {
   it(`each configuration field wrong ${SOAK ? 'in turn' : 'at once, and the dependent ones in turn'} → exit 2, a line naming each field`, async () => {
     expect(Object.keys(BAD).sort()).toEqual(FIELDS.map((f) => f.key).sort());
     // The loader checks every field independently and reports one line per bad field, so CI runs them
-    // all in one process (each CLI start costs seconds of CPU). Three can only be checked alone: the
-    // kubeconfig is read after validation, and the dashboard pair is only wrong when half-set.
-    const alone = ['kubeconfig', 'dashboardUser', 'dashboardPassword'];
+    // all in one process (each CLI start costs seconds of CPU). Some can only be checked alone: the
+    // kubeconfig is read after validation, the dashboard pair is only wrong when half-set, and the Redis
+    // settings of one mode are only wrong for another mode.
+    const alone = [
+      'kubeconfig',
+      'dashboardUser',
+      'dashboardPassword',
+      'redisMasterName',
+      'redisUsername',
+      'redisPassword',
+      'redisSentinelPassword',
+    ];
     const runs: { keys: string[]; env: Record<string, string> }[] = SOAK
       ? Object.keys(BAD).map((k) => ({ keys: [k], env: BAD[k] ?? {} }))
       : [
