@@ -24,8 +24,11 @@ import { waitFor } from '../helpers/wait.ts';
 import { extractPreviousRelease, PREVIOUS_RELEASE } from './previous-release.ts';
 
 const cluster = useFailureCluster({ context: 'up' });
-/** Long enough that the jobs are still pending when the leadership changes hands. */
-const RETENTION_MS = 12_000;
+/**
+ * Long enough that the jobs are still pending when the leadership changes hands: the second replica's start
+ * (a Node process loading the cleaner, seconds on a busy machine) and the first one's stop come before it.
+ */
+const RETENTION_MS = 25_000;
 const previousCli = extractPreviousRelease();
 const conns: Redis[] = [];
 afterAll(() => {
