@@ -32,7 +32,7 @@ import { isCleanupJobId, type TargetRef } from '../queue/job-identity.ts';
 import { sleep } from '../sleep.ts';
 import type { EnqueueTrigger, TargetTelemetry } from '../telemetry/target-telemetry.ts';
 import { ACCEPTED_DELETES_MAX, createAcceptedDeletes } from './accepted-deletes.ts';
-import { createCacheTrust } from './cache-trust.ts';
+import { cacheTrusted, createCacheTrust } from './cache-trust.ts';
 import { createLeaderTerms, type Term, waitInTerm } from './leader-terms.ts';
 import type { OverdueReport } from './overdue.ts';
 import { createSelfCheck, type SelfCheckSettings, selfCheckSettings } from './self-check.ts';
@@ -109,6 +109,12 @@ export interface TargetCleaner {
   /** Runs one reconcile now (leader only); returns how many jobs it added or retried. */
   reconcile(): Promise<number>;
   readonly isLeader: boolean;
+  /**
+   * This replica can clean the target now: its informer has listed the pods and has not been down (unable to
+   * list or watch) for longer than `staleCacheAfterMs`. Only a ready replica campaigns for the target (unless
+   * no replica is ready for it), and a leader that stops being ready hands the target over.
+   */
+  readonly ready: boolean;
   readonly informer: PodInformer;
   readonly leadership: Leadership;
   /** The target's queue (the dashboard and the metrics read it). */
@@ -148,12 +154,10 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   let selfCheckTimer: NodeJS.Timeout | undefined;
 
   const { informer, leadership } = opts;
-  const cacheTrust = createCacheTrust({
-    informer,
-    monotonicNow,
-    staleAfterMs: opts.staleCacheAfterMs ?? 10_000,
-    log,
-  });
+  const staleAfterMs = opts.staleCacheAfterMs ?? 10_000;
+  const cacheTrust = createCacheTrust({ informer, monotonicNow, staleAfterMs, log });
+  /** See {@link TargetCleaner.ready}: the same bound as the cache's trust. */
+  const ready = () => informer.synced && cacheTrusted(informer.downSinceMs, monotonicNow(), staleAfterMs);
   /**
    * The UIDs whose DELETE this replica saw accepted, for as long as Redis would remember them (the tombstone
    * TTL), across leadership terms: a job re-enqueued after Redis lost its data must not DELETE again.
@@ -492,6 +496,9 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     get isLeader() {
       return leadership.isLeader;
     },
+    get ready() {
+      return ready();
+    },
     informer: informer,
     leadership: leadership,
     queue: opts.queue,
@@ -519,6 +526,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   };
   // Subscribed after construction (client-go's AddEventHandler): no forward reference to this cleaner.
   informer.addEventHandler(observe);
+  leadership.readyWhen(ready);
   leadership.addEventHandler({
     onElected: () => cleaner.elected(),
     onLost: (reason) => cleaner.lost(reason),
