@@ -53,7 +53,7 @@ export function assignTargets(
   if (ms.length === 0) return { owners: new Map(), cap: 0 };
   const readyFor = (m: string, t: string) => !unready.get(m)?.has(t);
   const someReady = ms.filter((m) => ts.some((t) => readyFor(m, t)));
-  const cap = Math.ceil(ts.length / Math.max(1, someReady.length));
+  const cap = Math.ceil(ts.length / (someReady.length > 0 ? someReady.length : ms.length));
   const load = new Map<string, number>(ms.map((m) => [m, 0]));
   const owners = new Map<string, string>();
   for (const t of ts) {
