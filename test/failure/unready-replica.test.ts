@@ -1,0 +1,151 @@
+/**
+ * A replica that cannot list pods takes no target: two healthy replicas and one whose API server address refuses
+ * connections (its kubeconfig names a closed port), six targets. The broken replica is a live member of the
+ * leadership balance, but it reports every target not ready (its membership value), so no target is assigned
+ * to it and it campaigns for none: every driver pod of every target is deleted once, within `overdueGrace` of
+ * its deadline, and the broken replica says it cannot clean on `/readyz` (503: no target ready), in
+ * `sdc_target_ready` and in `status` (read from etcd).
+ */
+import { execFile } from 'node:child_process';
+import { createServer } from 'node:net';
+import { expect, it } from 'vitest';
+import { CLI_PATH } from '../../harness/sandbox/replica-process.ts';
+import { deletesPer, linesWhere, serviceEnv, tempFile } from '../helpers/cluster.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { createDrivers, httpUrl, replicaEnv, stopAll, uidOf, useFailureCluster } from './helpers.ts';
+
+const cluster = useFailureCluster();
+
+/** A TCP port nothing listens on (bound, then closed: connections to it are refused). */
+async function closedPort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const { port } = s.address() as { port: number };
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+/** The values of a gauge per namespace in a replica's /metrics. */
+async function gauge(url: string, name: string): Promise<Map<string, number>> {
+  const text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
+  const out = new Map<string, number>();
+  for (const l of text.split('\n')) {
+    if (!l.startsWith(`${name}{`)) continue;
+    const ns = /namespace="([^"]+)"/.exec(l)?.[1];
+    if (ns) out.set(ns, Number(l.split(' ').pop()));
+  }
+  return out;
+}
+
+/** Runs `src/cli.ts status --json` as an operator beside the replicas; resolves with its parsed output. */
+function status(env: Record<string, string>): Promise<{ code: number | null; json: StatusJson }> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      [CLI_PATH, 'status', '--json'],
+      { env: { ...process.env, ...env, SDC_LOG_LEVEL: 'silent' }, timeout: 60_000 },
+      (err, stdout, stderr) => {
+        try {
+          resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, json: JSON.parse(stdout) });
+        } catch {
+          reject(new Error(`status printed no JSON: ${stdout}\n${stderr}`));
+        }
+      },
+    );
+  });
+}
+
+interface StatusJson {
+  targets: { target: string; leader: string | null; assigned?: string | null; notReadyOn?: string[] }[];
+  balance?: { members: string[]; notReady: Record<string, string[]> };
+}
+
+it('two healthy replicas and one that cannot reach the API: every pod of six targets deleted once, in time; the broken one leads nothing and says so', async () => {
+  const c = cluster();
+  const namespaces = Array.from({ length: 6 }, (_, i) => `unready-${i}`);
+  const graceMs = 10_000;
+  const env = replicaEnv(c, namespaces[0] ?? '', 'ur', {
+    SDC_TARGETS: namespaces.map((ns) => `${c.context}:${ns}`).join(','),
+    SDC_RETENTION: '2s',
+    SDC_OVERDUE_GRACE: `${graceMs / 1000}s`,
+    SDC_RECONCILE_INTERVAL: '5s',
+  });
+  const brokenConfig = tempFile(
+    'kubeconfig.yaml',
+    c.server.kubeconfigYaml.replace(/server: \S+/, `server: http://127.0.0.1:${await closedPort()}`),
+  );
+  const healthy = [c.startReplica('ur-h1', env), c.startReplica('ur-h2', env)];
+  const replicas = [...healthy];
+  try {
+    const url = await httpUrl(healthy[0] ?? healthy[1]!);
+    const leaders = async () =>
+      (await (await fetch(`${url}/api/v1/leaders`, { signal: AbortSignal.timeout(5000) })).json()) as {
+        targets: Record<string, { leader: string | null; assigned?: string | null }>;
+        balance: { members: string[] };
+      };
+    await waitFor(
+      'every target led by its assigned healthy replica',
+      async () => {
+        const body = await leaders();
+        const rows = Object.values(body.targets);
+        return body.balance.members.length === 2 && rows.every((r) => r.leader && r.leader === r.assigned);
+      },
+      60_000,
+    );
+
+    const broken = c.startReplica('ur-broken', { ...env, KUBECONFIG: brokenConfig });
+    replicas.push(broken);
+    // It is a live member of the balance: were it counted as able to clean, it would be assigned ⌈6/3⌉ = 2.
+    await waitFor('the broken replica is a member', async () =>
+      (await leaders()).balance.members.includes('ur-broken'),
+    );
+
+    const pods = namespaces.flatMap((ns) => createDrivers(c.server, ns, 5, 'ur'));
+    const uids = pods.map(uidOf);
+    await waitFor(
+      'every driver of every target deleted',
+      () => namespaces.every((ns) => c.server.pods.list(ns).length === 0),
+      60_000,
+    ).catch((err: Error) => {
+      const left = namespaces.map((ns) => `${ns}: ${c.server.pods.list(ns).length}`).join(', ');
+      const led = linesWhere(replicas, (l) => l.msg === 'elected leader').map((l) => `${l.replica} ${l.namespace}`);
+      throw new Error(`${err.message}\nleft: ${left}\nelected: ${led.join(', ')}`);
+    });
+    expect(deletesPer(c.server, uids)).toEqual(uids.map(() => 1));
+    const accepted = await waitFor('an accepted line per pod', () => {
+      const ls = linesWhere(replicas, (l) => l.outcome === 'accepted');
+      return ls.length >= uids.length ? ls : undefined;
+    });
+    // Each within the grace of its deadline: no target waited for the broken replica.
+    for (const l of accepted) expect(Number(l.latenessMs)).toBeLessThan(graceMs);
+    expect(new Set(accepted.map((l) => l.replica))).not.toContain('ur-broken');
+    expect(broken.lines.filter((l) => l.msg === 'elected leader')).toEqual([]);
+
+    // It says so: /readyz 503 (no target it can clean) naming them all, sdc_target_ready 0, status per target.
+    const brokenUrl = await httpUrl(broken);
+    const ready = await fetch(`${brokenUrl}/readyz`, { signal: AbortSignal.timeout(5000) });
+    expect(ready.status).toBe(503);
+    expect(await ready.json()).toMatchObject({
+      ok: false,
+      targetsReady: false,
+      notReady: namespaces.map((ns) => `${c.context}:${ns}`),
+    });
+    const brokenGauge = await gauge(brokenUrl, 'sdc_target_ready');
+    expect(namespaces.map((ns) => brokenGauge.get(ns))).toEqual(namespaces.map(() => 0));
+    const healthyGauge = await gauge(url, 'sdc_target_ready');
+    expect(namespaces.map((ns) => healthyGauge.get(ns))).toEqual(namespaces.map(() => 1));
+    expect((await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(5000) })).status).toBe(200);
+
+    const s = await status({ ...serviceEnv(c.server.kubeconfigPath, c.redis, c.etcd), ...env });
+    expect(s.code, JSON.stringify(s.json)).toBe(0);
+    expect(s.json.balance?.members).toEqual(['ur-broken', 'ur-h1', 'ur-h2']);
+    for (const row of s.json.targets) {
+      expect(row.notReadyOn).toEqual(['ur-broken']);
+      expect(row.assigned).not.toBe('ur-broken');
+      expect(row.leader).not.toBe('ur-broken');
+    }
+    expect(broken.lines.filter((l) => l.msg === 'elected leader')).toEqual([]);
+  } finally {
+    await stopAll(replicas);
+  }
+}, 180_000);
