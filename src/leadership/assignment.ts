@@ -194,7 +194,8 @@ export function describeBalance(
   for (const leader of leaders) if (leader !== undefined) of(leader).leading += 1;
   const notReady: Record<string, string[]> = {};
   const known = new Set(targets);
-  for (const m of members) for (const t of unready.get(m) ?? []) if (known.has(t)) (notReady[t] ??= []).push(m);
+  for (const m of members)
+    for (const t of unready.get(m) ?? []) if (known.has(t)) (notReady[t] ??= []).push(m);
   return {
     rule: ASSIGNMENT_RULE,
     members,

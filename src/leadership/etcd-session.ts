@@ -273,7 +273,10 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
           );
           if (current === c) writtenValue = value;
         } catch (err) {
-          log.warn({ err: { message: (err as Error).message } }, 'cannot update the membership key; retrying');
+          log.warn(
+            { err: { message: (err as Error).message } },
+            'cannot update the membership key; retrying',
+          );
           return;
         }
         if (!refreshAgain && valueNow() === writtenValue) return;

@@ -117,7 +117,9 @@ export function statusJson(rows: readonly TargetStatus[], nowMs: number, balance
       target: s.target,
       leader: s.leader,
       leaderFrom: s.leaderFrom,
-      ...(owners ? { assigned: owners[s.target] ?? null, notReadyOn: balance?.notReady[s.target] ?? [] } : {}),
+      ...(owners
+        ? { assigned: owners[s.target] ?? null, notReadyOn: balance?.notReady[s.target] ?? [] }
+        : {}),
       consumingSince: iso(s.consumingSinceMs),
       consumers: s.consumers,
       candidates: s.candidates,

@@ -46,7 +46,10 @@ function status(env: Record<string, string>): Promise<{ code: number | null; jso
       { env: { ...process.env, ...env, SDC_LOG_LEVEL: 'silent' }, timeout: 60_000 },
       (err, stdout, stderr) => {
         try {
-          resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, json: JSON.parse(stdout) });
+          resolve({
+            code: err ? (typeof err.code === 'number' ? err.code : null) : 0,
+            json: JSON.parse(stdout),
+          });
         } catch {
           reject(new Error(`status printed no JSON: ${stdout}\n${stderr}`));
         }
@@ -108,7 +111,9 @@ it('two healthy replicas and one that cannot reach the API: every pod of six tar
       60_000,
     ).catch((err: Error) => {
       const left = namespaces.map((ns) => `${ns}: ${c.server.pods.list(ns).length}`).join(', ');
-      const led = linesWhere(replicas, (l) => l.msg === 'elected leader').map((l) => `${l.replica} ${l.namespace}`);
+      const led = linesWhere(replicas, (l) => l.msg === 'elected leader').map(
+        (l) => `${l.replica} ${l.namespace}`,
+      );
       throw new Error(`${err.message}\nleft: ${left}\nelected: ${led.join(', ')}`);
     });
     expect(deletesPer(c.server, uids)).toEqual(uids.map(() => 1));

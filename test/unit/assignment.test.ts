@@ -108,16 +108,19 @@ describe('assignTargets with members not ready for some targets', () => {
     [12, 3],
     [100, 5],
     [7, 2],
-  ])('%i targets, %i members, one ready for none: it is assigned nothing, the others share ⌈T/(R−1)⌉', (t, r) => {
-    const ts = targets(t);
-    const ms = members(r);
-    const broken = 'replica-0';
-    const a = assignTargets(ts, ms, new Map([[broken, all(ts)]]));
-    expect(a.owners.size).toBe(t);
-    expect([...a.owners.values()]).not.toContain(broken);
-    expect(a.cap).toBe(Math.ceil(t / (r - 1)));
-    for (const n of loads(a.owners).values()) expect(n).toBeLessThanOrEqual(a.cap);
-  });
+  ])(
+    '%i targets, %i members, one ready for none: it is assigned nothing, the others share ⌈T/(R−1)⌉',
+    (t, r) => {
+      const ts = targets(t);
+      const ms = members(r);
+      const broken = 'replica-0';
+      const a = assignTargets(ts, ms, new Map([[broken, all(ts)]]));
+      expect(a.owners.size).toBe(t);
+      expect([...a.owners.values()]).not.toContain(broken);
+      expect(a.cap).toBe(Math.ceil(t / (r - 1)));
+      for (const n of loads(a.owners).values()) expect(n).toBeLessThanOrEqual(a.cap);
+    },
+  );
 
   it('a member not ready for one target keeps its other targets; that one goes to a ready member', () => {
     const ts = targets(30);
@@ -158,7 +161,11 @@ describe('assignTargets with members not ready for some targets', () => {
       ['replica-1', parseMemberValue(memberValue(set, [], ts.length))],
     ] as const;
     const mine = assignTargets(ts, members(3), unreadyOf(values, ts));
-    const theirs = assignTargets([...ts].reverse(), members(3).reverse(), unreadyOf([...values].reverse(), ts));
+    const theirs = assignTargets(
+      [...ts].reverse(),
+      members(3).reverse(),
+      unreadyOf([...values].reverse(), ts),
+    );
     expect(Object.fromEntries(mine.owners)).toEqual(Object.fromEntries(theirs.owners));
     expect([...mine.owners.values()]).not.toContain('replica-0');
     expect(mine.owners.get(ts[3] ?? '')).toBe('replica-1');
