@@ -195,7 +195,11 @@ export function describeBalance(
   const notReady: Record<string, string[]> = {};
   const known = new Set(targets);
   for (const m of members)
-    for (const t of unready.get(m) ?? []) if (known.has(t)) (notReady[t] ??= []).push(m);
+    for (const t of unready.get(m) ?? []) {
+      if (!known.has(t)) continue;
+      notReady[t] ??= [];
+      notReady[t].push(m);
+    }
   return {
     rule: ASSIGNMENT_RULE,
     members,

@@ -80,7 +80,9 @@ it('two healthy replicas and one that cannot reach the API: every pod of six tar
   const healthy = [c.startReplica('ur-h1', env), c.startReplica('ur-h2', env)];
   const replicas = [...healthy];
   try {
-    const url = await httpUrl(healthy[0] ?? healthy[1]!);
+    const [h1] = healthy;
+    if (!h1) throw new Error('no healthy replica');
+    const url = await httpUrl(h1);
     const leaders = async () =>
       (await (await fetch(`${url}/api/v1/leaders`, { signal: AbortSignal.timeout(5000) })).json()) as {
         targets: Record<string, { leader: string | null; assigned?: string | null }>;
