@@ -29,6 +29,7 @@ import {
   type RefusedJob,
 } from '../queue/cleanup-worker.ts';
 import { isCleanupJobId, type TargetRef } from '../queue/job-identity.ts';
+import { lookAtQueue } from '../queue/queue-look.ts';
 import { sleep } from '../sleep.ts';
 import type { EnqueueTrigger, TargetTelemetry } from '../telemetry/target-telemetry.ts';
 import { ACCEPTED_DELETES_MAX, createAcceptedDeletes } from './accepted-deletes.ts';
@@ -148,9 +149,12 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   let stopped = false;
   const monotonicNow = opts.monotonicNow ?? (() => performance.now());
   const dueNow = opts.dueNow ?? opts.now;
-  /** Monotonic ms: since when this replica leads (undefined when not), and its worker's last processed job. */
+  /**
+   * Monotonic ms: since when this replica leads (undefined when not), and its last progress: a job its worker
+   * processed (any outcome) or a pod its reconcile handled (the self-check).
+   */
   let leaderSinceMs: number | undefined;
-  let lastProcessedMs: number | undefined;
+  let lastProgressMs: number | undefined;
   let selfCheckTimer: NodeJS.Timeout | undefined;
 
   const { informer, leadership } = opts;
@@ -181,7 +185,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     now: opts.now,
     onRefused: (job) => requeueRefused(job),
     onProcessed: () => {
-      lastProcessedMs = monotonicNow();
+      lastProgressMs = monotonicNow();
     },
     handler: opts.handler,
     deps: {
@@ -449,9 +453,10 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       get workerRunning() {
         return worker.running;
       },
-      get lastProcessedMs() {
-        return lastProcessedMs;
+      get lastProgressMs() {
+        return lastProgressMs;
       },
+      lookAtQueue: (uids) => lookAtQueue(opts.queue.bullQueue, opts.connection, uids, opts.now()),
       get leaderSinceMs() {
         return leaderSinceMs;
       },
