@@ -4,8 +4,8 @@
  * - its **informer** (on every replica) classifies each observed pod and enqueues the terminal ones as
  *   delayed cleanup jobs keyed by UID, or cancels and tombstones the ones being deleted; it makes no API
  *   calls;
- * - its **leadership** campaign: when elected, wait for the informer's initial list, **reconcile** (enqueue
- *   what is missing, retry failed jobs), then run the worker and reconcile periodically; when the
+ * - its **leadership** campaign: when elected, wait for the informer's initial list, then run the worker and
+ *   **reconcile** (enqueue what is missing, retry failed jobs) side by side, and reconcile periodically; when the
  *   leadership is lost, abort in-flight jobs before their DELETE and close the worker. Terms run strictly one
  *   after another (src/cleaner/leader-terms.ts): a new term starts once the previous worker has closed.
  */
@@ -361,6 +361,9 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       const uid = pod.metadata?.uid ?? '';
       eligible.add(uid);
       if ((await enqueue(pod, decision.state.finishedAtMs, 'reconcile')) === 'added') added += 1;
+      // Progress for the self-check: a reconcile slower than its threshold (a large backlog, a distant Redis)
+      // is work being done, not a stuck leader.
+      lastProgressMs = monotonicNow();
     }
     const retried = await opts.queue.retryFailed((uid) => eligible.has(uid));
     log.info({ added, retried, pods: eligible.size }, 'reconciled');
@@ -415,19 +418,33 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   const reconcileFailed = (err: unknown) =>
     log.warn({ err: { message: (err as Error).message } }, 'reconcile failed');
 
-  /** A term's start: sync, reconcile, run the worker, then the term's periodic reconcile (and check). */
+  /** The reconcile in flight, if any: the periodic one does not start a second beside it. */
+  let reconciling: Promise<unknown> | undefined;
+  const reconcileOnce = () => {
+    reconciling ??= reconcile()
+      .catch(reconcileFailed)
+      .finally(() => {
+        reconciling = undefined;
+      });
+    return reconciling;
+  };
+
+  /**
+   * A term's start: sync, then run the worker and reconcile side by side, then the term's periodic reconcile
+   * (and check). The worker does not wait for the reconcile: jobs already queued are due now, and the
+   * reconcile only adds what is missing (idempotent, one job per UID), so a long reconcile — a large backlog,
+   * a distant Redis — delays no cleanup.
+   */
   async function beginTerm(term: Term): Promise<void> {
     const current = () => !term.signal.aborted && !stopped && leadership.isLeader;
     if (!(await waitForSync(term)) || !current()) return;
-    // A reconcile stuck on a hung Redis must not hold the term queue once the term is over: it is left to
-    // finish on its own (it only enqueues, which is idempotent).
-    await waitInTerm(reconcile().catch(reconcileFailed), term.signal);
-    if (!current()) return;
     await worker.run();
     // Lost meanwhile: the term's end, queued next, closes the worker again.
     if (term.signal.aborted) return;
+    // A reconcile stuck on a hung Redis is left to finish on its own (it only enqueues, which is idempotent).
+    void reconcileOnce();
     const reconcileTimer = setInterval(() => {
-      if (current()) void reconcile().catch(reconcileFailed);
+      if (current()) void reconcileOnce();
     }, opts.reconcileIntervalMs);
     reconcileTimer.unref();
     term.signal.addEventListener('abort', () => clearInterval(reconcileTimer), { once: true });
