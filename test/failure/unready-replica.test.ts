@@ -4,7 +4,8 @@
  * leadership balance, but it reports every target not ready (its membership value), so no target is assigned
  * to it and it campaigns for none: every driver pod of every target is deleted once, within `overdueGrace` of
  * its deadline, and the broken replica says it cannot clean on `/readyz` (503: no target ready), in
- * `sdc_target_ready` and in `status` (read from etcd).
+ * `sdc_target_ready` and in `status` (read from etcd). And a leader that loses its API access (its proxy closes)
+ * hands its targets over to the ready replica once its informer has been down 10 s, and stays out of their line.
  */
 import { execFile } from 'node:child_process';
 import { createServer } from 'node:net';
@@ -12,7 +13,15 @@ import { expect, it } from 'vitest';
 import { CLI_PATH } from '../../harness/sandbox/replica-process.ts';
 import { deletesPer, linesWhere, serviceEnv, tempFile } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { createDrivers, httpUrl, replicaEnv, stopAll, uidOf, useFailureCluster } from './helpers.ts';
+import {
+  createDrivers,
+  httpUrl,
+  replicaEnv,
+  startApiProxy,
+  stopAll,
+  uidOf,
+  useFailureCluster,
+} from './helpers.ts';
 
 const cluster = useFailureCluster();
 
@@ -152,6 +161,76 @@ it('two healthy replicas and one that cannot reach the API: every pod of six tar
       expect(row.leader).not.toBe('ur-broken');
     }
     expect(broken.lines.filter((l) => l.msg === 'elected leader')).toEqual([]);
+  } finally {
+    await stopAll(replicas);
+  }
+}, 180_000);
+
+it('a leader that loses its API access hands its targets to the ready replica after 10 s down and stays out', async () => {
+  const c = cluster();
+  const namespaces = Array.from({ length: 4 }, (_, i) => `unready-lost-${i}`);
+  const env = replicaEnv(c, namespaces[0] ?? '', 'url', {
+    SDC_TARGETS: namespaces.map((ns) => `${c.context}:${ns}`).join(','),
+    SDC_RETENTION: '1s',
+    SDC_OVERDUE_GRACE: '30s',
+  });
+  const proxy = await startApiProxy(c.server);
+  const losing = c.startReplica('url-a', { ...env, KUBECONFIG: proxy.kubeconfigPath });
+  const keeping = c.startReplica('url-b', env);
+  const replicas = [losing, keeping];
+  try {
+    const url = await httpUrl(keeping);
+    const leaders = async () =>
+      (await (await fetch(`${url}/api/v1/leaders`, { signal: AbortSignal.timeout(5000) })).json()) as {
+        leaders: Record<string, string | null>;
+        balance: { members: string[]; notReady: Record<string, string[]> };
+      };
+    const settled = await waitFor(
+      'both replicas lead their share (2 targets each)',
+      async () => {
+        const body = await leaders();
+        const led = Object.values(body.leaders);
+        return led.filter((l) => l === 'url-a').length === 2 && led.filter((l) => l === 'url-b').length === 2
+          ? body
+          : undefined;
+      },
+      60_000,
+    );
+    const lostTargets = Object.entries(settled.leaders)
+      .filter(([, l]) => l === 'url-a')
+      .map(([t]) => t);
+
+    await proxy.close(); // connections to its API address are now refused
+    const closedAt = Date.now();
+    const pods = namespaces.flatMap((ns) => createDrivers(c.server, ns, 3, 'lost'));
+    const uids = pods.map(uidOf);
+    await waitFor(
+      'every target led by the ready replica, the other reported not ready for all',
+      async () => {
+        const body = await leaders();
+        return (
+          Object.values(body.leaders).every((l) => l === 'url-b') &&
+          namespaces.every((ns) => body.balance.notReady[`${c.context}:${ns}`]?.includes('url-a'))
+        );
+      },
+      60_000,
+    );
+    await waitFor(
+      'every driver deleted',
+      () => namespaces.every((ns) => c.server.pods.list(ns).length === 0),
+      60_000,
+    );
+    expect(deletesPer(c.server, uids)).toEqual(uids.map(() => 1));
+    // It handed over (not lost: a planned end), no sooner than its informer's 10 s down.
+    const handovers = losing.lines.filter(
+      (l) => l.msg === 'leadership ended' && String(l.reason).includes('handing over to url-b'),
+    );
+    expect(new Set(handovers.map((l) => `${l.context}:${l.namespace}`))).toEqual(new Set(lostTargets));
+    for (const l of handovers) expect(Date.parse(String(l.time)) - closedAt).toBeGreaterThanOrEqual(9000);
+    // And stays out of the line while it cannot list.
+    expect(
+      losing.lines.filter((l) => l.msg === 'elected leader' && Date.parse(String(l.time)) > closedAt),
+    ).toEqual([]);
   } finally {
     await stopAll(replicas);
   }
