@@ -183,14 +183,21 @@ it('a leader that loses its API access hands its targets to the ready replica af
     const leaders = async () =>
       (await (await fetch(`${url}/api/v1/leaders`, { signal: AbortSignal.timeout(5000) })).json()) as {
         leaders: Record<string, string | null>;
+        targets: Record<string, { leader: string | null; assigned?: string | null }>;
         balance: { members: string[]; notReady: Record<string, string[]> };
       };
     const settled = await waitFor(
-      'both replicas lead their share (2 targets each)',
+      'both replicas ready for every target, each leading its share (2), each target its assigned replica',
       async () => {
         const body = await leaders();
         const led = Object.values(body.leaders);
-        return led.filter((l) => l === 'url-a').length === 2 && led.filter((l) => l === 'url-b').length === 2
+        // Every member ready for every target (an informer still listing moves its target later).
+        const allReady = Object.keys(body.balance.notReady).length === 0;
+        const settledAll =
+          allReady && Object.values(body.targets).every((t) => t.leader && t.leader === t.assigned);
+        return settledAll &&
+          led.filter((l) => l === 'url-a').length === 2 &&
+          led.filter((l) => l === 'url-b').length === 2
           ? body
           : undefined;
       },
@@ -205,6 +212,11 @@ it('a leader that loses its API access hands its targets to the ready replica af
     const pods = namespaces.flatMap((ns) => createDrivers(c.server, ns, 3, 'lost'));
     const uids = pods.map(uidOf);
     await waitFor(
+      'every driver deleted',
+      () => namespaces.every((ns) => c.server.pods.list(ns).length === 0),
+      60_000,
+    );
+    await waitFor(
       'every target led by the ready replica, the other reported not ready for all',
       async () => {
         const body = await leaders();
@@ -215,22 +227,26 @@ it('a leader that loses its API access hands its targets to the ready replica af
       },
       60_000,
     );
-    await waitFor(
-      'every driver deleted',
-      () => namespaces.every((ns) => c.server.pods.list(ns).length === 0),
-      60_000,
-    );
     expect(deletesPer(c.server, uids)).toEqual(uids.map(() => 1));
     // It handed over (not lost: a planned end), no sooner than its informer's 10 s down.
     const handovers = losing.lines.filter(
-      (l) => l.msg === 'leadership ended' && String(l.reason).includes('handing over to url-b'),
+      (l) =>
+        l.msg === 'leadership ended' &&
+        String(l.reason).includes('handing over to url-b') &&
+        Date.parse(String(l.time)) >= closedAt,
     );
     expect(new Set(handovers.map((l) => `${l.context}:${l.namespace}`))).toEqual(new Set(lostTargets));
     for (const l of handovers) expect(Date.parse(String(l.time)) - closedAt).toBeGreaterThanOrEqual(9000);
     // And stays out of the line while it cannot list.
-    expect(
-      losing.lines.filter((l) => l.msg === 'elected leader' && Date.parse(String(l.time)) > closedAt),
-    ).toEqual([]);
+    const rejoined = losing.lines.filter(
+      (l) => l.msg === 'elected leader' && Date.parse(String(l.time)) > closedAt,
+    );
+    const story = [losing, keeping].flatMap((r) =>
+      r.lines
+        .filter((l) => /lead|elect|campaign|hand|fallback|stuck|informer|lease|member/.test(String(l.msg)))
+        .map((l) => [r.id, l.time, l.namespace, l.msg, l.reason ?? l.why ?? '', l.owner ?? ''].join(' ')),
+    );
+    expect(rejoined, `closed at ${new Date(closedAt).toISOString()}\n${story.join('\n')}`).toEqual([]);
   } finally {
     await stopAll(replicas);
   }
