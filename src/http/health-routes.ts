@@ -19,7 +19,10 @@ export interface HealthOptions {
   replica: ServedReplica;
   /** The monotonic clock, ms (src/clock.ts): how long an informer is down, event-loop stalls. */
   monotonicNow: MonotonicClock;
-  /** An informer down longer than this fails /readyz (and is listed by /healthz), ms (default 120 000). */
+  /**
+   * An informer down longer than this is listed by /healthz and /readyz (`informersDown`, information only:
+   * whether a target can be cleaned is the target cleaner's `ready`), ms (default 120 000).
+   */
   informerDownThresholdMs?: number;
   /** An event-loop stall longer than this (seen in the last minute) fails /healthz, ms (default 10 000). */
   eventLoopStallThresholdMs?: number;
