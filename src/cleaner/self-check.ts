@@ -4,11 +4,16 @@
  *
  * - **Overdue pods** ({@link findOverdue}) are computed from this replica's informer whenever they are asked
  *   for (a scrape, the leaders API) and once per check period.
- * - **The leader checks itself**: it leads the target but its worker has not been running, or it has
- *   processed no job although pods were overdue, for longer than `leaderStuckMs` → one error line and it
- *   **steps down** (resigns this term and campaigns again later), so another replica takes over and
- *   reconciles. A leader that processes jobs which fail (403, 5xx) is not stuck: another leader would fail
- *   the same way, and the `failed` outcomes are their own alert.
+ * - **The leader checks itself**: it leads the target but its worker has not been running for longer than
+ *   `leaderStuckMs`, or it has made no progress for that long although pods were overdue **and** its queue
+ *   shows work its worker should be taking and is not (a job waiting, a delayed job past due and not promoted,
+ *   an overdue pod without a job, or a queue it cannot read) → one error line and it **steps down** (ends this
+ *   term and campaigns again later), so another replica takes over and reconciles. Progress is a job
+ *   processed, whatever its outcome (`failed` included), or a pod handled by the term's reconcile. A leader
+ *   whose jobs run and fail (403, 5xx) is **failing, not stuck**: its jobs wait out their retry backoff
+ *   (delayed, not yet due) or have used up their attempts (failed, retried by the periodic reconcile); another
+ *   leader would fail the same way, and stepping down would only reset their attempts. It keeps leadership;
+ *   the `failed` outcomes are counted (`sdc_cleanup_outcomes_total`) and alerted on.
  * - **A follower** that sees pods overdue for longer than `followerAlarmMs` past their deadline logs an
  *   error naming the leader (at most once per `followerAlarmMs` per target).
  *
@@ -22,13 +27,28 @@ import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy } from '../config/schema.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import type { Logger } from '../log.ts';
+import type { QueueLook } from '../queue/queue-look.ts';
+import { withTimeout } from '../with-timeout.ts';
 import { findOverdue, NONE_OVERDUE, type OverdueReport } from './overdue.ts';
+
+/**
+ * How long past its due time a delayed job may still be delayed before the worker counts as not taking it,
+ * ms: a consuming worker promotes a due job within milliseconds; this leaves room for the two processes'
+ * wall clocks (BullMQ scores delayed jobs by the adding process's clock).
+ */
+export const DUE_JOB_SLACK_MS = 10_000;
+
+/** The longest the self-check waits for its look at the queue, ms; past it the queue counts as unreadable. */
+export const QUEUE_LOOK_TIMEOUT_MS = 5000;
 
 /** Thresholds of the self-check, ms. */
 export interface SelfCheckSettings {
   /** A pod is overdue this long after its deadline (config `overdueGrace`). */
   readonly graceMs: number;
-  /** A leader that has not run its worker, or processed nothing while pods were overdue, this long steps down. */
+  /**
+   * A leader that has not run its worker, or made no progress while pods were overdue and jobs were there for
+   * its worker to take, this long steps down.
+   */
   readonly leaderStuckMs: number;
   /** A follower alarms when a pod is this far past its deadline. */
   readonly followerAlarmMs: number;
@@ -57,8 +77,17 @@ export interface SelfCheckSubject {
   readonly isLeader: boolean;
   /** This replica's worker for the target is consuming. */
   readonly workerRunning: boolean;
-  /** Monotonic ms of the last job the worker finished processing (any outcome), undefined if none yet. */
-  readonly lastProcessedMs: number | undefined;
+  /**
+   * Monotonic ms of the last progress: a job the worker finished processing (any outcome, `failed` included)
+   * or a pod the term's reconcile handled; undefined if none yet.
+   */
+  readonly lastProgressMs: number | undefined;
+  /**
+   * Looks at the target's queue (a few Redis reads), asked only when a leader made no progress while pods were
+   * overdue. Rejects when Redis cannot be read.
+   * @param overdueUids UIDs of the oldest overdue pods
+   */
+  lookAtQueue(overdueUids: readonly string[]): Promise<QueueLook>;
   /** Monotonic ms when the current leadership term began; undefined when not leading. */
   readonly leaderSinceMs: number | undefined;
   /** When this replica first saw a terminal pod without a finish time, epoch ms. */
@@ -121,8 +150,11 @@ export function createSelfCheck(opts: SelfCheckOptions): SelfCheck {
     });
   }
 
+  /** The last "failing, not stuck" verdict was logged (once per stretch without progress). */
+  let failingLoggedSince: number | undefined;
+
   /** Why the leader is stuck, or undefined when it is not. */
-  function stuckReason(report: OverdueReport, mono: number): string | undefined {
+  async function stuckReason(report: OverdueReport, mono: number): Promise<string | undefined> {
     // Before the informer's first list the term waits for it by design (and warns): nothing to judge.
     if (!s.isLeader || s.leaderSinceMs === undefined || !s.informerSynced) {
       workerDownSinceMs = undefined;
@@ -133,11 +165,32 @@ export function createSelfCheck(opts: SelfCheckOptions): SelfCheck {
     if (workerDownSinceMs !== undefined && mono - workerDownSinceMs >= opts.leaderStuckMs) {
       return `leader without a running worker for ${Math.round(mono - workerDownSinceMs)} ms`;
     }
-    if (report.count > 0) {
-      const since = Math.max(s.lastProcessedMs ?? Number.NEGATIVE_INFINITY, s.leaderSinceMs);
-      if (mono - since >= opts.leaderStuckMs) {
-        return `leader processed no job for ${Math.round(mono - since)} ms while ${report.count} pods were overdue`;
-      }
+    if (report.count === 0) return undefined;
+    const since = Math.max(s.lastProgressMs ?? Number.NEGATIVE_INFINITY, s.leaderSinceMs);
+    if (mono - since < opts.leaderStuckMs) return undefined;
+    const idle = `leader made no progress for ${Math.round(mono - since)} ms while ${report.count} pods were overdue`;
+    let look: QueueLook;
+    try {
+      look = await withTimeout(
+        s.lookAtQueue(report.oldest.map((p) => p.uid)),
+        QUEUE_LOOK_TIMEOUT_MS,
+        'queue look',
+      );
+    } catch (err) {
+      // The worker cannot read it either; another replica may reach Redis (a partition).
+      return `${idle}, and its queue cannot be read: ${(err as Error).message}`;
+    }
+    if (look.waiting > 0) return `${idle}: ${look.waiting} jobs are due and waiting, its worker takes none`;
+    if (look.earliestDelayedPastDueMs !== undefined && look.earliestDelayedPastDueMs >= DUE_JOB_SLACK_MS)
+      return `${idle}: a delayed job is ${Math.round(look.earliestDelayedPastDueMs)} ms past due, not promoted`;
+    if (look.missing > 0) return `${idle}: ${look.missing} of the oldest overdue pods have no job`;
+    // Every job is in its retry backoff or out of attempts: failing, not stuck (the failed outcomes say why).
+    if (failingLoggedSince !== since) {
+      failingLoggedSince = since;
+      opts.log.info(
+        { overdue: report.count, why: idle },
+        "self-check: the overdue pods' jobs are failing and retried with backoff; not stuck, keeping leadership",
+      );
     }
     return undefined;
   }
@@ -145,7 +198,7 @@ export function createSelfCheck(opts: SelfCheckOptions): SelfCheck {
   async function check(): Promise<'ok' | 'stepped-down' | 'alarmed'> {
     const report = overdue();
     const mono = opts.monotonicNow();
-    const stuck = stuckReason(report, mono);
+    const stuck = await stuckReason(report, mono);
     const fields = {
       overdue: report.count,
       oldestOverdueMs: report.oldestAgeMs,

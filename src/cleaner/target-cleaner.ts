@@ -4,8 +4,8 @@
  * - its **informer** (on every replica) classifies each observed pod and enqueues the terminal ones as
  *   delayed cleanup jobs keyed by UID, or cancels and tombstones the ones being deleted; it makes no API
  *   calls;
- * - its **leadership** campaign: when elected, wait for the informer's initial list, **reconcile** (enqueue
- *   what is missing, retry failed jobs), then run the worker and reconcile periodically; when the
+ * - its **leadership** campaign: when elected, wait for the informer's initial list, then run the worker and
+ *   **reconcile** (enqueue what is missing, retry failed jobs) side by side, and reconcile periodically; when the
  *   leadership is lost, abort in-flight jobs before their DELETE and close the worker. Terms run strictly one
  *   after another (src/cleaner/leader-terms.ts): a new term starts once the previous worker has closed.
  */
@@ -29,11 +29,12 @@ import {
 } from '../queue/cleanup-worker.ts';
 import type { DataMarker } from '../queue/data-marker.ts';
 import { isCleanupJobId, type TargetRef } from '../queue/job-identity.ts';
+import { lookAtQueue } from '../queue/queue-look.ts';
 import type { RedisClient } from '../queue/redis-client.ts';
 import { sleep } from '../sleep.ts';
 import type { EnqueueTrigger, TargetTelemetry } from '../telemetry/target-telemetry.ts';
 import { ACCEPTED_DELETES_MAX, createAcceptedDeletes } from './accepted-deletes.ts';
-import { createCacheTrust } from './cache-trust.ts';
+import { cacheTrusted, createCacheTrust } from './cache-trust.ts';
 import { createDataLossWatch, type DataLossWatchOptions } from './data-loss-watch.ts';
 import { createLeaderTerms, type Term, waitInTerm } from './leader-terms.ts';
 import { findOverdue, type OverdueReport } from './overdue.ts';
@@ -121,6 +122,12 @@ export interface TargetCleaner {
   /** Runs one reconcile now (leader only); returns how many jobs it added or retried. */
   reconcile(): Promise<number>;
   readonly isLeader: boolean;
+  /**
+   * This replica can clean the target now: its informer has listed the pods and has not been down (unable to
+   * list or watch) for longer than `staleCacheAfterMs`. Only a ready replica campaigns for the target (unless
+   * no replica is ready for it), and a leader that stops being ready hands the target over.
+   */
+  readonly ready: boolean;
   readonly informer: PodInformer;
   readonly leadership: Leadership;
   /** The target's queue (the dashboard and the metrics read it). */
@@ -154,18 +161,19 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   let stopped = false;
   const monotonicNow = opts.monotonicNow ?? (() => performance.now());
   const dueNow = opts.dueNow ?? opts.now;
-  /** Monotonic ms: since when this replica leads (undefined when not), and its worker's last processed job. */
+  /**
+   * Monotonic ms: since when this replica leads (undefined when not), and its last progress: a job its worker
+   * processed (any outcome) or a pod its reconcile handled (the self-check).
+   */
   let leaderSinceMs: number | undefined;
-  let lastProcessedMs: number | undefined;
+  let lastProgressMs: number | undefined;
   let selfCheckTimer: NodeJS.Timeout | undefined;
 
   const { informer, leadership } = opts;
-  const cacheTrust = createCacheTrust({
-    informer,
-    monotonicNow,
-    staleAfterMs: opts.staleCacheAfterMs ?? 10_000,
-    log,
-  });
+  const staleAfterMs = opts.staleCacheAfterMs ?? 10_000;
+  const cacheTrust = createCacheTrust({ informer, monotonicNow, staleAfterMs, log });
+  /** See {@link TargetCleaner.ready}: the same bound as the cache's trust. */
+  const ready = () => informer.synced && cacheTrusted(informer.downSinceMs, monotonicNow(), staleAfterMs);
   /**
    * The UIDs whose DELETE this replica saw accepted, for as long as Redis would remember them (the tombstone
    * TTL), across leadership terms: a job re-enqueued after Redis lost its data must not DELETE again.
@@ -189,7 +197,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     now: opts.now,
     onRefused: (job) => requeueRefused(job),
     onProcessed: () => {
-      lastProcessedMs = monotonicNow();
+      lastProgressMs = monotonicNow();
     },
     // A new term takes the jobs a frozen previous leader holds at once; fenced elections only (single-server
     // mode may run beside uncoordinated replicas, whose jobs are theirs).
@@ -368,6 +376,9 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       const uid = pod.metadata?.uid ?? '';
       eligible.add(uid);
       if ((await enqueue(pod, decision.state.finishedAtMs, 'reconcile')) === 'added') added += 1;
+      // Progress for the self-check: a reconcile slower than its threshold (a large backlog, a distant Redis)
+      // is work being done, not a stuck leader.
+      lastProgressMs = monotonicNow();
     }
     const retried = await opts.queue.retryFailed((uid) => eligible.has(uid));
     log.info({ added, retried, pods: eligible.size }, 'reconciled');
@@ -422,6 +433,17 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   const reconcileFailed = (err: unknown) =>
     log.warn({ err: { message: (err as Error).message } }, 'reconcile failed');
 
+  /** The reconcile in flight, if any: the periodic one does not start a second beside it. */
+  let reconciling: Promise<unknown> | undefined;
+  const reconcileOnce = () => {
+    reconciling ??= reconcile()
+      .catch(reconcileFailed)
+      .finally(() => {
+        reconciling = undefined;
+      });
+    return reconciling;
+  };
+
   const dataLoss =
     opts.dataMarker &&
     createDataLossWatch({
@@ -452,22 +474,26 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       monotonicNow,
     });
 
-  /** A term's start: sync, reconcile, run the worker, then the term's periodic reconcile (and check). */
+  /**
+   * A term's start: sync, then run the worker and reconcile side by side, then the term's periodic reconcile
+   * (and check). The worker does not wait for the reconcile: jobs already queued are due now, and the
+   * reconcile only adds what is missing (idempotent, one job per UID), so a long reconcile — a large backlog,
+   * a distant Redis — delays no cleanup. The data marker's baseline comes before the term's reconcile: a loss
+   * after it is seen by the watch, one before it is healed by this reconcile.
+   */
   async function beginTerm(term: Term): Promise<void> {
     const current = () => !term.signal.aborted && !stopped && leadership.isLeader;
     if (!(await waitForSync(term)) || !current()) return;
-    // A reconcile stuck on a hung Redis must not hold the term queue once the term is over: it is left to
-    // finish on its own (it only enqueues, which is idempotent).
-    // The data marker's baseline first: a loss after it is seen by the watch, one before it healed by this reconcile.
-    const start = (dataLoss ? dataLoss.baseline() : Promise.resolve()).then(() => reconcile());
-    await waitInTerm(start.catch(reconcileFailed), term.signal);
-    if (!current()) return;
     await worker.run();
     // Lost meanwhile: the term's end, queued next, closes the worker again.
     if (term.signal.aborted) return;
-    if (dataLoss) void dataLoss.run(term.signal);
+    // A reconcile stuck on a hung Redis is left to finish on its own (it only enqueues, which is idempotent).
+    void (dataLoss ? dataLoss.baseline() : Promise.resolve()).catch(reconcileFailed).then(() => {
+      if (dataLoss && !term.signal.aborted) void dataLoss.run(term.signal);
+      return reconcileOnce();
+    });
     const reconcileTimer = setInterval(() => {
-      if (current()) void reconcile().catch(reconcileFailed);
+      if (current()) void reconcileOnce();
     }, opts.reconcileIntervalMs);
     reconcileTimer.unref();
     term.signal.addEventListener('abort', () => clearInterval(reconcileTimer), { once: true });
@@ -493,9 +519,10 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       get workerRunning() {
         return worker.running;
       },
-      get lastProcessedMs() {
-        return lastProcessedMs;
+      get lastProgressMs() {
+        return lastProgressMs;
       },
+      lookAtQueue: (uids) => lookAtQueue(opts.queue.bullQueue, opts.connection, uids, opts.now()),
       get leaderSinceMs() {
         return leaderSinceMs;
       },
@@ -540,6 +567,9 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     get isLeader() {
       return leadership.isLeader;
     },
+    get ready() {
+      return ready();
+    },
     informer: informer,
     leadership: leadership,
     queue: opts.queue,
@@ -567,6 +597,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   };
   // Subscribed after construction (client-go's AddEventHandler): no forward reference to this cleaner.
   informer.addEventHandler(observe);
+  leadership.readyWhen(ready);
   leadership.addEventHandler({
     onElected: () => cleaner.elected(),
     onLost: (reason) => cleaner.lost(reason),

@@ -3,9 +3,11 @@
  * restarting the process is then the cure. An informer that cannot list or watch (the API server down, RBAC
  * missing) is not: a restart would not fix the API, and every replica restarting at once during an API
  * outage, then backing off (CrashLoopBackOff), would leave none running when it comes back. So an informer
- * down longer than a threshold is listed in `/healthz`'s body and fails `/readyz` (readiness): informers
- * synced and up, Redis reachable, etcd answering when configured — a replica that is not ready still runs and
- * recovers by itself, it just should not be counted on.
+ * down longer than a threshold is listed in `/healthz`'s body. `/readyz` (readiness): Redis reachable, etcd
+ * answering when configured, and at least one target this replica can clean (its informer synced and up, the
+ * target cleaner's `ready`); the targets it cannot clean now are listed (`notReady`) without failing the probe
+ * while others are ready — leadership of those goes to replicas that can clean them. A replica that is not
+ * ready still runs and recovers by itself, it just should not be counted on.
  */
 import type { FastifyInstance } from 'fastify';
 import type { MonotonicClock } from '../clock.ts';
@@ -17,7 +19,10 @@ export interface HealthOptions {
   replica: ServedReplica;
   /** The monotonic clock, ms (src/clock.ts): how long an informer is down, event-loop stalls. */
   monotonicNow: MonotonicClock;
-  /** An informer down longer than this fails /readyz (and is listed by /healthz), ms (default 120 000). */
+  /**
+   * An informer down longer than this is listed by /healthz and /readyz (`informersDown`, information only:
+   * whether a target can be cleaned is the target cleaner's `ready`), ms (default 120 000).
+   */
   informerDownThresholdMs?: number;
   /** An event-loop stall longer than this (seen in the last minute) fails /healthz, ms (default 10 000). */
   eventLoopStallThresholdMs?: number;
@@ -76,6 +81,7 @@ export function registerHealthRoutes(app: FastifyInstance, opts: HealthOptions):
 
   app.get('/readyz', async (_req, reply) => {
     const unsynced = replica.cleaners.filter((c) => !c.informer.synced).map((c) => targetLabel(c.target));
+    const notReady = replica.cleaners.filter((c) => !c.ready).map((c) => targetLabel(c.target));
     // status 'ready' alone misses a hung Redis (paused, partitioned): the socket stays open. Ask it.
     let redisTimer: NodeJS.Timeout | undefined;
     const redis =
@@ -91,8 +97,8 @@ export function registerHealthRoutes(app: FastifyInstance, opts: HealthOptions):
       ]).finally(() => clearTimeout(redisTimer)));
     const down = informersDown();
     const checks: Record<string, boolean> = {
-      informersSynced: unsynced.length === 0,
-      informersUp: down.length === 0,
+      // Some target to work on: one broken target (RBAC of one namespace) must not take the replica out.
+      targetsReady: replica.cleaners.length === 0 || notReady.length < replica.cleaners.length,
       redis,
     };
     if (replica.etcd) {
@@ -111,6 +117,10 @@ export function registerHealthRoutes(app: FastifyInstance, opts: HealthOptions):
     return reply.code(ok ? 200 : 503).send({
       ok,
       ...checks,
+      // Information: every informer synced, none down past the threshold.
+      informersSynced: unsynced.length === 0,
+      informersUp: down.length === 0,
+      ...(notReady.length ? { notReady } : {}),
       ...(unsynced.length ? { unsynced } : {}),
       ...(down.length ? { informersDown: down } : {}),
     });

@@ -8,13 +8,20 @@
  * smaller member id). So no member is assigned more than ⌈T / R⌉, and a member joining or leaving moves
  * few targets: rendezvous hashing alone moves only the targets whose best member changed (about T / R), and
  * the cap moves a few more.
+ *
+ * **Readiness**: a member that reports a target not ready (it cannot clean it now: its informer has not listed
+ * the pods, or has been unable to list or watch for a while) is skipped for that target, and R counts only the
+ * members ready for at least one target. A target no member is ready for goes to the members as if all were
+ * ready: when every replica's informer fails the same way (an API outage), leadership does not move around, and
+ * the leader's term waits for its informer.
  */
 import { createHash } from 'node:crypto';
 
 /** The rule in one sentence, as `/api/v1/leaders` shows it. */
 export const ASSIGNMENT_RULE =
   'rendezvous hashing capped at ceil(targets / live replicas): targets in label order each go to the ' +
-  'highest-scoring live replica (sha256 of "replica\\0target") that has fewer than the cap';
+  'highest-scoring live replica (sha256 of "replica\\0target") that has fewer than the cap, skipping replicas ' +
+  'that report the target not ready (unless none is ready for it; the cap counts replicas ready for some target)';
 
 /** The owner of each target and the cap each member was held to. */
 export interface Assignment {
@@ -30,22 +37,38 @@ function score(member: string, target: string): number {
 }
 
 /**
- * Assigns every target to one member, at most ⌈T / R⌉ per member. Pure and deterministic: the result depends
- * only on the two sets (not their order, nor duplicates).
+ * Assigns every target to one member, at most ⌈T / R⌉ per member, R the members ready for some target. Pure
+ * and deterministic: the result depends only on the sets (not their order, nor duplicates).
  * @param targets target labels (`context:namespace`)
  * @param members live member (replica) ids
+ * @param unready member id → the targets it reports not ready (absent: ready for all); see the module header
  */
-export function assignTargets(targets: Iterable<string>, members: Iterable<string>): Assignment {
+export function assignTargets(
+  targets: Iterable<string>,
+  members: Iterable<string>,
+  unready: ReadonlyMap<string, ReadonlySet<string>> = new Map(),
+): Assignment {
   const ts = [...new Set(targets)].sort();
   const ms = [...new Set(members)].sort();
   if (ms.length === 0) return { owners: new Map(), cap: 0 };
-  const cap = Math.ceil(ts.length / ms.length);
+  const readyFor = (m: string, t: string) => !unready.get(m)?.has(t);
+  const someReady = ms.filter((m) => ts.some((t) => readyFor(m, t)));
+  const cap = Math.ceil(ts.length / (someReady.length > 0 ? someReady.length : ms.length));
   const load = new Map<string, number>(ms.map((m) => [m, 0]));
   const owners = new Map<string, string>();
   for (const t of ts) {
-    const ranked = ms.map((m) => ({ m, s: score(m, t) })).sort((a, b) => b.s - a.s || (a.m < b.m ? -1 : 1));
-    // Some member is below the cap: fewer than T targets were assigned so far and R × cap ≥ T.
-    const owner = ranked.find(({ m }) => (load.get(m) ?? 0) < cap)?.m ?? ms[0];
+    const ready = ms.filter((m) => readyFor(m, t));
+    const eligible = ready.length > 0 ? ready : ms;
+    const ranked = eligible
+      .map((m) => ({ m, s: score(m, t) }))
+      .sort((a, b) => b.s - a.s || (a.m < b.m ? -1 : 1));
+    // Every member ready for it may be at the cap (others are not ready for it): then the least loaded.
+    const owner =
+      ranked.find(({ m }) => (load.get(m) ?? 0) < cap)?.m ??
+      ranked.reduce<string | undefined>(
+        (best, { m }) => (best === undefined || (load.get(m) ?? 0) < (load.get(best) ?? 0) ? m : best),
+        undefined,
+      );
     if (owner === undefined) continue;
     owners.set(t, owner);
     load.set(owner, (load.get(owner) ?? 0) + 1);
@@ -54,15 +77,75 @@ export function assignTargets(targets: Iterable<string>, members: Iterable<strin
 }
 
 /**
- * The value of a replica's membership key (`spark-driver-cleaner/members/<id>`): its set of targets, as a
- * hash of the sorted, de-duplicated labels — `targets:<16 hex digits of SHA-256>`. Replicas balance only with
- * the members whose value equals theirs (src/leadership/etcd-leadership-group.ts); `status` computes the same
- * value from the configuration to find them.
+ * The target set part of a replica's membership value: its set of targets, as a hash of the sorted,
+ * de-duplicated labels — `targets:<16 hex digits of SHA-256>`. Replicas balance only with the members whose
+ * target set equals theirs (src/leadership/etcd-leadership-group.ts); `status` computes the same value from the
+ * configuration to find them.
  * @param targets target labels (`context:namespace`), in any order
  */
 export function targetSetValue(targets: Iterable<string>): string {
   const labels = [...new Set(targets)].sort().join('\n');
   return `targets:${createHash('sha256').update(labels).digest('hex').slice(0, 16)}`;
+}
+
+/** A membership value, parsed ({@link memberValue}). */
+export interface MemberValue {
+  /** The member's target set ({@link targetSetValue}). */
+  readonly targetSet: string;
+  /** The targets it cannot clean now (labels); `all` when it reports none ready. */
+  readonly unready: readonly string[] | 'all';
+}
+
+/**
+ * The value of a replica's membership key (`spark-driver-cleaner/members/<id>`): its target set
+ * ({@link targetSetValue}), then, when some targets are not ready on it, a second line `unready *` (none ready:
+ * a starting replica) or `unready <JSON array of labels>`. One key per replica, whatever the number of targets.
+ * @param targetSet this replica's {@link targetSetValue}
+ * @param unready the labels of its targets that are not ready
+ * @param total how many targets it serves (all unready → `*`)
+ */
+export function memberValue(targetSet: string, unready: readonly string[], total: number): string {
+  if (unready.length === 0) return targetSet;
+  if (unready.length >= total) return `${targetSet}\nunready *`;
+  return `${targetSet}\nunready ${JSON.stringify([...unready].sort())}`;
+}
+
+/**
+ * Parses a membership value ({@link memberValue}); a value of another shape (an older replica's, a replica
+ * id) has itself as target set and every target ready.
+ */
+export function parseMemberValue(value: string): MemberValue {
+  const nl = value.indexOf('\n');
+  if (nl < 0) return { targetSet: value, unready: [] };
+  const targetSet = value.slice(0, nl);
+  const rest = value.slice(nl + 1);
+  if (rest === 'unready *') return { targetSet, unready: 'all' };
+  if (rest.startsWith('unready ')) {
+    try {
+      const list: unknown = JSON.parse(rest.slice('unready '.length));
+      if (Array.isArray(list)) return { targetSet, unready: list.filter((x) => typeof x === 'string') };
+    } catch {
+      // not ours: every target ready
+    }
+  }
+  return { targetSet, unready: [] };
+}
+
+/**
+ * The unready targets of each member, for {@link assignTargets}.
+ * @param members member id → parsed membership value (only those with unready targets matter)
+ * @param targets the target labels (`all` expands to them)
+ */
+export function unreadyOf(
+  members: Iterable<readonly [string, MemberValue]>,
+  targets: readonly string[],
+): Map<string, ReadonlySet<string>> {
+  const out = new Map<string, ReadonlySet<string>>();
+  for (const [id, v] of members) {
+    if (v.unready === 'all') out.set(id, new Set(targets));
+    else if (v.unready.length > 0) out.set(id, new Set(v.unready));
+  }
+  return out;
 }
 
 /** How leaderships are balanced over the live members, as `/api/v1/leaders` and `status --json` show it. */
@@ -82,6 +165,8 @@ export interface LeadershipBalance {
   readonly share: Readonly<Record<string, { readonly assigned: number; readonly leading: number }>>;
   /** Target label → the member it is assigned to (absent without members). */
   readonly owners: Readonly<Record<string, string>>;
+  /** Target label → the members that report it not ready, sorted; only targets some member cannot clean. */
+  readonly notReady: Readonly<Record<string, readonly string[]>>;
 }
 
 /**
@@ -89,13 +174,15 @@ export interface LeadershipBalance {
  * @param targets target labels (`context:namespace`); `targets` in the result is their number
  * @param members live member ids, sorted (as the result lists them)
  * @param leaders the leading replica of each target (undefined: none), one entry per target
- * @param assignment `assignTargets(targets, members)`, when the caller has it already
+ * @param unready member id → the targets it reports not ready ({@link unreadyOf})
+ * @param assignment `assignTargets(targets, members, unready)`, when the caller has it already
  */
 export function describeBalance(
   targets: readonly string[],
   members: readonly string[],
   leaders: Iterable<string | undefined>,
-  assignment: Assignment = assignTargets(targets, members),
+  unready: ReadonlyMap<string, ReadonlySet<string>> = new Map(),
+  assignment: Assignment = assignTargets(targets, members, unready),
 ): LeadershipBalance {
   const share: Record<string, { assigned: number; leading: number }> = {};
   const of = (m: string) => {
@@ -105,6 +192,14 @@ export function describeBalance(
   for (const m of members) of(m);
   for (const owner of assignment.owners.values()) of(owner).assigned += 1;
   for (const leader of leaders) if (leader !== undefined) of(leader).leading += 1;
+  const notReady: Record<string, string[]> = {};
+  const known = new Set(targets);
+  for (const m of members)
+    for (const t of unready.get(m) ?? []) {
+      if (!known.has(t)) continue;
+      notReady[t] ??= [];
+      notReady[t].push(m);
+    }
   return {
     rule: ASSIGNMENT_RULE,
     members,
@@ -112,5 +207,6 @@ export function describeBalance(
     cap: assignment.cap,
     share,
     owners: Object.fromEntries(assignment.owners),
+    notReady,
   };
 }

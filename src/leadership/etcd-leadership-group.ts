@@ -9,16 +9,23 @@
  *   set of targets (a hash), and a replica balances with the members that serve the same set — its **peers**
  *   (two deployments sharing one etcd, or replicas of a rollout that changes the targets, are balanced apart;
  *   every target still has one leader at a time);
- * - a pure function assigns each target to one live member, at most ⌈T / R⌉ each (src/leadership/assignment.ts);
+ * - a replica can clean a target once its informer has listed the pods, and until the informer has been down
+ *   (unable to list or watch) for a while (the target cleaner's readiness probe, `readyWhen`); the targets it
+ *   cannot clean now are in its membership value (usually none: `targets:<hash>` alone), so every replica knows;
+ * - a pure function assigns each target to one live member ready for it, at most ⌈T / R⌉ each
+ *   (src/leadership/assignment.ts); a target no member is ready for is assigned as if all were;
  * - a replica campaigns for the targets assigned to it, and for no other — except as a **fallback**: a target
  *   that has had no candidate at all for `fallbackMs` (views disagree, the owner is stuck or does not serve
- *   it) is campaigned for by every replica, and the ones not elected withdraw as soon as there is a leader;
+ *   it) is campaigned for by every replica ready for it (by all when none is), and the ones not elected
+ *   withdraw as soon as there is a leader;
  * - a replica leading a target assigned to another live member that has a candidate key **steps down**: its
  *   term ends (the worker stops, in-flight jobs are aborted before their DELETE), its key is deleted, and the
  *   owner, already waiting in line, is elected. The etcd election keeps one leader at a time; each DELETE is
  *   fenced on the leader key.
  * So a replica leads at most ⌈T / R⌉ targets, plus those it still holds while their new owner is on its way
- * in; an added or restarted replica campaigns for its share as soon as it sees itself registered.
+ * in; an added or restarted replica campaigns for its share as soon as its informers have listed; a replica
+ * whose informer cannot list or watch hands its targets over to ready replicas and stays out of their line
+ * until it is ready again.
  */
 import type { Etcd3 } from 'etcd3';
 import pLimit from 'p-limit';
@@ -30,7 +37,10 @@ import {
   assignTargets,
   describeBalance,
   type LeadershipBalance,
+  memberValue,
+  parseMemberValue,
   targetSetValue,
+  unreadyOf,
 } from './assignment.ts';
 import { createElectionView, type ElectionView } from './election-view.ts';
 import { createEtcdLeadership, type EtcdLeadership, type EtcdLeadershipOptions } from './etcd-leadership.ts';
@@ -111,13 +121,45 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
     ttlSeconds: opts.ttlSeconds,
     log,
     monotonicNow: opts.monotonicNow,
-    memberValue: () => targetSet,
+    memberValue: () =>
+      memberValue(
+        targetSet,
+        entries.filter((e) => !e.election.ready).map((e) => e.target),
+        entries.length,
+      ),
   });
   const view = createElectionView({ client, log });
-  /** The membership value: a hash of this replica's sorted target labels, fixed at `start()`. */
+  /** The membership value's target set: a hash of this replica's sorted target labels, fixed at `start()`. */
   let targetSet = '';
-  /** Live members serving the same targets as this replica (its peers, itself included), sorted. */
-  const peers = () => view.members().filter((m) => view.memberValue(m) === targetSet);
+  /** Parsed membership values, by raw value (they change rarely; parsing a 1,000-label list is not free). */
+  const parsed = new Map<string, ReturnType<typeof parseMemberValue>>();
+  const parse = (raw: string) => {
+    let v = parsed.get(raw);
+    if (!v) {
+      if (parsed.size > 64) parsed.clear();
+      v = parseMemberValue(raw);
+      parsed.set(raw, v);
+    }
+    return v;
+  };
+  /**
+   * Live members serving the same targets as this replica (its peers, itself included), sorted, with the
+   * targets each reports not ready.
+   */
+  const peers = () => {
+    const values = view.members().map((m) => [m, parse(view.memberValue(m) ?? '')] as const);
+    const same = values.filter(([, v]) => v.targetSet === targetSet);
+    const raw = same.map(([m]) => `${m}=${view.memberValue(m)}`).join('\n');
+    return {
+      members: same.map(([m]) => m),
+      key: raw,
+      unready: () =>
+        unreadyOf(
+          same,
+          entries.map((e) => e.target),
+        ),
+    };
+  };
   // Campaign calls (candidate puts, predecessor reads, candidate deletes) a few at a time: 1,000 targets
   // campaigning at start in one burst would trip the etcd client's circuit breaker (src/leadership/etcd-client.ts).
   const limit = pLimit(opts.campaignConcurrency ?? 16);
@@ -125,19 +167,26 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
   let started = false;
   let closed = false;
   let tick: NodeJS.Timeout | undefined;
-  let cached: { key: string; assignment: Assignment } | undefined;
+  let cached:
+    | { key: string; assignment: Assignment; unready: ReadonlyMap<string, ReadonlySet<string>> }
+    | undefined;
 
-  const assignment = (members: readonly string[]): Assignment => {
-    const key = `${entries.length}|${members.join('\n')}`;
-    if (cached?.key !== key)
+  /** The assignment over `p` (recomputed only when the members or their values changed). */
+  const assignment = (p: ReturnType<typeof peers>) => {
+    const key = `${entries.length}|${p.key}`;
+    if (cached?.key !== key) {
+      const unready = p.unready();
       cached = {
         key,
+        unready,
         assignment: assignTargets(
           entries.map((e) => e.target),
-          members,
+          p.members,
+          unready,
         ),
       };
-    return cached.assignment;
+    }
+    return cached;
   };
 
   /** Decides, for every election, whether this replica campaigns, and hands over what is not its own. */
@@ -147,12 +196,19 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
       for (const e of entries) if (e.election.active) e.election.setWanted(true);
       return;
     }
+    // Readiness changed since the membership key was written: write it again (coalesced by the session).
+    session.refreshMemberValue();
     if (!view.synced) return;
     const now = opts.monotonicNow();
-    const members = peers();
+    const p = peers();
+    const members = p.members;
     const live = session.lease !== undefined && members.includes(replicaId);
-    const { owners } = assignment(members);
+    const { assignment: a, unready } = assignment(p);
+    const { owners } = a;
     const lease = session.lease;
+    /** This replica may take `target` as a fallback: it is ready for it as published, or no peer is. */
+    const mayFallBack = (target: string) =>
+      !unready.get(replicaId)?.has(target) || members.every((m) => unready.get(m)?.has(target));
     for (const x of entries) {
       const e = x.election;
       const candidates = view.candidates(e.prefix);
@@ -164,7 +220,8 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
       if (candidates.length > 0) x.noCandidateSince = undefined;
       else x.noCandidateSince ??= now;
       const owner = owners.get(x.target);
-      const fallback = x.noCandidateSince !== undefined && now - x.noCandidateSince >= fallbackMs;
+      const fallback =
+        x.noCandidateSince !== undefined && now - x.noCandidateSince >= fallbackMs && mayFallBack(x.target);
       if (live && (owner === replicaId || fallback)) {
         if (!e.wanted && owner !== replicaId)
           log.info({ target: x.target, owner }, 'no candidate for this target: campaigning as a fallback');
@@ -268,12 +325,14 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
       );
     },
     balance() {
-      const members = peers();
+      const p = peers();
+      const { assignment: a, unready } = assignment(p);
       return describeBalance(
         entries.map((e) => e.target),
-        members,
+        p.members,
         entries.map((x) => view.candidates(x.election.prefix)[0]?.replicaId),
-        assignment(members),
+        unready,
+        a,
       );
     },
     session,

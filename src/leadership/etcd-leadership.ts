@@ -65,6 +65,8 @@ export interface EtcdLeadership extends Leadership {
   readonly active: boolean;
   /** Whether this replica should be a candidate. */
   readonly wanted: boolean;
+  /** The readiness probe's answer now ({@link Leadership.readyWhen}; true without a probe). */
+  readonly ready: boolean;
   /**
    * Neither campaigning nor leading, nor deleting a key after a term: a candidate key of this replica's lease
    * seen now in this election belongs to no term (a put applied with its answer lost), and may be deleted.
@@ -102,6 +104,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
   let resigned = false;
   let wanted = false;
   let leader = false;
+  let readyProbe: (() => boolean) | undefined;
   /** In a campaign or term (from waiting for the lease to deleting the key after it). */
   let busy = false;
   /** The session lease of the current term. */
@@ -356,6 +359,12 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
     },
     get wanted() {
       return wanted;
+    },
+    get ready() {
+      return readyProbe?.() ?? true;
+    },
+    readyWhen(probe) {
+      readyProbe = probe;
     },
     get idle() {
       return !busy;

@@ -51,7 +51,10 @@ export interface EtcdSessionOptions {
   log: Logger;
   /** The monotonic clock, ms (src/clock.ts). */
   monotonicNow: MonotonicClock;
-  /** The value of the membership key, read at each registration (default: the replica id). */
+  /**
+   * The value of the membership key, read at each registration and by {@link EtcdSession.refreshMemberValue}
+   * (default: the replica id).
+   */
   memberValue?: () => string;
 }
 
@@ -74,6 +77,12 @@ export interface EtcdSession {
   readonly closed: boolean;
   /** Leases granted so far (1 while nothing went wrong). */
   readonly leasesGranted: number;
+  /**
+   * Writes the membership value again if it changed since it was last written (readiness of a target changed):
+   * one put in flight at a time, at most one per {@link MEMBER_VALUE_MIN_GAP_MS}, the last value wins. A put
+   * that fails is retried at the next call; a new lease registers the current value anyway.
+   */
+  refreshMemberValue(): void;
   /** Grants the lease and keeps it (idempotent). */
   start(): void;
   /**
@@ -88,6 +97,12 @@ export interface EtcdSession {
  * its terms have already ended here, so nothing is deleted under it meanwhile.
  */
 export const REVOKE_TIMEOUT_MS = 2000;
+
+/**
+ * The least time between two writes of the membership value, ms: a replica whose 1,000 informers sync one after
+ * another writes its key a few times, not 1,000 times (every replica's watch sees each write).
+ */
+export const MEMBER_VALUE_MIN_GAP_MS = 500;
 
 /** At most this many keepalives awaiting their answer are remembered (etcd3 sends one every TTL/3). */
 const MAX_PENDING_KEEPALIVES = 16;
@@ -105,6 +120,12 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
   let lastKeepaliveSentMs: number | undefined;
   let granted = 0;
   const listeners: ((l: SessionLease) => void)[] = [];
+  const valueNow = () => opts.memberValue?.() ?? opts.replicaId;
+  /** The membership value last written on the live lease (undefined: none yet). */
+  let writtenValue: string | undefined;
+  let refreshing = false;
+  let refreshAgain = false;
+  let lastRefreshMs = Number.NEGATIVE_INFINITY;
   let waiters: PromiseWithResolvers<SessionLease>[] = [];
   const stop = new AbortController();
 
@@ -152,6 +173,7 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
   /** One lease: grant, register, keep until it ends. Throws when the grant or the registration fails. */
   async function oneLease(): Promise<void> {
     const end = new AbortController();
+    writtenValue = undefined;
     // The grant request leaves as the lease is created: its TTL runs from about now.
     const grantSentMs = opts.monotonicNow();
     const l = opts.client.lease(opts.ttlSeconds, { autoKeepAlive: true });
@@ -164,15 +186,13 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
       const id = await withTimeout(l.grant(), ttlMs, 'lease grant');
       current = { id, ended: end.signal, end, lease: l };
       lastKeepaliveSentMs = grantSentMs;
+      const value = valueNow();
       await withTimeout(
-        opts.client
-          .put(`${MEMBERS_PREFIX}${opts.replicaId}`)
-          .value(opts.memberValue?.() ?? opts.replicaId)
-          .lease(id)
-          .exec(),
+        opts.client.put(`${MEMBERS_PREFIX}${opts.replicaId}`).value(value).lease(id).exec(),
         ttlMs,
         'membership registration',
       );
+      writtenValue = value;
       if (!running) throw new LeaseEnd('resigned', 'ended');
       granted += 1;
       log.info({ leaseId: id, ttlSeconds: opts.ttlSeconds }, 'etcd session lease granted');
@@ -229,7 +249,51 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
     }
   }
 
+  /** Writes the current value on the live lease, if it differs from the one written; see refreshMemberValue. */
+  async function refresh(): Promise<void> {
+    refreshing = true;
+    try {
+      for (;;) {
+        refreshAgain = false;
+        const waitMs = lastRefreshMs + MEMBER_VALUE_MIN_GAP_MS - opts.monotonicNow();
+        if (waitMs > 0) await sleep(waitMs, stop.signal, { unref: true });
+        const c = current;
+        const value = valueNow();
+        // Not before the registration has written the key (it writes the value of its time).
+        if (!running || !c || c.end.signal.aborted || writtenValue === undefined || value === writtenValue) {
+          if (!refreshAgain) return;
+          continue;
+        }
+        lastRefreshMs = opts.monotonicNow();
+        try {
+          await withTimeout(
+            opts.client.put(`${MEMBERS_PREFIX}${opts.replicaId}`).value(value).lease(c.id).exec(),
+            ttlMs,
+            'membership update',
+          );
+          if (current === c) writtenValue = value;
+        } catch (err) {
+          log.warn(
+            { err: { message: (err as Error).message } },
+            'cannot update the membership key; retrying',
+          );
+          return;
+        }
+        if (!refreshAgain && valueNow() === writtenValue) return;
+      }
+    } finally {
+      refreshing = false;
+    }
+  }
+
   return {
+    refreshMemberValue() {
+      if (refreshing) {
+        refreshAgain = true;
+        return;
+      }
+      if (current && valueNow() !== writtenValue) void refresh().catch(() => undefined);
+    },
     get lease() {
       return current && !current.end.signal.aborted ? { id: current.id, ended: current.ended } : undefined;
     },

@@ -20,6 +20,15 @@ export interface Leadership {
    * `start()`.
    */
   addEventHandler(events: LeadershipEvents): void;
+  /**
+   * Tells the leadership how to ask whether this replica can clean the target now (its informer has listed the
+   * pods and is not down for long): the etcd election campaigns, and counts this replica as a member the
+   * target may be assigned to, only while `probe()` is true, and hands the target over to a ready replica when
+   * it turns false (src/leadership/etcd-leadership-group.ts). Local leadership has no one to hand over to and
+   * ignores it. Call before `start()`; without a probe the replica counts as ready. `probe` must be cheap: it
+   * is asked about once a second.
+   */
+  readyWhen(probe: () => boolean): void;
   /** Starts campaigning (idempotent). */
   start(): void;
   /** Leaves: revokes the lease so another replica is elected at once, and stops campaigning. Idempotent. */

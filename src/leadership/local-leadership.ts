@@ -13,6 +13,8 @@ export function createLocalLeadership(opts: { replicaId: string }): Leadership {
   const events = leadershipSubscribers();
   return {
     addEventHandler: (e) => events.add(e),
+    // Alone, it leads whether its informer is ready or not: its term waits for the first list.
+    readyWhen: () => undefined,
     start() {
       if (leader || resigned) return;
       leader = true;

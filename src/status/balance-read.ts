@@ -4,11 +4,18 @@
  * `spark-driver-cleaner/members/<replica id>` (on each replica's session lease); a replica balances with the
  * members whose key's value names the same set of targets (a hash of the labels,
  * src/leadership/assignment.ts `targetSetValue`), so `status` counts those whose value matches the configured
- * targets. The assignment is the replicas' own pure function (`assignTargets`), so `status` shows what they
- * compute from the same keys. Read-only.
+ * targets. The value also names the targets a replica cannot clean now (not ready: its informer has not listed
+ * or is down); the assignment is the replicas' own pure function (`assignTargets`, skipping those), so `status`
+ * shows what they compute from the same keys. Read-only.
  */
 import type { Etcd3 } from 'etcd3';
-import { describeBalance, type LeadershipBalance, targetSetValue } from '../leadership/assignment.ts';
+import {
+  describeBalance,
+  type LeadershipBalance,
+  parseMemberValue,
+  targetSetValue,
+  unreadyOf,
+} from '../leadership/assignment.ts';
 import { MEMBERS_PREFIX } from '../leadership/etcd-session.ts';
 
 /** The balance as etcd has it for the configured targets. */
@@ -39,14 +46,19 @@ export function balanceOf(
 ): BalanceStatus {
   const value = targetSetValue(targets);
   const ids = [...members.keys()].sort();
-  const peers = ids.filter((m) => members.get(m) === value);
+  const parsed = new Map(ids.map((m) => [m, parseMemberValue(members.get(m) ?? '')]));
+  const peers = ids.filter((m) => parsed.get(m)?.targetSet === value);
   return {
     ...describeBalance(
       targets,
       peers,
       leaders.map((l) => l ?? undefined),
+      unreadyOf(
+        peers.map((m) => [m, parsed.get(m) ?? { targetSet: value, unready: [] }] as const),
+        targets,
+      ),
     ),
-    otherMembers: ids.filter((m) => members.get(m) !== value),
+    otherMembers: ids.filter((m) => parsed.get(m)?.targetSet !== value),
   };
 }
 

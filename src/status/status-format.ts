@@ -41,6 +41,11 @@ export function formatStatus(rows: readonly TargetStatus[], nowMs: number, balan
       ...(balance
         ? [`  assigned to:   ${balance.owners[s.target] ?? '- (no member serves these targets)'}`]
         : []),
+      ...(balance?.notReady[s.target]
+        ? [
+            `  not ready on:  ${balance.notReady[s.target]?.join(', ')} (cannot list or watch its pods: not campaigning)`,
+          ]
+        : []),
       `  candidates:    ${s.candidates.length > 0 ? s.candidates.join(', ') : '-'}`,
       `  jobs:          delayed ${j.delayed}, waiting ${j.waiting}, active ${j.active}, failed ${j.failed}, completed ${j.completed}`,
       `  next deadline: ${when(s.nextDeadlineMs, nowMs)}`,
@@ -97,9 +102,10 @@ export function formatBalance(balance: BalanceStatus, rows: readonly TargetStatu
 
 /**
  * The status as JSON: times as ISO-8601 strings (null when unknown), plus each target's problems. With a
- * balance (etcd), each target has `assigned` (its assigned replica, null without members) and the result a
- * `balance: { rule, members, targets, cap, share: { "replica": { assigned, leading } }, otherMembers }`, as
- * `/api/v1/leaders` shows it (plus `otherMembers`).
+ * balance (etcd), each target has `assigned` (its assigned replica, null without members) and `notReadyOn`
+ * (the members that report it not ready: they cannot list or watch its pods), and the result a
+ * `balance: { rule, members, targets, cap, share: { "replica": { assigned, leading } }, notReady, otherMembers }`,
+ * as `/api/v1/leaders` shows it (plus `otherMembers`).
  */
 export function statusJson(rows: readonly TargetStatus[], nowMs: number, balance?: BalanceStatus): unknown {
   const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -111,7 +117,9 @@ export function statusJson(rows: readonly TargetStatus[], nowMs: number, balance
       target: s.target,
       leader: s.leader,
       leaderFrom: s.leaderFrom,
-      ...(owners ? { assigned: owners[s.target] ?? null } : {}),
+      ...(owners
+        ? { assigned: owners[s.target] ?? null, notReadyOn: balance?.notReady[s.target] ?? [] }
+        : {}),
       consumingSince: iso(s.consumingSinceMs),
       consumers: s.consumers,
       candidates: s.candidates,

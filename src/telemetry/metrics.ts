@@ -33,6 +33,8 @@ export const QUEUE_COUNTS_MAX_AGE_MS = 30_000;
 export interface MetricsSource {
   readonly target: TargetRef;
   readonly isLeader: boolean;
+  /** This replica can clean the target now (src/cleaner/target-cleaner.ts `ready`). */
+  readonly ready: boolean;
   readonly informer: { readonly restarts: number; readonly synced: boolean };
   /** ms since the last successful keepalive was sent (monotonic; src/leadership/leadership.ts). */
   readonly leadership: { readonly keepaliveAgeMs: number | undefined };
@@ -296,6 +298,16 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
     collect() {
       this.reset();
       for (const c of cleaners()) this.set(labelsOf(c.target), c.informer.synced ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'sdc_target_ready',
+    help: '1 when this replica can clean the target (its informer has listed the pods and has not been unable to list or watch for more than 10 s), else 0. Only a ready replica campaigns for the target.',
+    labelNames: TARGET,
+    registers,
+    collect() {
+      this.reset();
+      for (const c of cleaners()) this.set(labelsOf(c.target), c.ready ? 1 : 0);
     },
   });
 

@@ -96,4 +96,70 @@ describe('self-check', () => {
       await stopAll(replicas);
     }
   }, 150_000);
+
+  it('DELETEs refused (403) for long past the grace → the leader keeps leading (failing, not stuck), failed outcomes counted with their Status; deleted once when the API accepts', async () => {
+    const ns = 'self-check-403';
+    const env = replicaEnv(cluster(), ns, 'sc2', {
+      SDC_RETENTION: '1s',
+      SDC_OVERDUE_GRACE: '2s', // the leader's stuck threshold too: 2 s
+      // Retries 2–4, 4–8, 6–12, 6–12 s apart (jitter × 0.5–1): gaps far longer than the threshold, so a
+      // self-check (every 5 s) sees a leader that has processed nothing for over 2 s.
+      SDC_RETRY_BASE_DELAY: '4s',
+      SDC_RETRY_MAX_DELAY: '12s',
+    });
+    const replicas = [cluster().startReplica('f1', env), cluster().startReplica('f2', env)];
+    const server = cluster().server;
+    const fault = server.faults.inject({ verb: 'delete', path: `/namespaces/${ns}/pods/`, status: 403 });
+    try {
+      const leader = await firstLeader(replicas, ns);
+      const settled = Date.now();
+      const url = await httpUrl(leader);
+      // One pod: its retries are the leader's only work (several pods' retries would interleave).
+      const pods = createDrivers(server, ns, 1, 'refused', 10_000); // overdue from the start
+      const uids = pods.map(uidOf);
+      // Five refused DELETEs: 18–36 s of failing, ten times the stuck threshold or more, several self-checks.
+      await waitFor('five refused DELETEs', () => deletesPer(server, uids).every((n) => n >= 5), 90_000);
+      const failedOutcomes = async () => {
+        const text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
+        const line = text
+          .split('\n')
+          .find(
+            (l) =>
+              l.startsWith('sdc_cleanup_outcomes_total{') &&
+              l.includes(`namespace="${ns}"`) &&
+              l.includes('outcome="failed"'),
+          );
+        return Number(line?.split(' ').pop() ?? 0);
+      };
+      // No step-down: no stuck line, and its term never ended since leadership settled.
+      const stuck = replicas.flatMap((r) =>
+        r.lines.filter((l) => l.namespace === ns && String(l.msg).startsWith('self-check: leader is stuck')),
+      );
+      expect(stuck).toEqual([]);
+      const ended = replicas.flatMap((r) =>
+        r.lines
+          .filter(
+            (l) =>
+              l.namespace === ns &&
+              (l.msg === 'leadership ended' || l.msg === 'leadership lost') &&
+              Date.parse(String(l.time)) >= settled,
+          )
+          .map((l) => `${r.id}: ${l.msg} (${l.reason})`),
+      );
+      expect(ended).toEqual([]);
+      // Every refused DELETE is a failed outcome of the leader, with the API's Status.
+      const failed = leader.lines.filter((l) => l.namespace === ns && l.outcome === 'failed');
+      expect(failed.length).toBeGreaterThanOrEqual(5);
+      expect(failed[0]).toMatchObject({ level: 'warn', step: 'delete', code: 403, reason: 'Forbidden' });
+      expect(await failedOutcomes()).toBeGreaterThanOrEqual(5);
+
+      server.faults.clear(fault);
+      await waitGone(server, pods, 'pods deleted once the API accepts', 30_000);
+      const accepted = server.requests.deletesByUid();
+      for (const uid of uids) expect(accepted.get(uid)?.filter((code) => code === 200)).toEqual([200]);
+    } finally {
+      server.faults.clear(fault);
+      await stopAll(replicas);
+    }
+  }, 150_000);
 });

@@ -28,6 +28,7 @@ export function drivenLeadership(replicaId = 'test-replica'): DrivenLeadership {
   };
   return {
     addEventHandler: (e) => events.add(e),
+    readyWhen: () => undefined,
     counts,
     start() {},
     elect() {

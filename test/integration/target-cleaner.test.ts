@@ -312,3 +312,53 @@ describe('Redis loses its data while the informer lags (issue 14)', () => {
     90_000,
   );
 });
+
+describe('a reconcile slower than the self-check threshold (real worker, Redis, sandbox)', () => {
+  it('jobs lost, the term reconciles one pod per 300 ms (6 s) with a 1 s stuck threshold → cleaning goes on, no step-down', async () => {
+    const ns = 'tc-slow-reconcile';
+    const drivers = Array.from({ length: 20 }, (_, i) => createDriver(ns, `slow-${i}`));
+    // A queue double: every enqueue waits 300 ms first (a distant Redis, a large backlog).
+    let slow = false;
+    const slowly = (queue: CleanupQueue): CleanupQueue =>
+      new Proxy(queue, {
+        get(target, key, receiver) {
+          if (key !== 'enqueue') return Reflect.get(target, key, receiver);
+          return async (...args: Parameters<CleanupQueue['enqueue']>) => {
+            if (slow) await new Promise((r) => setTimeout(r, 300));
+            return target.enqueue(...args);
+          };
+        },
+      });
+    const connection = connect();
+    const mem = memoryLogger();
+    const target = { context: CONTEXT, namespace: ns };
+    const queue = createCleanupQueue({
+      target,
+      connection,
+      prefix: ns,
+      tombstoneTtlMs: 60_000,
+      log: mem.log,
+      now: Date.now,
+    });
+    const { cleaner, lead, lines } = await startCleaner(ns, 'live', {
+      queue: slowly(queue),
+      connection,
+      selfCheck: { graceMs: 1000, leaderStuckMs: 1000, followerAlarmMs: 60_000, intervalMs: 100 },
+    });
+    await waitFor(
+      'informer enqueued every pod',
+      async () =>
+        (await queue.bullQueue.getDelayedCount()) + (await queue.bullQueue.getWaitingCount()) ===
+        drivers.length,
+    );
+    // Redis lost the jobs (the informer does not enqueue them again): only the term's reconcile brings them back.
+    await queue.bullQueue.drain(true);
+    slow = true;
+    expect(cleaner.overdue().count).toBe(drivers.length);
+    lead.elect();
+    await waitFor('every driver deleted', () => drivers.every(gone), 30_000);
+    for (const d of drivers) expect(deletesOf(d)).toEqual([200]);
+    expect(lead.counts.lost).toBe(0);
+    expect(lines.filter((l) => String(l.msg).startsWith('self-check: leader is stuck'))).toEqual([]);
+  }, 60_000);
+});

@@ -232,6 +232,7 @@ describe('basic auth', () => {
         targets: 2,
         cap: 2,
         share: { 'ops-1': { assigned: 2, leading: 2 } },
+        notReady: {}, // it can clean both
       },
     });
     for (const path of ['/healthz', '/metrics']) expect((await http(url(), path)).status, path).toBe(200);

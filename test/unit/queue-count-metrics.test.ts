@@ -9,6 +9,7 @@ import { createMetrics, type MetricsSource } from '../../src/telemetry/metrics.t
 function source(namespace: string, leader: boolean) {
   const s = {
     isLeader: leader,
+    ready: true,
     reads: 0,
     fail: false,
     hang: false,

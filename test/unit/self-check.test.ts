@@ -1,7 +1,8 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createSelfCheck, type SelfCheckSubject } from '../../src/cleaner/self-check.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
+import type { QueueLook } from '../../src/queue/queue-look.ts';
 import { memoryLogger } from '../helpers/log.ts';
 
 const NOW = Date.parse('2026-12-01T12:00:00Z');
@@ -38,11 +39,13 @@ function subject(over: Partial<Omit<SelfCheckSubject, 'pods'>> & { pods?: Driver
     informerSynced: true,
     isLeader: true,
     workerRunning: true,
-    lastProcessedMs: undefined,
+    lastProgressMs: undefined,
     leaderSinceMs: 0,
     firstSeenTerminalMs: () => undefined,
     stepDown: (reason) => steps.push(reason),
     currentLeader: async () => 'replica-2',
+    // Default: the overdue pod's job is due and waiting, untaken (what a stuck worker leaves).
+    lookAtQueue: async () => ({ waiting: 1, earliestDelayedPastDueMs: undefined, missing: 0 }),
     ...over,
     pods: () => list,
     steps,
@@ -73,22 +76,107 @@ const overduePod = () => finished('late', RETENTION + GRACE + 10_000); // 50 s p
 describe('self-check of a leader', () => {
   it('processing jobs, pods overdue (API failures) → ok: stepping down would not help', async () => {
     const mono = { t: 100_000 };
-    const s = subject({ pods: [overduePod()], lastProcessedMs: 99_000 });
+    const s = subject({ pods: [overduePod()], lastProgressMs: 99_000 });
     expect(await check(s, mono).sc.check()).toBe('ok');
     expect(s.steps).toEqual([]);
   });
 
-  it('no job processed for 40 s while pods are overdue → steps down with one error line', async () => {
+  it('no job processed for 40 s while pods are overdue and a job waits untaken → steps down with one error line', async () => {
     const mono = { t: 100_000 };
-    const s = subject({ pods: [overduePod()], lastProcessedMs: 60_000 });
+    const s = subject({ pods: [overduePod()], lastProgressMs: 60_000 });
     const { sc, log } = check(s, mono);
     expect(await sc.check()).toBe('stepped-down');
     expect(s.steps).toHaveLength(1);
     expect(log.lines.filter((l) => l.level === 'error')).toHaveLength(1);
   });
 
+  const looks: [string, QueueLook | Error, 'ok' | 'stepped-down', RegExp | undefined][] = [
+    [
+      'a job due and waiting',
+      { waiting: 3, earliestDelayedPastDueMs: undefined, missing: 0 },
+      'stepped-down',
+      /3 jobs are due and waiting/,
+    ],
+    [
+      'a delayed job 10 s past due, not promoted',
+      { waiting: 0, earliestDelayedPastDueMs: 10_000, missing: 0 },
+      'stepped-down',
+      /past due, not promoted/,
+    ],
+    [
+      'an overdue pod without a job',
+      { waiting: 0, earliestDelayedPastDueMs: -5000, missing: 1 },
+      'stepped-down',
+      /have no job/,
+    ],
+    [
+      'the queue unreadable (Redis down)',
+      new Error('connection refused'),
+      'stepped-down',
+      /cannot be read: connection refused/,
+    ],
+    [
+      'every job in its retry backoff (delayed, due in 2 min): failing, not stuck',
+      { waiting: 0, earliestDelayedPastDueMs: -120_000, missing: 0 },
+      'ok',
+      undefined,
+    ],
+    [
+      'a delayed job 9.999 s past due (clock slack)',
+      { waiting: 0, earliestDelayedPastDueMs: 9999, missing: 0 },
+      'ok',
+      undefined,
+    ],
+    [
+      'every job out of attempts (failed; none delayed, none waiting): failing, not stuck',
+      { waiting: 0, earliestDelayedPastDueMs: undefined, missing: 0 },
+      'ok',
+      undefined,
+    ],
+  ];
+  it.each(looks)(
+    'no progress for 40 s while pods are overdue, the queue shows %s → %s',
+    async (_name, look, want, why) => {
+      const s = subject({
+        pods: [overduePod()],
+        lastProgressMs: 60_000,
+        lookAtQueue: async () => {
+          if (look instanceof Error) throw look;
+          return look;
+        },
+      });
+      const { sc, log } = check(s, { t: 100_000 });
+      expect(await sc.check()).toBe(want);
+      if (why) expect(s.steps[0]).toMatch(why);
+      else {
+        expect(s.steps).toEqual([]);
+        expect(log.lines.filter((l) => l.level === 'error' || l.level === 'warn')).toEqual([]);
+        expect(
+          log.lines.filter((l) => /failing and retried with backoff; not stuck/.test(String(l.msg))),
+        ).toHaveLength(1);
+      }
+    },
+  );
+
+  it('a queue look that does not answer (Redis frozen) counts as unreadable after 5 s', async () => {
+    vi.useFakeTimers();
+    try {
+      const s = subject({
+        pods: [overduePod()],
+        lastProgressMs: 60_000,
+        lookAtQueue: () => new Promise(() => {}),
+      });
+      const result = check(s, { t: 100_000 }).sc.check();
+      await vi.advanceTimersByTimeAsync(5000);
+      expect(await result).toBe('stepped-down');
+      expect(s.steps[0]).toMatch(/cannot be read/);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('no job processed for 39.999 s → ok', async () => {
-    const s = subject({ pods: [overduePod()], lastProcessedMs: 60_001 });
+    const s = subject({ pods: [overduePod()], lastProgressMs: 60_001 });
     expect(await check(s, { t: 100_000 }).sc.check()).toBe('ok');
   });
 
@@ -98,7 +186,7 @@ describe('self-check of a leader', () => {
   });
 
   it('nothing overdue, nothing processed for an hour → ok (an idle target)', async () => {
-    const s = subject({ pods: [finished('fresh', 1000)], lastProcessedMs: 0 });
+    const s = subject({ pods: [finished('fresh', 1000)], lastProgressMs: 0 });
     expect(await check(s, { t: 3_600_000 }).sc.check()).toBe('ok');
   });
 
@@ -128,14 +216,14 @@ describe('self-check of a leader', () => {
   });
 
   it('dry-run: nothing is overdue, nothing steps down', async () => {
-    const s = subject({ pods: [overduePod()], lastProcessedMs: 0 });
+    const s = subject({ pods: [overduePod()], lastProgressMs: 0 });
     const { sc } = check(s, { t: 100_000 }, true);
     expect(sc.overdue().count).toBe(0);
     expect(await sc.check()).toBe('ok');
   });
 
   it('informer not synced: nothing is judged', async () => {
-    const s = subject({ pods: [overduePod()], informerSynced: false, lastProcessedMs: 0 });
+    const s = subject({ pods: [overduePod()], informerSynced: false, lastProgressMs: 0 });
     expect(check(s, { t: 100_000 }).sc.overdue().count).toBe(0);
   });
 });

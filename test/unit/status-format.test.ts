@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { assignTargets, targetSetValue } from '../../src/leadership/assignment.ts';
+import { assignTargets, memberValue, targetSetValue } from '../../src/leadership/assignment.ts';
 import { balanceOf } from '../../src/status/balance-read.ts';
 import {
   EXIT_UNHEALTHY,
@@ -141,11 +141,33 @@ describe('the leadership balance (status, from the members and leaders etcd has)
     expect(Object.keys(json.balance).sort()).toEqual([
       'cap',
       'members',
+      'notReady',
       'otherMembers',
       'rule',
       'share',
       'targets',
     ]);
     expect(statusJson(rows, NOW)).not.toHaveProperty('balance');
+  });
+
+  it('a member that cannot clean a target (its membership value says so): named on the target, never assigned it', () => {
+    const notReady = new Map(members);
+    notReady.set('r3', memberValue(set, ['prod:ns-0', 'prod:ns-1'], targets.length));
+    const b = balanceOf(
+      targets,
+      notReady,
+      targets.map(() => null),
+    );
+    expect(b.members).toEqual(['r1', 'r2', 'r3']);
+    expect(b.notReady).toEqual({ 'prod:ns-0': ['r3'], 'prod:ns-1': ['r3'] });
+    expect(b.owners['prod:ns-0']).not.toBe('r3');
+    expect(b.owners['prod:ns-1']).not.toBe('r3');
+    const rows = targets.map((t) => row({ target: t, leader: null }));
+    const text = formatStatus(rows, NOW, b);
+    expect(text).toContain('  not ready on:  r3 (cannot list or watch its pods: not campaigning)');
+    expect(text.match(/not ready on/g)).toHaveLength(2);
+    const json = statusJson(rows, NOW, b) as { targets: { target: string; notReadyOn: string[] }[] };
+    expect(json.targets.find((t) => t.target === 'prod:ns-1')?.notReadyOn).toEqual(['r3']);
+    expect(json.targets.find((t) => t.target === 'prod:ns-2')?.notReadyOn).toEqual([]);
   });
 });

@@ -212,7 +212,7 @@ describe('target cleaner: term transitions', () => {
     await waitFor('the election reached the cleaner: worker runs', () => w.state.running, 2000);
   });
 
-  it('elected → waits for the informer’s first list → reconcile → run; nothing consumes before the list', async () => {
+  it('elected → waits for the informer’s first list → run and reconcile; nothing consumes before the list', async () => {
     const { lead, inf, q, w } = setup();
     lead.elect();
     await settle();
@@ -225,21 +225,22 @@ describe('target cleaner: term transitions', () => {
     expect(w.events).toEqual(['run']);
   });
 
-  it('lost while reconciling → no run, and the next term reconciles and runs once', async () => {
+  it('a reconcile that does not end does not hold the worker: it runs beside it; lost → closed; the next term runs', async () => {
     const { lead, inf, q, w, lines } = setup();
     inf.state.sync();
     const release = q.holdReconcile();
     lead.elect();
     await waitFor('reconcile started', () => q.state.reconciles === 1, 2000);
+    await waitFor('worker runs while the reconcile is held', () => w.state.running, 2000);
     lead.lose();
-    release();
     await settle();
     await settle();
-    expect(w.events).toEqual([]);
+    expect(w.events).toEqual(['run', 'close', 'closed']);
     expect(lines.filter((l) => l.msg === 'stopped consuming')).toHaveLength(1);
     lead.elect();
     await waitFor('worker runs in the next term', () => w.state.running, 2000);
-    expect(w.events).toEqual(['run']);
+    expect(w.events).toEqual(['run', 'close', 'closed', 'run']);
+    release();
   });
 
   it('lost → elected at once while the old worker is still closing → the new run waits for the close; one worker', async () => {
