@@ -1,10 +1,12 @@
 /**
  * Read-only connections to what the replicas share — Redis (the queues, tombstones, the last accepted
  * DELETE) and etcd (the elections) — for `status` and `explain`, which run beside the replicas with the
- * same configuration. They fail fast instead of retrying forever: a check must answer, not hang.
+ * same configuration. They fail fast instead of retrying forever: a check must answer, not hang. A server
+ * that accepts connections and never answers (frozen, or behind a proxy whose backend is gone) is the case
+ * to mind: every Redis command and every etcd call has its own timeout, and so does closing.
  */
 import { Queue } from 'bullmq';
-import type { Etcd3 } from 'etcd3';
+import { type Etcd3, EtcdError, GRPCGenericError } from 'etcd3';
 import { Redis } from 'ioredis';
 import { maskUrl } from '../config/redact.ts';
 import type { CleanerConfig } from '../config/schema.ts';
@@ -12,6 +14,15 @@ import { kubeconfigPath, loadClusterAccess } from '../kube/kubeconfig.ts';
 import { createEtcdClient } from '../leadership/etcd-client.ts';
 import type { StoredJobData } from '../queue/cleanup-queue.ts';
 import { queueName, type TargetRef } from '../queue/job-identity.ts';
+import { withTimeout } from '../with-timeout.ts';
+
+/**
+ * How long Redis or etcd has to answer one request of `status` or `explain`, ms: each Redis command, the
+ * reachability checks, and each etcd call (on each member it tries, {@link ETCD_CALL_TIMEOUT_MS}).
+ */
+export const ANSWER_TIMEOUT_MS = 1500;
+/** Deadline of one etcd call on one member, ms: etcd3 tries the next member when it passes. */
+export const ETCD_CALL_TIMEOUT_MS = 750;
 
 /** The shared state, opened by {@link openStateStore}. */
 export interface StateStore {
@@ -39,35 +50,60 @@ export async function checkReachable(
   store: StateStore,
   config: Pick<CleanerConfig, 'redisUrl' | 'etcdEndpoints'>,
 ): Promise<void> {
-  try {
-    await store.redis.ping();
-  } catch (err) {
-    throw new UnreachableError(
-      `redisUrl (--redis-url, SDC_REDIS_URL) ${maskUrl(config.redisUrl)}: Redis does not answer: ${(err as Error).message}`,
+  // Both at once, each within ANSWER_TIMEOUT_MS: the error names every one that does not answer.
+  const why = (err: unknown) => (err as Error).message.split('\n')[0];
+  const [redis, etcd] = await Promise.allSettled([
+    withTimeout(store.redis.ping(), ANSWER_TIMEOUT_MS, 'PING'),
+    store.etcd
+      ? withTimeout(store.etcd.get('spark-driver-cleaner/ping').exec(), ANSWER_TIMEOUT_MS, 'a read')
+      : Promise.resolve(undefined),
+  ]);
+  const failures: string[] = [];
+  if (redis.status === 'rejected')
+    failures.push(
+      `redisUrl (--redis-url, SDC_REDIS_URL) ${maskUrl(config.redisUrl)}: Redis does not answer: ${why(redis.reason)}`,
     );
-  }
-  if (!store.etcd) return;
-  try {
-    await store.etcd.get('spark-driver-cleaner/ping').exec();
-  } catch (err) {
-    throw new UnreachableError(
-      `etcdEndpoints (--etcd-endpoints, SDC_ETCD_ENDPOINTS) ${config.etcdEndpoints.join(',')}: etcd does not answer: ${(err as Error).message.split('\n')[0]}`,
+  if (etcd.status === 'rejected')
+    failures.push(
+      `etcdEndpoints (--etcd-endpoints, SDC_ETCD_ENDPOINTS) ${config.etcdEndpoints.join(',')}: etcd does not answer: ${why(etcd.reason)}`,
     );
-  }
+  if (failures.length > 0) throw new UnreachableError(failures.join('; '));
 }
 
-/** Opens the Redis connection (at most one reconnect, 5 s connect timeout) and the etcd client. */
+/**
+ * Says which of Redis and etcd failed a read after both answered the reachability check (one stopped
+ * answering meanwhile, or a command failed), naming its setting.
+ */
+export function readFailure(err: unknown, config: Pick<CleanerConfig, 'redisUrl' | 'etcdEndpoints'>): string {
+  const message = (err as Error).message.split('\n')[0];
+  if (err instanceof GRPCGenericError || err instanceof EtcdError)
+    return `etcdEndpoints (--etcd-endpoints, SDC_ETCD_ENDPOINTS) ${config.etcdEndpoints.join(',')}: etcd stopped answering: ${message}`;
+  if (message === 'Command timed out')
+    return `redisUrl (--redis-url, SDC_REDIS_URL) ${maskUrl(config.redisUrl)}: Redis stopped answering: ${message}`;
+  return `cannot read Redis or etcd: ${message}`;
+}
+
+/**
+ * Opens the Redis connection (at most one reconnect; connecting and each command within
+ * {@link ANSWER_TIMEOUT_MS}) and the etcd client (each call within {@link ETCD_CALL_TIMEOUT_MS} per member).
+ */
 export function openStateStore(
   config: Pick<CleanerConfig, 'redisUrl' | 'etcdEndpoints' | 'queuePrefix'>,
 ): StateStore {
   const redis = new Redis(config.redisUrl, {
-    connectTimeout: 5000,
+    connectTimeout: ANSWER_TIMEOUT_MS,
+    commandTimeout: ANSWER_TIMEOUT_MS,
+    // Closing waits this long for a frozen server to acknowledge (default 2 s), keeping the process alive.
+    disconnectTimeout: 100,
     maxRetriesPerRequest: 1,
     retryStrategy: (times) => (times > 1 ? null : 200),
     connectionName: 'sdc:status',
   });
   redis.on('error', () => undefined); // the failed command reports it
-  const etcd = config.etcdEndpoints.length > 0 ? createEtcdClient(config.etcdEndpoints) : undefined;
+  const etcd =
+    config.etcdEndpoints.length > 0
+      ? createEtcdClient(config.etcdEndpoints, { callTimeoutMs: ETCD_CALL_TIMEOUT_MS })
+      : undefined;
   const queues = new Map<string, Queue<StoredJobData>>();
   return {
     redis,
@@ -84,7 +120,12 @@ export function openStateStore(
       return q;
     },
     async close() {
-      await Promise.allSettled([...queues.values()].map((q) => q.close()));
+      // A Queue's close waits for Redis: bounded, then the connection is dropped anyway.
+      await withTimeout(
+        Promise.allSettled([...queues.values()].map((q) => q.close())),
+        ANSWER_TIMEOUT_MS,
+        'closing the queues',
+      ).catch(() => undefined);
       redis.disconnect();
       etcd?.close();
     },
