@@ -10,6 +10,7 @@ import { type Etcd3, EtcdError, GRPCGenericError } from 'etcd3';
 import { Redis } from 'ioredis';
 import { maskUrl } from '../config/redact.ts';
 import type { CleanerConfig } from '../config/schema.ts';
+import { assertDistinctTargets } from '../kube/distinct-targets.ts';
 import { kubeconfigPath, loadClusterAccess } from '../kube/kubeconfig.ts';
 import { createEtcdClient } from '../leadership/etcd-client.ts';
 import type { StoredJobData } from '../queue/cleanup-queue.ts';
@@ -135,12 +136,18 @@ export function openStateStore(
 /**
  * The configured targets with their context names resolved as the replicas resolve them (a target without a
  * context takes the kubeconfig's current context, or `in-cluster`): queue names and election keys use them.
- * @throws KubeconfigError when a context cannot be resolved (a configuration error, exit 2).
+ * @throws KubeconfigError when a context cannot be resolved, or DuplicateTargetError (a KubeconfigError) when
+ *   two targets resolve to one (context, namespace) (a configuration error, exit 2).
  */
 export function resolveTargets(config: Pick<CleanerConfig, 'targets' | 'kubeconfig'>): TargetRef[] {
   const path = kubeconfigPath(config.kubeconfig);
-  return config.targets.map((t) => ({
+  const refs = config.targets.map((t) => ({
     context: t.context ?? loadClusterAccess(path, undefined).context,
     namespace: t.namespace,
   }));
+  assertDistinctTargets(
+    config.targets,
+    refs.map((r) => r.context),
+  );
+  return refs;
 }
