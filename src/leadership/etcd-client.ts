@@ -30,8 +30,8 @@ export const AVOID_FAILED_MEMBER_MS = 5000;
  * `--grpc-keepalive-min-time` (default 5 s).
  */
 export const PING_INTERVAL_MS = 10_000;
-/** A ping unanswered for this long fails the connection and its streams, ms. */
-export const PING_TIMEOUT_MS = 5000;
+/** A ping unanswered for this long fails the connection and its streams, ms (generous: a loaded machine delays answers). */
+export const PING_TIMEOUT_MS = 10_000;
 
 /** Options of {@link createEtcdClient}. */
 export interface EtcdClientOptions {
