@@ -14,7 +14,13 @@ import { tombstoneKey } from '../queue/job-identity.ts';
 import { explain, formatExplanation } from '../status/explain.ts';
 import { gatherFacts } from '../status/explain-facts.ts';
 import { parsePodRef } from '../status/pod-ref.ts';
-import { checkReachable, openStateStore, resolveTargets, UnreachableError } from '../status/state-store.ts';
+import {
+  checkReachable,
+  openStateStore,
+  readFailure,
+  resolveTargets,
+  UnreachableError,
+} from '../status/state-store.ts';
 import { EXIT_UNREACHABLE } from '../status/status-format.ts';
 import { addConfigOptions, loadConfigOrExit } from './config-options.ts';
 
@@ -105,8 +111,7 @@ async function explainCommand(text: string, flags: Record<string, unknown>): Pro
     return 0;
   } catch (err) {
     if (err instanceof KubeconfigError) return bad(`invalid configuration:\n  - ${err.message}`);
-    const why =
-      err instanceof UnreachableError ? err.message : `cannot read Redis or etcd: ${(err as Error).message}`;
+    const why = err instanceof UnreachableError ? err.message : readFailure(err, config);
     process.stderr.write(`spark-driver-cleaner: explain: ${why}\n`);
     return EXIT_UNREACHABLE;
   } finally {

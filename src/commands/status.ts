@@ -10,7 +10,13 @@ import { selfCheckSettings } from '../cleaner/self-check.ts';
 import { systemClock } from '../clock.ts';
 import { KubeconfigError } from '../kube/kubeconfig.ts';
 import { readBalance } from '../status/balance-read.ts';
-import { checkReachable, openStateStore, resolveTargets, UnreachableError } from '../status/state-store.ts';
+import {
+  checkReachable,
+  openStateStore,
+  readFailure,
+  resolveTargets,
+  UnreachableError,
+} from '../status/state-store.ts';
 import { EXIT_UNREACHABLE, formatStatus, statusExitCode, statusJson } from '../status/status-format.ts';
 import { readTargetStatus } from '../status/target-status.ts';
 import { addConfigOptions, loadConfigOrExit } from './config-options.ts';
@@ -75,8 +81,7 @@ async function status(flags: Record<string, unknown>): Promise<number> {
     return statusExitCode(rows);
   } catch (err) {
     // Unreachable: named by checkReachable; anything later is Redis or etcd failing mid-read.
-    const why =
-      err instanceof UnreachableError ? err.message : `cannot read Redis or etcd: ${(err as Error).message}`;
+    const why = err instanceof UnreachableError ? err.message : readFailure(err, config);
     process.stderr.write(`spark-driver-cleaner: status: ${why}\n`);
     return EXIT_UNREACHABLE;
   } finally {

@@ -13,12 +13,14 @@
  * - `GET /api/v1/applications/{namespace}/{pod}[?context=C]` → the application of that driver pod;
  * - `GET /api/v1/explain/{namespace}/{pod}[?context=C]` → why that pod is still here (or where it went):
  *   {@link Explanation}, from a live GET, the queue, the tombstone and the election (src/status/explain.ts);
- *   the namespace must be one of this replica's targets (else 404).
+ *   the namespace must be one of this replica's targets (else 404). Each makes a live GET through the
+ *   cleanup's rate limiter, so explains have a budget of their own per replica ({@link EXPLAIN_BUDGET}):
+ *   beyond it, `429` with `Retry-After` at once, before anything is asked of the API server (src/http/request-budget.ts).
  *
  * An application is {@link ApplicationView}; an unknown tag or pod is 404 `{ error }`.
  */
-import type { FastifyInstance } from 'fastify';
-import { systemClock } from '../clock.ts';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { type MonotonicClock, monotonicClock, systemClock } from '../clock.ts';
 import { parseLabelSelector } from '../config/label-selector.ts';
 import type { CleanerConfig } from '../config/schema.ts';
 import { type ApplicationState, podState } from '../kube/application-state.ts';
@@ -26,7 +28,14 @@ import type { DriverPod } from '../kube/driver-pod.ts';
 import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
 import { type Explanation, explain } from '../status/explain.ts';
 import { gatherFacts } from '../status/explain-facts.ts';
+import { createRequestBudget } from './request-budget.ts';
 import type { ServedReplica } from './served-replica.ts';
+
+/**
+ * Explains a replica answers: 5 at once after a quiet period, 1 per second sustained, 2 in flight. Enough for
+ * people and scripts asking about pods one by one; a loop takes at most 1 GET/s of the context's API rate.
+ */
+export const EXPLAIN_BUDGET = { perSecond: 1, burst: 5, concurrency: 2 } as const;
 
 /** Label Kyuubi puts on the driver pods it submits (KyuubiConf `kyuubi.engine.tag`'s pod label). */
 export const KYUUBI_TAG_LABEL = 'kyuubi-unique-tag';
@@ -96,7 +105,12 @@ const created = (p: DriverPod) => {
  */
 export function registerApiRoutes(
   app: FastifyInstance,
-  opts: { replica: ServedReplica; explain?: Pick<CleanerConfig, 'labelSelector' | 'policy' | 'retentionMs'> },
+  opts: {
+    replica: ServedReplica;
+    explain?: Pick<CleanerConfig, 'labelSelector' | 'policy' | 'retentionMs'>;
+    /** The monotonic clock of the explain budget, ms (default the system's). */
+    monotonicNow?: MonotonicClock;
+  },
 ): void {
   const { replica } = opts;
 
@@ -159,37 +173,59 @@ export function registerApiRoutes(
   const rules = opts.explain;
   if (!rules) return;
   const selector = parseLabelSelector(rules.labelSelector);
+  const budget = createRequestBudget({
+    ...EXPLAIN_BUDGET,
+    monotonicNow: opts.monotonicNow ?? monotonicClock,
+  });
+  const explainPod = async (
+    params: { namespace: string; pod: string },
+    context: string | undefined,
+    reply: FastifyReply,
+  ): Promise<Explanation | undefined> => {
+    const { namespace, pod } = params;
+    const c = replica.cleaners.find(
+      (x) => x.target.namespace === namespace && (context === undefined || x.target.context === context),
+    );
+    if (!c) {
+      await reply.code(404).send({
+        error: `${context ? `${context}:` : ''}${namespace} is not a target of this replica`,
+      });
+      return undefined;
+    }
+    const facts = await gatherFacts(
+      {
+        target: c.target,
+        queue: c.queue.bullQueue,
+        redis: replica.redis,
+        etcd: replica.etcd,
+        getPod: (ns, name) => c.pods.get(ns, name),
+      },
+      { name: pod },
+    );
+    return explain(facts, {
+      selector,
+      selectorText: rules.labelSelector,
+      policy: rules.policy,
+      retentionMs: rules.retentionMs,
+      nowMs: systemClock(),
+    });
+  };
   app.get<{ Params: { namespace: string; pod: string }; Querystring: { context?: string } }>(
     '/api/v1/explain/:namespace/:pod',
     async (req, reply): Promise<Explanation | undefined> => {
-      const { namespace, pod } = req.params;
-      const context = req.query.context;
-      const c = replica.cleaners.find(
-        (x) => x.target.namespace === namespace && (context === undefined || x.target.context === context),
-      );
-      if (!c) {
-        await reply.code(404).send({
-          error: `${context ? `${context}:` : ''}${namespace} is not a target of this replica`,
-        });
+      const admission = budget.tryAdmit();
+      if (!admission.admitted) {
+        await reply
+          .code(429)
+          .header('retry-after', String(admission.retryAfterSeconds))
+          .send({ error: 'too many explain requests on this replica; retry later' });
         return undefined;
       }
-      const facts = await gatherFacts(
-        {
-          target: c.target,
-          queue: c.queue.bullQueue,
-          redis: replica.redis,
-          etcd: replica.etcd,
-          getPod: (ns, name) => c.pods.get(ns, name),
-        },
-        { name: pod },
-      );
-      return explain(facts, {
-        selector,
-        selectorText: rules.labelSelector,
-        policy: rules.policy,
-        retentionMs: rules.retentionMs,
-        nowMs: systemClock(),
-      });
+      try {
+        return await explainPod(req.params, req.query.context, reply);
+      } finally {
+        admission.release();
+      }
     },
   );
 }

@@ -75,7 +75,7 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
     const { text, contentType } = await metrics.scrape();
     return reply.type(contentType).send(text);
   });
-  registerApiRoutes(app, { replica, explain: config });
+  registerApiRoutes(app, { replica, explain: config, monotonicNow: opts.monotonicNow });
   registerDashboard(app, {
     replica,
     readOnly: config.dashboard.readOnly,

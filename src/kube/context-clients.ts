@@ -7,6 +7,7 @@
 import { type Clock, type MonotonicClock, monotonicClock } from '../clock.ts';
 import type { CleanerConfig } from '../config/schema.ts';
 import type { ClusterAccess } from './cluster-access.ts';
+import { assertDistinctTargets } from './distinct-targets.ts';
 import { createKubeHttp, type KubeHttp } from './kube-http.ts';
 import { kubeconfigPath, loadClusterAccess } from './kubeconfig.ts';
 import { createPodApi, type PodApi, type PodCallObserver } from './pod-api.ts';
@@ -59,7 +60,8 @@ export interface OpenContextsDeps {
  * error — and opens each context's clients once.
  * @returns each target's namespace and its context's clients, in the targets' order, and `close()` for every
  *   connection pool.
- * @throws KubeconfigError when a context cannot be loaded (exit 2).
+ * @throws KubeconfigError when a context cannot be loaded, or DuplicateTargetError (a KubeconfigError) when
+ *   two targets resolve to one (context, namespace) (exit 2).
  */
 export function openContexts(
   config: ContextsConfig,
@@ -72,12 +74,20 @@ export function openContexts(
   const clocks = { now: deps.now, monotonicNow: deps.monotonicNow ?? monotonicClock };
   const loaded = new Map<string | undefined, ClusterAccess>();
   const byContext = new Map<string, ContextClients>();
-  const opened = config.targets.map((t) => {
+  const accesses = config.targets.map((t) => {
     let access = loaded.get(t.context);
     if (!access) {
       access = loadClusterAccess(path, t.context, clocks);
       loaded.set(t.context, access);
     }
+    return access;
+  });
+  assertDistinctTargets(
+    config.targets,
+    accesses.map((a) => a.context),
+  );
+  const opened = config.targets.map((t, i) => {
+    const access = accesses[i] as ClusterAccess;
     let c = byContext.get(access.context);
     if (!c) {
       const serverClock = createServerClock(clocks);

@@ -161,7 +161,7 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
     };
   };
   // Campaign calls (candidate puts, predecessor reads, candidate deletes) a few at a time: 1,000 targets
-  // campaigning at start in one burst would trip the etcd client's circuit breaker (src/leadership/etcd-client.ts).
+  // campaigning at start in one burst would queue thousands of calls on one connection.
   const limit = pLimit(opts.campaignConcurrency ?? 16);
   const entries: Entry[] = [];
   let started = false;

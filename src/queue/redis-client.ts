@@ -28,6 +28,10 @@ export interface RedisClientOptions {
   retryStrategy: (times: number) => number | null;
   /** How long a connection attempt may take, ms (default ioredis's 10 000). */
   connectTimeoutMs?: number;
+  /** How long one command may wait for its answer, ms (default: no limit). `status` and `explain` set it. */
+  commandTimeoutMs?: number;
+  /** How long closing waits for the server to acknowledge, ms (default ioredis's 2 000). */
+  disconnectTimeoutMs?: number;
 }
 
 /** Creates the client for `conn`; it connects at once (commands sent meanwhile wait in the offline queue). */
@@ -36,6 +40,8 @@ export function createRedisClient(conn: RedisConnection, opts: RedisClientOption
     connectionName: opts.connectionName,
     maxRetriesPerRequest: opts.maxRetriesPerRequest,
     ...(opts.connectTimeoutMs === undefined ? {} : { connectTimeout: opts.connectTimeoutMs }),
+    ...(opts.commandTimeoutMs === undefined ? {} : { commandTimeout: opts.commandTimeoutMs }),
+    ...(opts.disconnectTimeoutMs === undefined ? {} : { disconnectTimeout: opts.disconnectTimeoutMs }),
   };
   switch (conn.mode) {
     case 'single':

@@ -1,17 +1,29 @@
 /**
  * Read-only connections to what the replicas share — Redis (the queues, tombstones, the last accepted
  * DELETE) and etcd (the elections) — for `status` and `explain`, which run beside the replicas with the
- * same configuration. They fail fast instead of retrying forever: a check must answer, not hang.
+ * same configuration. They fail fast instead of retrying forever: a check must answer, not hang. A server
+ * that accepts connections and never answers (frozen, or behind a proxy whose backend is gone) is the case
+ * to mind: every Redis command and every etcd call has its own timeout, and so does closing.
  */
 import { Queue } from 'bullmq';
-import type { Etcd3 } from 'etcd3';
+import { type Etcd3, EtcdError, GRPCGenericError } from 'etcd3';
 import { describeRedis } from '../config/redact.ts';
 import type { CleanerConfig } from '../config/schema.ts';
+import { assertDistinctTargets } from '../kube/distinct-targets.ts';
 import { kubeconfigPath, loadClusterAccess } from '../kube/kubeconfig.ts';
 import { createEtcdClient } from '../leadership/etcd-client.ts';
 import type { StoredJobData } from '../queue/cleanup-queue.ts';
 import { queueName, type TargetRef } from '../queue/job-identity.ts';
 import { createRedisClient, type RedisClient } from '../queue/redis-client.ts';
+import { withTimeout } from '../with-timeout.ts';
+
+/**
+ * How long Redis or etcd has to answer one request of `status` or `explain`, ms: each Redis command, the
+ * reachability checks, and each etcd call (on each member it tries, {@link ETCD_CALL_TIMEOUT_MS}).
+ */
+export const ANSWER_TIMEOUT_MS = 1500;
+/** Deadline of one etcd call on one member, ms: etcd3 tries the next member when it passes. */
+export const ETCD_CALL_TIMEOUT_MS = 750;
 
 /** The shared state, opened by {@link openStateStore}. */
 export interface StateStore {
@@ -39,35 +51,58 @@ export async function checkReachable(
   store: StateStore,
   config: Pick<CleanerConfig, 'redis' | 'etcdEndpoints'>,
 ): Promise<void> {
-  try {
-    await store.redis.ping();
-  } catch (err) {
-    throw new UnreachableError(
-      `${describeRedis(config.redis)}: Redis does not answer: ${(err as Error).message}`,
+  // Both at once, each within ANSWER_TIMEOUT_MS: the error names every one that does not answer.
+  const why = (err: unknown) => (err as Error).message.split('\n')[0];
+  const [redis, etcd] = await Promise.allSettled([
+    withTimeout(store.redis.ping(), ANSWER_TIMEOUT_MS, 'PING'),
+    store.etcd
+      ? withTimeout(store.etcd.get('spark-driver-cleaner/ping').exec(), ANSWER_TIMEOUT_MS, 'a read')
+      : Promise.resolve(undefined),
+  ]);
+  const failures: string[] = [];
+  if (redis.status === 'rejected')
+    failures.push(`${describeRedis(config.redis)}: Redis does not answer: ${why(redis.reason)}`);
+  if (etcd.status === 'rejected')
+    failures.push(
+      `etcdEndpoints (--etcd-endpoints, SDC_ETCD_ENDPOINTS) ${config.etcdEndpoints.join(',')}: etcd does not answer: ${why(etcd.reason)}`,
     );
-  }
-  if (!store.etcd) return;
-  try {
-    await store.etcd.get('spark-driver-cleaner/ping').exec();
-  } catch (err) {
-    throw new UnreachableError(
-      `etcdEndpoints (--etcd-endpoints, SDC_ETCD_ENDPOINTS) ${config.etcdEndpoints.join(',')}: etcd does not answer: ${(err as Error).message.split('\n')[0]}`,
-    );
-  }
+  if (failures.length > 0) throw new UnreachableError(failures.join('; '));
 }
 
-/** Opens the Redis connection (at most one reconnect, 5 s connect timeout) and the etcd client. */
+/**
+ * Says which of Redis and etcd failed a read after both answered the reachability check (one stopped
+ * answering meanwhile, or a command failed), naming its setting.
+ */
+export function readFailure(err: unknown, config: Pick<CleanerConfig, 'redis' | 'etcdEndpoints'>): string {
+  const message = (err as Error).message.split('\n')[0];
+  if (err instanceof GRPCGenericError || err instanceof EtcdError)
+    return `etcdEndpoints (--etcd-endpoints, SDC_ETCD_ENDPOINTS) ${config.etcdEndpoints.join(',')}: etcd stopped answering: ${message}`;
+  if (message === 'Command timed out')
+    return `${describeRedis(config.redis)}: Redis stopped answering: ${message}`;
+  return `cannot read Redis or etcd: ${message}`;
+}
+
+/**
+ * Opens the Redis connection (at most one reconnect; connecting and each command within
+ * {@link ANSWER_TIMEOUT_MS}) and the etcd client (each call within {@link ETCD_CALL_TIMEOUT_MS} per member).
+ */
 export function openStateStore(
   config: Pick<CleanerConfig, 'redis' | 'etcdEndpoints' | 'queuePrefix'>,
 ): StateStore {
   const redis = createRedisClient(config.redis, {
-    connectTimeoutMs: 5000,
+    connectTimeoutMs: ANSWER_TIMEOUT_MS,
+    commandTimeoutMs: ANSWER_TIMEOUT_MS,
+    // Closing waits this long for a frozen server to acknowledge (default 2 s), keeping the process alive.
+    disconnectTimeoutMs: 100,
     maxRetriesPerRequest: 1,
     retryStrategy: (times) => (times > 1 ? null : 200),
     connectionName: 'sdc:status',
   });
   redis.on('error', () => undefined); // the failed command reports it
-  const etcd = config.etcdEndpoints.length > 0 ? createEtcdClient(config.etcdEndpoints) : undefined;
+  const etcd =
+    config.etcdEndpoints.length > 0
+      ? createEtcdClient(config.etcdEndpoints, { callTimeoutMs: ETCD_CALL_TIMEOUT_MS })
+      : undefined;
   const queues = new Map<string, Queue<StoredJobData>>();
   return {
     redis,
@@ -84,7 +119,12 @@ export function openStateStore(
       return q;
     },
     async close() {
-      await Promise.allSettled([...queues.values()].map((q) => q.close()));
+      // A Queue's close waits for Redis: bounded, then the connection is dropped anyway.
+      await withTimeout(
+        Promise.allSettled([...queues.values()].map((q) => q.close())),
+        ANSWER_TIMEOUT_MS,
+        'closing the queues',
+      ).catch(() => undefined);
       redis.disconnect();
       etcd?.close();
     },
@@ -94,12 +134,18 @@ export function openStateStore(
 /**
  * The configured targets with their context names resolved as the replicas resolve them (a target without a
  * context takes the kubeconfig's current context, or `in-cluster`): queue names and election keys use them.
- * @throws KubeconfigError when a context cannot be resolved (a configuration error, exit 2).
+ * @throws KubeconfigError when a context cannot be resolved, or DuplicateTargetError (a KubeconfigError) when
+ *   two targets resolve to one (context, namespace) (a configuration error, exit 2).
  */
 export function resolveTargets(config: Pick<CleanerConfig, 'targets' | 'kubeconfig'>): TargetRef[] {
   const path = kubeconfigPath(config.kubeconfig);
-  return config.targets.map((t) => ({
+  const refs = config.targets.map((t) => ({
     context: t.context ?? loadClusterAccess(path, undefined).context,
     namespace: t.namespace,
   }));
+  assertDistinctTargets(
+    config.targets,
+    refs.map((r) => r.context),
+  );
+  return refs;
 }

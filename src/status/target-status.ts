@@ -66,36 +66,53 @@ export interface StatusSources {
   readonly overdueGraceMs: number;
 }
 
-/** At most this many jobs are read to count the overdue ones: a target this far behind is counted as ≥ it. */
-const OVERDUE_SCAN_LIMIT = 10_000;
-const PAGE = 200;
+/** Job ids read per round trip when counting the overdue jobs. */
+const PAGE = 1000;
 
 const deadlineOf = (job: Job<StoredJobData> | undefined): number | undefined => {
   const d = job?.data?.deadlineMs;
   return typeof d === 'number' && Number.isFinite(d) ? d : undefined;
 };
 
+/** The deadline stored in a job hash's `data` field (JSON), if it is a finite number. */
+const storedDeadline = (data: string | null): number | undefined => {
+  if (data === null) return undefined;
+  try {
+    const d = (JSON.parse(data) as Partial<StoredJobData> | null)?.deadlineMs;
+    return typeof d === 'number' && Number.isFinite(d) ? d : undefined;
+  } catch {
+    return undefined;
+  }
+};
+
 /**
- * Counts the jobs of `state` whose deadline is past `cutoffMs`. Delayed jobs come in deadline order (BullMQ
- * scores them by due time), so the scan stops at the first one not yet overdue; waiting jobs are all read
- * (up to the limit): they are due already, and their number is small unless nothing consumes.
+ * Counts the delayed and waiting jobs whose deadline is at or before `cutoffMs` — all of them. Delayed jobs
+ * are ordered by when they run next, not by deadline: a job in retry backoff runs after jobs with later
+ * deadlines, so no prefix of the delayed set can be trusted. Per page of {@link PAGE} ids, one ZRANGE or
+ * LRANGE and one pipeline of HGETs of their `data` (10,000 jobs: 20 round trips).
  */
 async function countOverdue(
   queue: Queue<StoredJobData>,
-  state: 'delayed' | 'waiting',
+  redis: RedisClient,
   cutoffMs: number,
 ): Promise<number> {
   let n = 0;
-  for (let start = 0; start < OVERDUE_SCAN_LIMIT; start += PAGE) {
-    const jobs = await queue.getJobs([state], start, start + PAGE - 1, true);
-    for (const job of jobs) {
-      const d = deadlineOf(job);
-      if (d === undefined) continue;
-      if (d <= cutoffMs) n += 1;
-      else if (state === 'delayed') return n;
+  const pages: ((start: number) => Promise<string[]>)[] = [
+    (start) => redis.zrange(queue.toKey('delayed'), String(start), String(start + PAGE - 1)),
+    (start) => redis.lrange(queue.toKey('wait'), start, start + PAGE - 1),
+  ];
+  for (const page of pages)
+    for (let start = 0; ; start += PAGE) {
+      const ids = await page(start);
+      if (ids.length === 0) break;
+      const pipeline = redis.pipeline();
+      for (const id of ids) pipeline.hget(queue.toKey(id), 'data');
+      for (const [err, data] of (await pipeline.exec()) ?? []) {
+        const d = err ? undefined : storedDeadline(data as string | null);
+        if (d !== undefined && d <= cutoffMs) n += 1;
+      }
+      if (ids.length < PAGE) break;
     }
-    if (jobs.length < PAGE) return n;
-  }
   return n;
 }
 
@@ -124,8 +141,7 @@ export async function readTargetStatus(target: TargetRef, src: StatusSources): P
     .map((c) => c.ageSeconds);
   const consumingSinceMs = ages.length > 0 ? src.nowMs - Math.min(...ages) * 1000 : null;
   const cutoffMs = src.nowMs - src.overdueGraceMs;
-  const overdue =
-    (await countOverdue(queue, 'delayed', cutoffMs)) + (await countOverdue(queue, 'waiting', cutoffMs));
+  const overdue = await countOverdue(queue, src.redis, cutoffMs);
   return {
     target: targetLabel(target),
     leader,

@@ -104,12 +104,16 @@ describe('spark-driver-cleaner Deployment', () => {
     expect(container.image).toBe('registry.example.com/spark-driver-cleaner:0.1.0');
   });
 
-  it('keeps secrets out of the ConfigMap and reads them from an optional Secret', () => {
+  it('keeps secrets out of the ConfigMap and reads them from a required Secret, the dashboard credentials required', () => {
     expect(config.SDC_DASHBOARD_PASSWORD).toBeUndefined();
     expect(container.envFrom?.find((s) => s.secretRef)?.secretRef).toEqual({
       name: 'spark-driver-cleaner-secrets',
-      optional: true,
     });
+    // Without them the HTTP port (dashboard, /api/) would answer any pod the NetworkPolicy admits.
+    for (const key of ['SDC_DASHBOARD_USER', 'SDC_DASHBOARD_PASSWORD'])
+      expect(container.env?.find((e) => e.name === key)?.valueFrom).toEqual({
+        secretKeyRef: { name: 'spark-driver-cleaner-secrets', key },
+      });
   });
 });
 

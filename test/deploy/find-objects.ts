@@ -29,7 +29,11 @@ export interface Container {
   name: string;
   image: string;
   args?: string[];
-  env?: { name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[];
+  env?: {
+    name: string;
+    value?: string;
+    valueFrom?: { fieldRef?: { fieldPath: string }; secretKeyRef?: { name: string; key: string } };
+  }[];
   envFrom?: { configMapRef?: { name: string }; secretRef?: { name: string; optional?: boolean } }[];
   ports?: { name?: string; containerPort: number }[];
   readinessProbe?: { httpGet?: { path: string; port: string | number } };

@@ -75,10 +75,14 @@ const BAD: Record<string, Record<string, string>> = {
   dashboardPassword: { SDC_DASHBOARD_PASSWORD: 'secret' },
 };
 
-/** Runs `src/cli.ts run` with a valid configuration overridden by `env`; kills it if it does not exit. */
+/**
+ * Runs `src/cli.ts <command>` (default `run`) with a valid configuration overridden by `env`; kills it if it
+ * does not exit.
+ */
 async function runWith(
   id: string,
   env: Record<string, string>,
+  command = 'run',
 ): Promise<{ code: number | string; stderr: string }> {
   const kubeconfig = tempFile(
     'kubeconfig.yaml',
@@ -86,6 +90,7 @@ async function runWith(
   );
   const r = spawnReplica({
     id,
+    command,
     env: {
       KUBECONFIG: kubeconfig,
       SDC_TARGETS: 'fm:spark',
@@ -241,6 +246,24 @@ describe('bad input', () => {
       await stopAll(replicas);
       await redis.stop();
     }
+  }, 120_000);
+
+  it('two targets that are one (`spark` and `fm:spark`, the current context fm) → run and status exit 2 naming both', async () => {
+    const env = { SDC_TARGETS: 'spark,fm:spark' };
+    const run = await runWith('same-target', env);
+    expect(run.code, run.stderr).toBe(2);
+    expect(run.stderr).toContain(
+      '- targets (--targets, SDC_TARGETS): "spark" and "fm:spark" are the same target, fm:spark',
+    );
+    expect(run.stderr).not.toMatch(/\n\s+at /);
+    // The same check as the operator's `status` beside the replicas, before Redis or etcd is asked anything.
+    const status = await runWith('same-target-status', env, 'status');
+    expect(status.code, status.stderr).toBe(2);
+    expect(status.stderr).toContain('"spark" and "fm:spark" are the same target, fm:spark');
+    // Written twice the same way, too.
+    const twice = await runWith('same-target-twice', { SDC_TARGETS: 'fm:spark,fm:spark' });
+    expect(twice.code, twice.stderr).toBe(2);
+    expect(twice.stderr).toContain('"fm:spark" and "fm:spark" are the same target');
   }, 120_000);
 
   it('an HTTP port already in use, or an address not of this host → exit 2 naming httpHost/httpPort, no stack trace', async () => {
