@@ -17,7 +17,14 @@ function members(avoidForMs = 5000) {
   const pref = createMemberPreference({ avoidForMs, monotonicNow: () => now });
   const a = pref.policy('a');
   const b = pref.policy('b');
-  return { pref, a, b, advance: (ms: number) => void (now += ms) };
+  return {
+    pref,
+    a,
+    b,
+    advance: (ms: number) => {
+      now += ms;
+    },
+  };
 }
 const fail = (err: Error) => () => Promise.reject(err);
 const ok = () => Promise.resolve('ok');

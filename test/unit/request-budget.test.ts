@@ -8,7 +8,12 @@ import { createRequestBudget } from '../../src/http/request-budget.ts';
 function budget(perSecond: number, burst: number, concurrency: number) {
   let now = 0;
   const b = createRequestBudget({ perSecond, burst, concurrency, monotonicNow: () => now });
-  return { b, advance: (ms: number) => void (now += ms) };
+  return {
+    b,
+    advance: (ms: number) => {
+      now += ms;
+    },
+  };
 }
 
 describe('request budget', () => {
