@@ -3,15 +3,20 @@
  * restarting the process is then the cure. An informer that cannot list or watch (the API server down, RBAC
  * missing) is not: a restart would not fix the API, and every replica restarting at once during an API
  * outage, then backing off (CrashLoopBackOff), would leave none running when it comes back. So an informer
- * down longer than a threshold is listed in `/healthz`'s body. `/readyz` (readiness): Redis reachable, etcd
- * answering when configured, and at least one target this replica can clean (its informer synced and up, the
- * target cleaner's `ready`); the targets it cannot clean now are listed (`notReady`) without failing the probe
- * while others are ready — leadership of those goes to replicas that can clean them. A replica that is not
- * ready still runs and recovers by itself, it just should not be counted on.
+ * down longer than a threshold is listed in `/healthz`'s body. `/readyz` (readiness): the replica serves no
+ * traffic, so ready means "this process is up and can work on at least one target" (its informer synced and
+ * up, the target cleaner's `ready`); the targets it cannot clean now are listed (`notReady`) without failing
+ * the probe while others are ready — leadership of those goes to replicas that can clean them. Redis and etcd
+ * are not readiness conditions: they are shared, so their outage would make every replica unready at once,
+ * which helps no one and, with the PodDisruptionBudget counting unready pods, blocks node drains. `/readyz`
+ * reports them in its body (`redis`, `etcd`: information), `/healthz` as the last `/readyz` found them
+ * (`backends`), and so does the `sdc_backend_up` gauge. A replica
+ * that is not ready still runs and recovers by itself, it just should not be counted on.
  */
 import type { FastifyInstance } from 'fastify';
 import type { MonotonicClock } from '../clock.ts';
 import { targetLabel } from '../queue/job-identity.ts';
+import { type BackendHealth, checkBackends } from './backend-health.ts';
 import type { ServedReplica } from './served-replica.ts';
 
 /** Options of {@link registerHealthRoutes}. */
@@ -26,7 +31,7 @@ export interface HealthOptions {
   informerDownThresholdMs?: number;
   /** An event-loop stall longer than this (seen in the last minute) fails /healthz, ms (default 10 000). */
   eventLoopStallThresholdMs?: number;
-  /** Longest wait for etcd's status answer in /readyz, ms (default 1000). */
+  /** Longest wait for Redis's PING and etcd's status answer reported by the probes, ms (default 1000). */
   etcdTimeoutMs?: number;
 }
 
@@ -68,6 +73,11 @@ export function registerHealthRoutes(app: FastifyInstance, opts: HealthOptions):
       })
       .map((c) => targetLabel(c.target));
 
+  const backendTimeoutMs = opts.etcdTimeoutMs ?? 1000;
+  // /healthz shows the backends as the last /readyz found them: liveness stays quick (its probes' timeout
+  // is short, a startup probe's 1 s) when a hung backend takes the whole timeout to answer.
+  let lastBackends: BackendHealth | undefined;
+
   app.get('/healthz', async (_req, reply) => {
     const down = informersDown();
     const stallMs = loop.worstRecentStallMs();
@@ -76,47 +86,23 @@ export function registerHealthRoutes(app: FastifyInstance, opts: HealthOptions):
       ok,
       ...(down.length > 0 ? { informersDown: down } : {}),
       eventLoopStallMs: stallMs,
+      // Information (as the last /readyz found them): a restart would not bring a backend back.
+      ...(lastBackends ? { backends: lastBackends } : {}),
     });
   });
 
   app.get('/readyz', async (_req, reply) => {
     const unsynced = replica.cleaners.filter((c) => !c.informer.synced).map((c) => targetLabel(c.target));
     const notReady = replica.cleaners.filter((c) => !c.ready).map((c) => targetLabel(c.target));
-    // status 'ready' alone misses a hung Redis (paused, partitioned): the socket stays open. Ask it.
-    let redisTimer: NodeJS.Timeout | undefined;
-    const redis =
-      replica.redis.status === 'ready' &&
-      (await Promise.race([
-        replica.redis.ping().then(
-          () => true,
-          () => false,
-        ),
-        new Promise<boolean>((r) => {
-          redisTimer = setTimeout(() => r(false), opts.etcdTimeoutMs ?? 1000);
-        }),
-      ]).finally(() => clearTimeout(redisTimer)));
     const down = informersDown();
-    const checks: Record<string, boolean> = {
-      // Some target to work on: one broken target (RBAC of one namespace) must not take the replica out.
-      targetsReady: replica.cleaners.length === 0 || notReady.length < replica.cleaners.length,
-      redis,
-    };
-    if (replica.etcd) {
-      let timer: NodeJS.Timeout | undefined;
-      checks.etcd = await Promise.race([
-        replica.etcd.maintenance
-          .status()
-          .then(() => true)
-          .catch(() => false),
-        new Promise<boolean>((r) => {
-          timer = setTimeout(() => r(false), opts.etcdTimeoutMs ?? 1000);
-        }),
-      ]).finally(() => clearTimeout(timer));
-    }
-    const ok = Object.values(checks).every(Boolean);
-    return reply.code(ok ? 200 : 503).send({
-      ok,
-      ...checks,
+    // Some target to work on: one broken target (RBAC of one namespace) must not take the replica out.
+    const targetsReady = replica.cleaners.length === 0 || notReady.length < replica.cleaners.length;
+    lastBackends = await checkBackends(replica, backendTimeoutMs);
+    return reply.code(targetsReady ? 200 : 503).send({
+      ok: targetsReady,
+      targetsReady,
+      // Information: Redis answering, etcd answering (when configured).
+      ...lastBackends,
       // Information: every informer synced, none down past the threshold.
       informersSynced: unsynced.length === 0,
       informersUp: down.length === 0,

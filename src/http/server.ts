@@ -15,6 +15,7 @@ import type { CleanerConfig } from '../config/schema.ts';
 import type { Logger } from '../log.ts';
 import { type CleanerMetrics, createMetrics } from '../telemetry/metrics.ts';
 import { registerApiRoutes } from './api-routes.ts';
+import { checkBackends } from './backend-health.ts';
 import { registerBasicAuth } from './basic-auth.ts';
 import { DASHBOARD_PATH, registerDashboard } from './dashboard.ts';
 import { registerHealthRoutes } from './health-routes.ts';
@@ -59,7 +60,13 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
   const { replica, config } = opts;
   const app = Fastify({ logger: false });
   const metrics = opts.metrics ?? createMetrics({ processMetrics: false });
-  metrics.watch(replica);
+  metrics.watch({
+    get cleaners() {
+      return replica.cleaners;
+    },
+    redis: replica.redis,
+    backends: () => checkBackends(replica, 1000),
+  });
 
   const { user, password } = config.dashboard;
   if (user !== undefined && password !== undefined) {

@@ -50,6 +50,11 @@ export interface MetricsReplica {
   readonly cleaners: readonly MetricsSource[];
   /** Redis connection state; job counts are skipped while it is not `ready` (the scrape must not hang). */
   readonly redis: { readonly status: string };
+  /**
+   * Whether Redis and etcd answer now (src/http/backend-health.ts `checkBackends`), exported as
+   * `sdc_backend_up`; `etcd` absent when the replica does not use etcd. Not exported when absent.
+   */
+  backends?(): Promise<{ readonly redis: boolean; readonly etcd?: boolean }>;
 }
 
 /** HTTP verb of a pod call. */
@@ -234,6 +239,19 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
             this.set({ ...labelsOf(c.target), state }, read.counts[state] ?? 0);
         }),
       );
+    },
+  });
+  new Gauge({
+    name: 'sdc_backend_up',
+    help: '1 when this replica reaches the backend now (redis: a PING answered, etcd: a status call answered, each within 1 s), else 0. Information: a backend down does not fail /readyz.',
+    labelNames: ['backend'],
+    registers,
+    async collect() {
+      this.reset();
+      const up = await replica?.backends?.();
+      if (!up) return;
+      this.set({ backend: 'redis' }, up.redis ? 1 : 0);
+      if (up.etcd !== undefined) this.set({ backend: 'etcd' }, up.etcd ? 1 : 0);
     },
   });
   new Gauge({

@@ -27,6 +27,17 @@ import {
 
 const cluster = useFailureCluster();
 
+/** `/readyz` of the replica at `base`: its status and its `redis` field (undefined when it cannot connect). */
+async function readyzOf(base: string): Promise<{ status: number; redis?: unknown }> {
+  try {
+    const res = await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(3000) });
+    const body = (await res.json()) as { redis?: unknown };
+    return { status: res.status, redis: body.redis };
+  } catch {
+    return { status: 0 };
+  }
+}
+
 describe('Redis faults', () => {
   it('Redis restarted with its data lost → the leader’s periodic reconcile restores the jobs; each pod DELETEd once', async () => {
     const ns = 'redis-lost';
@@ -105,7 +116,7 @@ describe('Redis faults', () => {
     }
   }, 150_000);
 
-  it(`Redis unreachable for ${SOAK ? 60 : 10} s → no crash, /readyz unready, cleanup resumes, nothing leaked`, async () => {
+  it(`Redis unreachable for ${SOAK ? 60 : 10} s → no crash, /readyz ready reporting Redis down, cleanup resumes, nothing leaked`, async () => {
     const ns = 'redis-down';
     const outageMs = SOAK ? 60_000 : 10_000;
     const env = replicaEnv(cluster(), ns, 'rf2', { SDC_RETENTION: '2s', SDC_RECONCILE_INTERVAL: '5s' });
@@ -125,9 +136,13 @@ describe('Redis faults', () => {
       // Pods that finish during the outage: their enqueue waits for Redis (or the reconcile adds them).
       const during = createDrivers(cluster().server, ns, 10, 'mid');
       const bystanders = createBystanders(cluster().server, ns);
+      // Still ready (evictable by a drain), with Redis reported down.
       await waitFor(
-        'both replicas report /readyz unready',
-        async () => (await Promise.all(urls.map((u) => statusOf(`${u}/readyz`)))).every((s) => s === 503),
+        'both replicas report Redis down on /readyz, still 200',
+        async () =>
+          (await Promise.all(urls.map((u) => readyzOf(u)))).every(
+            (r) => r.status === 200 && r.redis === false,
+          ),
         15_000,
       );
       // Hold the outage (well past every deadline) while checking the processes stay up.
@@ -145,8 +160,8 @@ describe('Redis faults', () => {
       const all = [...before, ...during];
       await waitGone(cluster().server, all, 'every pod deleted after the outage', 60_000);
       const cleanedAt = Date.now();
-      await waitFor('both replicas ready again', async () =>
-        (await Promise.all(urls.map((u) => statusOf(`${u}/readyz`)))).every((s) => s === 200),
+      await waitFor('both replicas ready, Redis reported up again', async () =>
+        (await Promise.all(urls.map((u) => readyzOf(u)))).every((r) => r.status === 200 && r.redis === true),
       );
       const uids = all.map(uidOf);
       expect(checkInvariants(cluster().server, ns, uids, { retentionMs: 2000 })).toEqual(CLEAN);
