@@ -168,7 +168,7 @@ describe('the Redis Sentinel overlay', () => {
     const policy = findOne<KubeObject & { spec: { egress: { ports?: { port: number }[] }[] } }>(
       objects,
       'NetworkPolicy',
-      'spark-driver-cleaner',
+      'spark-driver-cleaner-backends',
     );
     expect(policy.spec.egress.flatMap((r) => r.ports ?? []).map((p) => p.port)).toContain(26379);
   });
