@@ -1,5 +1,5 @@
 /**
- * The check at start that etcd accepts the configured certificate and password, so that a wrong one is a
+ * The check at start that etcd accepts the configured certificate and password (when either is configured), so that a wrong one is a
  * configuration error (exit 2) and not a replica that runs without ever leading. Only a refusal counts:
  * etcd that does not answer (down, not yet started, a network outage) is left to the replica, which waits
  * for it with a backoff like any later outage.
@@ -78,6 +78,8 @@ export async function checkEtcdAccess(
   security: EtcdSecurity,
   keyPrefix: string,
 ): Promise<void> {
+  // Without TLS files or a user there is nothing of ours etcd could refuse: start as before.
+  if (!security.caFile && !security.certFile && security.username === undefined) return;
   if (security.caFile || security.certFile) {
     const refusals = (await Promise.all(endpoints.map((e) => tlsRefusal(e, security)))).filter(
       (r): r is string => r !== undefined,

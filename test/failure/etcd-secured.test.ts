@@ -19,6 +19,7 @@ import {
   CLEAN,
   checkInvariants,
   createDrivers,
+  httpUrl,
   replicaEnv,
   stopAll,
   timeOf,
@@ -190,6 +191,35 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
       await stopAll(replicas);
     }
   }, 120_000);
+
+  it('etcd restarted (its auth tokens gone) → the election view follows again: a replica that joins later is seen', async () => {
+    const ns = 'sec-restart';
+    const env = { ...replicaEnv(cluster(), ns, 'sec4'), ...secretDir('restart', cleanerCert, PASSWORD).env };
+    const a = cluster().startReplica('sec-ra', env);
+    const replicas = [a];
+    try {
+      await a.waitForLine((l) => l.msg === 'elected leader', 60_000);
+      const member = cluster().etcd.members[0];
+      if (!member) throw new Error('no etcd member');
+      await member.restart();
+      replicas.push(cluster().startReplica('sec-rb', env));
+      const url = await httpUrl(a);
+      await waitFor(
+        'the first replica sees the second as a member',
+        async () => {
+          const body = (await (
+            await fetch(`${url}/api/v1/leaders`, { signal: AbortSignal.timeout(5000) })
+          ).json()) as { balance?: { members: string[] } };
+          return body.balance?.members.length === 2;
+        },
+        60_000,
+        200,
+      );
+      expect(a.child.exitCode).toBeNull();
+    } finally {
+      await stopAll(replicas);
+    }
+  }, 150_000);
 
   it('refused later (a CA rotated, a password changed) → warnings and retries, no exit; the rotated files are used without a restart', async () => {
     const ns = 'sec-rot';
