@@ -39,6 +39,7 @@ import { cleanupJobDataOf, InvalidJobDataError, type StoredJobData } from './cle
 import { closingWorkerKeyPrefix, queueName, type TargetRef } from './job-identity.ts';
 import { recordLastAccepted } from './last-accepted.ts';
 import { createLockLossLog } from './lock-loss-log.ts';
+import { logOutcome } from './outcome-log.ts';
 import type { RedisClient } from './redis-client.ts';
 import { markWorkerClosing, takeOverActiveJobs } from './take-over.ts';
 
@@ -196,57 +197,6 @@ export function retryDelayMs(
 ): number {
   const expo = backoffMs(attemptsMade, { baseMs, maxMs, jitter: true, random });
   return Math.round(Math.min(maxMs, Math.max(expo, retryAfterMs ?? 0)));
-}
-
-function logOutcome(log: Logger, d: CleanupJobData, attemptsMade: number, o: Outcome): void {
-  const fields = { context: d.context, namespace: d.namespace, pod: d.pod, uid: d.uid, outcome: o.outcome };
-  switch (o.outcome) {
-    case 'accepted':
-      log.info(
-        { ...fields, deadline: new Date(d.deadlineMs).toISOString(), latenessMs: o.latenessMs },
-        'driver pod deleted',
-      );
-      return;
-    case 'would-delete':
-      log.info(
-        { ...fields, deadline: new Date(d.deadlineMs).toISOString(), latenessMs: o.latenessMs },
-        'dry run: would delete',
-      );
-      return;
-    case 'failed':
-      log.warn(
-        {
-          ...fields,
-          step: o.step,
-          code: o.code,
-          reason: o.reason,
-          message: o.message,
-          retryAfterMs: o.retryAfterMs,
-          attempt: attemptsMade + 1,
-        },
-        `cleanup failed: ${o.step.toUpperCase()} ${o.code ?? ''} ${o.reason}`.replace('  ', ' '),
-      );
-      return;
-    case 'not-yet':
-      log.debug({ ...fields, dueInMs: o.dueInMs }, 'not due yet: back to delayed');
-      return;
-    case 'fenced':
-    case 'aborted':
-      if (o.outcome === 'aborted' && o.deleteSent) {
-        log.info(
-          { ...fields, why: 'leadership lost or shutdown' },
-          'DELETE sent, its answer given up: the job is put back, its next run re-checks the pod live',
-        );
-        return;
-      }
-      log.debug(
-        { ...fields, why: o.outcome === 'fenced' ? o.reason : 'leadership lost or shutdown' },
-        'job put back before its DELETE',
-      );
-      return;
-    default:
-      log.debug({ ...fields, ...(o.outcome === 'skipped' ? { why: o.reason } : {}) }, 'no-op');
-  }
 }
 
 /**
