@@ -266,6 +266,27 @@ function makeService(
 }
 
 /**
+ * The `redis-server` arguments of every test server (one server, Sentinel's and Cluster's nodes): loopback only,
+ * no persistence, `maxmemory-policy noeviction` (BullMQ requires it), files in `dir`.
+ */
+export function redisServerArgs(port: number, dir: string): string[] {
+  return [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--maxmemory-policy',
+    'noeviction',
+    '--dir',
+    dir,
+  ];
+}
+
+/**
  * Starts `redis-server` on a free port with `maxmemory-policy noeviction` (BullMQ requires it) and no
  * persistence. Resolves once it answers on its port.
  * @throws MissingBinaryError when redis-server is not installed.
@@ -281,20 +302,7 @@ async function startRedisOn(bin: string, port: number): Promise<LocalService> {
   const svc = makeService({ client: port }, 'redis', dir, {
     bin,
     what: 'redis-server',
-    args: ({ client }) => [
-      '--port',
-      String(client),
-      '--bind',
-      '127.0.0.1',
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--maxmemory-policy',
-      'noeviction',
-      '--dir',
-      dir,
-    ],
+    args: ({ client }) => redisServerArgs(client, dir),
     // A PING answered, not merely an open port: another process may listen on a port we picked.
     ready: redisAnswers,
   });

@@ -8,7 +8,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, requireBinary } from './local-services.ts';
+import { freePort, redisServerArgs, requireBinary } from './local-services.ts';
 
 /** The master group name the Sentinels monitor. */
 export const SENTINEL_MASTER_NAME = 'sdcmaster';
@@ -105,18 +105,7 @@ export async function startRedisSentinel(opts: RedisSentinelOptions = {}): Promi
 
   const spawnServer = (port: number, replicaOf?: number): ChildProcess => {
     const args = [
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--maxmemory-policy',
-      'noeviction',
-      '--dir',
-      dir,
+      ...redisServerArgs(port, dir),
       '--dbfilename',
       `dump-${port}.rdb`,
       ...(replicaOf ? ['--replicaof', '127.0.0.1', String(replicaOf)] : []),
