@@ -60,6 +60,13 @@ async function explainCommand(text: string, flags: Record<string, unknown>): Pro
     if (!(err instanceof KubeconfigError)) throw err;
     return bad(`invalid configuration:\n  - ${err.message}`);
   }
+  // As /api/v1/explain answers 404: a namespace no target names is not this cleaner's to explain.
+  if (asked && !configured.some((t) => t.context === asked.context && t.namespace === asked.namespace)) {
+    const list = configured.map((t) => `${t.context}:${t.namespace}`).join(', ');
+    return bad(
+      `explain: ${asked.context}:${asked.namespace} is not a configured target (targets: ${list}): this cleaner does not clean its pods; check --targets (SDC_TARGETS)`,
+    );
+  }
   const store = openStateStore(config);
   const contexts = new Map<string, ReturnType<typeof openContexts>>();
   try {

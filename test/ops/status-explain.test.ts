@@ -348,6 +348,13 @@ describe('status and explain: why is this pod still here?', () => {
     expect(o.verdict).toMatch(/its deadline passed .* ago\)$/);
   }, 60_000);
 
+  it('explain: a namespace no target names → exit 2 naming it and the configured targets, as the API answers 404', async () => {
+    const r = await cli(['explain', `${cluster().context}:elsewhere/x`, '--json'], env([NS]));
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain(`${cluster().context}:elsewhere is not a configured target`);
+    expect(r.stderr).toContain(`targets: ${cluster().context}:${NS}`);
+  }, 60_000);
+
   it('/api/v1/explain/{namespace}/{pod}: the same answer from a replica, behind the /api/ auth', async () => {
     const url = await httpUrl(leader);
     const path = `/api/v1/explain/${NS}/${nameOf(pods.pending)}`;
