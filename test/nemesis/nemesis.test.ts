@@ -17,7 +17,7 @@ import { OVERDUE_METRIC } from './overdue-sampler.ts';
 import { seedFromEnv } from './prng.ts';
 import { CI_DURATION_MS, failureMessage, replayCommand } from './report.ts';
 import { type NemesisRun, nemesisConfig, planOf, runNemesis } from './run.ts';
-import { formatSchedule, parseExclude } from './schedule.ts';
+import { formatSchedule, parseExclude, parseRedisMode } from './schedule.ts';
 import type { NemesisWorld } from './world.ts';
 
 const SOAK = process.env.SOAK === '1';
@@ -30,9 +30,10 @@ const CFG = nemesisConfig(
   seedFromEnv(),
   Math.round(MINUTES * 60_000),
   parseExclude(process.env.NEMESIS_EXCLUDE),
+  parseRedisMode(process.env.NEMESIS_REDIS),
 );
 const PLAN = planOf(CFG);
-const REPLAY = replayCommand(CFG.seed, CFG.durationMs, CFG.exclude);
+const REPLAY = replayCommand(CFG.seed, CFG.durationMs, CFG.exclude, CFG.redisMode);
 /** Overdue windows shorter than this are not judged; the gauge may lag the facts by the lag, ms. */
 const OVERDUE_MIN_WINDOW_MS = 10_000;
 const OVERDUE_LAG_MS = 15_000;
@@ -43,7 +44,7 @@ afterAll(async () => {
   await world?.stop();
 });
 
-describe(`nemesis, seed ${CFG.seed}`, () => {
+describe(`nemesis, seed ${CFG.seed}${CFG.redisMode === 'single' ? '' : `, Redis ${CFG.redisMode}`}`, () => {
   it(
     `${MINUTES} fault-minute(s), ${CFG.replicas} replicas, ${CFG.namespaces.length} targets: every pod DELETEd at most once, never early, never a wrong pod; none leaked`,
     async () => {
