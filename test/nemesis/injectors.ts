@@ -8,6 +8,7 @@
  */
 import type { FaultSpec } from '../../harness/sandbox/apiserver/faults.ts';
 import type { ReplicaProcess } from '../../harness/sandbox/replica-process.ts';
+import { queueName } from '../../src/queue/job-identity.ts';
 import type { NemesisEvent } from './schedule.ts';
 import type { NemesisWorkload } from './workload.ts';
 import type { NemesisWorld, ReplicaSlot } from './world.ts';
@@ -52,6 +53,9 @@ async function restartOrRestore(restart: () => Promise<void>): Promise<string | 
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Longest wait for a Redis failover (a promotion, a resync), ms. */
+const FAILOVER_TIMEOUT_MS = 60_000;
 
 /** Longest wait for a SIGTERMed replica to exit (it forces its own exit after 15 s), ms. */
 const TERM_EXIT_TIMEOUT_MS = 20_000;
@@ -175,15 +179,62 @@ export async function applyFault(
       note = `${lost} answer(s) lost`;
       break;
     }
-    case 'redis-restart':
-      notApplied = await restartOrRestore(() => world.redisFront.restartEmpty());
-      note = `redis now on port ${world.redis.port}`;
+    case 'redis-restart': {
+      const front = world.redisFront;
+      if (!front) throw new Error(`redis-restart needs single mode, not ${world.redisMode}`);
+      notApplied = await restartOrRestore(() => front.restartEmpty());
+      note = `redis now on port ${world.redis?.port}`;
       break;
-    case 'redis-pause':
-      world.redis.pause();
+    }
+    case 'redis-pause': {
+      const redis = world.redis;
+      if (!redis) throw new Error(`redis-pause needs single mode, not ${world.redisMode}`);
+      redis.pause();
       await sleep(e.durationMs);
-      world.redis.resume();
+      redis.resume();
       break;
+    }
+    case 'redis-sentinel-failover': {
+      const sentinel = world.sentinel;
+      if (!sentinel) throw new Error(`redis-sentinel-failover needs sentinel mode, not ${world.redisMode}`);
+      const oldPort = sentinel.masterPort();
+      const old = sentinel.nodes.find((n) => n.port === oldPort);
+      if (!old) throw new Error(`no Sentinel master known (the sentinels name ${oldPort})`);
+      await old.kill();
+      const promoted = await sentinel.waitForNewMaster(old.port, FAILOVER_TIMEOUT_MS);
+      const promotedAfterMs = now() - startedAtMs;
+      await sleep(e.durationMs);
+      await old.restartAsReplicaOf(promoted);
+      // Both replicas synced again: the next failover has a replica to promote.
+      await sentinel.waitForReplicas(2, FAILOVER_TIMEOUT_MS);
+      note = `master ${old.port} killed; ${promoted} promoted after ${promotedAfterMs} ms; ${old.port} back as its replica`;
+      break;
+    }
+    case 'redis-cluster-master-kill': {
+      const cluster = world.redisCluster;
+      if (!cluster) throw new Error(`redis-cluster-master-kill needs cluster mode, not ${world.redisMode}`);
+      // Any key with the queue's hash tag lives in the queue's slot.
+      const key = `x:${queueName({ context: world.context, namespace: e.namespace })}:x`;
+      const masterPort = cluster.masterPortOf(key);
+      const master = cluster.servers.find((x) => x.port === masterPort);
+      if (!master) throw new Error(`no master serves ${e.namespace}'s queue slot (${masterPort})`);
+      await master.kill();
+      const promoted = await cluster.waitForFailover(key, master.port, FAILOVER_TIMEOUT_MS);
+      const promotedAfterMs = now() - startedAtMs;
+      await sleep(e.durationMs);
+      await master.restart();
+      // Back in sync as the new master's replica: the shard can fail over again.
+      const end = performance.now() + FAILOVER_TIMEOUT_MS;
+      while (!cluster.replicaOnline(master.port)) {
+        if (performance.now() > end)
+          throw new Error(
+            `${master.port} not an online replica within ${FAILOVER_TIMEOUT_MS} ms of its restart`,
+          );
+        await sleep(200);
+      }
+      note = `master ${master.port} of ${e.namespace}'s slot killed; ${promoted} promoted after ${promotedAfterMs} ms; ${master.port} back as its replica`;
+      break;
+    }
     case 'api-status':
       await api({
         verb: e.verb,

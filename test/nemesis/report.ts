@@ -8,7 +8,13 @@ import { join } from 'node:path';
 import type { DeleteRecord } from '../../harness/sandbox/apiserver/request-log.ts';
 import type { FaultRecord } from './injectors.ts';
 import type { OverdueSample, Violation } from './invariants.ts';
-import { describeEvent, type FaultKind, formatSchedule, type NemesisEvent } from './schedule.ts';
+import {
+  describeEvent,
+  type FaultKind,
+  formatSchedule,
+  type NemesisEvent,
+  type RedisMode,
+} from './schedule.ts';
 import type { ReplicaSlot } from './world.ts';
 
 /** Everything a report is made of. Times are epoch ms by the sandbox clock. */
@@ -17,6 +23,8 @@ export interface RunRecord {
   durationMs: number;
   /** Fault kinds left out (NEMESIS_EXCLUDE). */
   exclude: readonly FaultKind[];
+  /** The Redis the replicas used (NEMESIS_REDIS). */
+  redisMode: RedisMode;
   schedule: readonly NemesisEvent[];
   timeline: readonly FaultRecord[];
   /** Sandbox clock when the schedule started: report times are relative to it. */
@@ -27,10 +35,16 @@ export interface RunRecord {
 }
 
 /** The command that replays a run. */
-export function replayCommand(seed: number, durationMs: number, exclude: readonly FaultKind[] = []): string {
+export function replayCommand(
+  seed: number,
+  durationMs: number,
+  exclude: readonly FaultKind[] = [],
+  redisMode: RedisMode = 'single',
+): string {
   const minutes = durationMs === CI_DURATION_MS ? '' : ` NEMESIS_MINUTES=${durationMs / 60_000}`;
   const without = exclude.length > 0 ? ` NEMESIS_EXCLUDE=${exclude.join(',')}` : '';
-  return `SEED=${seed}${minutes}${without} npx vitest run test/nemesis`;
+  const redis = redisMode === 'single' ? '' : ` NEMESIS_REDIS=${redisMode}`;
+  return `SEED=${seed}${minutes}${without}${redis} npx vitest run test/nemesis`;
 }
 
 /** The schedule length of the CI variant, ms. */
@@ -48,7 +62,7 @@ export function failureMessage(run: RunRecord, artifactsDir: string, maxViolatio
   const t0 = run.startedAtMs;
   const lines = [
     `nemesis: ${run.violations.length} violation(s) — seed ${run.seed}`,
-    `replay: ${replayCommand(run.seed, run.durationMs, run.exclude)}`,
+    `replay: ${replayCommand(run.seed, run.durationMs, run.exclude, run.redisMode)}`,
     '',
   ];
   for (const v of run.violations.slice(0, maxViolations)) {

@@ -20,7 +20,13 @@ import {
 import { OVERDUE_METRIC, startOverdueSampler } from './overdue-sampler.ts';
 import { createPrng } from './prng.ts';
 import { type RunRecord, writeArtifacts } from './report.ts';
-import { describeEvent, type FaultKind, generateSchedule, type NemesisEvent } from './schedule.ts';
+import {
+  describeEvent,
+  type FaultKind,
+  generateSchedule,
+  type NemesisEvent,
+  type RedisMode,
+} from './schedule.ts';
 import { startNemesisWorkload } from './workload.ts';
 import { type NemesisWorld, startNemesisWorld } from './world.ts';
 
@@ -31,6 +37,8 @@ export interface NemesisConfig {
   durationMs: number;
   /** Fault kinds left out of the schedule (NEMESIS_EXCLUDE); normally none. */
   exclude: readonly FaultKind[];
+  /** The Redis the replicas use (NEMESIS_REDIS): one server, Sentinel or Cluster. */
+  redisMode: RedisMode;
   context: string;
   namespaces: readonly string[];
   replicas: number;
@@ -71,12 +79,14 @@ export function nemesisConfig(
   seed: number,
   durationMs: number,
   exclude: readonly FaultKind[] = [],
+  redisMode: RedisMode = 'single',
 ): NemesisConfig {
   const electionTtlSeconds = 3;
   return {
     seed,
     durationMs,
     exclude,
+    redisMode,
     context: 'nem',
     namespaces: ['nem-a', 'nem-b', 'nem-c'],
     replicas: 3,
@@ -89,7 +99,7 @@ export function nemesisConfig(
     apiQps: 10,
     apiBurst: 2,
     burstPerTarget: 4,
-    artifactsDir: `test-artifacts/nemesis/seed-${seed}`,
+    artifactsDir: `test-artifacts/nemesis/seed-${seed}${redisMode === 'single' ? '' : `-${redisMode}`}`,
   };
 }
 
@@ -105,6 +115,7 @@ export function planOf(cfg: NemesisConfig): { fakedReplica: number; schedule: Ne
     fakedReplica,
     namespaces: cfg.namespaces,
     exclude: cfg.exclude,
+    redisMode: cfg.redisMode,
   });
   return { fakedReplica, schedule };
 }
@@ -136,6 +147,7 @@ export async function runNemesis(
     context: cfg.context,
     replicas: cfg.replicas,
     fakedReplica,
+    redisMode: cfg.redisMode,
     replicaEnv: {
       SDC_TARGETS: cfg.namespaces.map((ns) => `${cfg.context}:${ns}`).join(','),
       SDC_QUEUE_PREFIX: 'nem',
@@ -255,6 +267,7 @@ export async function runNemesis(
     seed: cfg.seed,
     durationMs: cfg.durationMs,
     exclude: cfg.exclude,
+    redisMode: cfg.redisMode,
     schedule,
     timeline,
     startedAtMs,

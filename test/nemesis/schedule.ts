@@ -23,6 +23,8 @@ export const FAULT_KINDS = [
   'etcd-drop-answers',
   'redis-restart',
   'redis-pause',
+  'redis-sentinel-failover',
+  'redis-cluster-master-kill',
   'api-status',
   'api-reset',
   'api-slow',
@@ -33,6 +35,40 @@ export const FAULT_KINDS = [
 
 /** One kind of fault. */
 export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/** The Redis the replicas use: one server, a Sentinel setup, or a Cluster (`NEMESIS_REDIS`). */
+export const REDIS_MODES = ['single', 'sentinel', 'cluster'] as const;
+/** One Redis mode of the nemesis. */
+export type RedisMode = (typeof REDIS_MODES)[number];
+
+/**
+ * The fault kinds that make no sense in each Redis mode, never drawn there: the HA kinds outside their
+ * mode, and in Sentinel and Cluster modes the single server's restart on a fresh port and its freeze (the
+ * replicas find Redis through the sentinels or the cluster's nodes, not through one relay).
+ */
+const NOT_IN_MODE: Record<RedisMode, readonly FaultKind[]> = {
+  single: ['redis-sentinel-failover', 'redis-cluster-master-kill'],
+  sentinel: ['redis-restart', 'redis-pause', 'redis-cluster-master-kill'],
+  cluster: ['redis-restart', 'redis-pause', 'redis-sentinel-failover'],
+};
+
+/** The fault kinds drawn in a Redis mode, in {@link FAULT_KINDS} order. */
+export function faultKindsFor(mode: RedisMode): FaultKind[] {
+  return FAULT_KINDS.filter((k) => !NOT_IN_MODE[mode].includes(k));
+}
+
+/**
+ * Parses `NEMESIS_REDIS` (unset or empty: `single`).
+ * @throws TypeError naming NEMESIS_REDIS, the value and the known modes.
+ */
+export function parseRedisMode(raw: string | undefined): RedisMode {
+  const mode = (raw ?? '').trim() || 'single';
+  if (!(REDIS_MODES as readonly string[]).includes(mode))
+    throw new TypeError(
+      `NEMESIS_REDIS: "${raw}" is not a Redis mode; expected one of ${REDIS_MODES.join(', ')}`,
+    );
+  return mode as RedisMode;
+}
 
 /** API verbs a sandbox fault can match (`*`: all). */
 export type FaultVerb = 'delete' | 'get' | 'list' | 'watch' | '*';
@@ -71,6 +107,15 @@ export type NemesisEvent = Base &
     | { kind: 'redis-restart' }
     | { kind: 'redis-pause' }
     | {
+        /** SIGKILL the Sentinel setup's master; once a new one is promoted, wait `durationMs`, then start it again as a replica. */
+        kind: 'redis-sentinel-failover';
+      }
+    | {
+        /** SIGKILL the master of the namespace's queue slot; once its replica took over, wait `durationMs`, then restart it (a replica). */
+        kind: 'redis-cluster-master-kill';
+        namespace: string;
+      }
+    | {
         kind: 'api-status';
         status: 403 | 429 | 500 | 503;
         verb: FaultVerb;
@@ -106,6 +151,8 @@ export interface ScheduleOptions {
   meanGapMs?: number;
   /** Kinds never to inject (to tell whether one of them causes a failure); default none. */
   exclude?: readonly FaultKind[];
+  /** The Redis the replicas use: only the kinds that make sense there are drawn (default `single`). */
+  redisMode?: RedisMode;
 }
 
 /** The gRPC path of etcd's transaction (the campaign's put-if-absent). */
@@ -141,6 +188,9 @@ const DURATION: Record<FaultKind, [number, number]> = {
   'etcd-drop-answers': [8000, 12_000],
   'redis-restart': [0, 0],
   'redis-pause': [1000, 6000],
+  // From the new master's promotion to the old one's return as a replica.
+  'redis-sentinel-failover': [2000, 8000],
+  'redis-cluster-master-kill': [2000, 8000],
   'api-status': [1500, 6000],
   'api-reset': [1000, 4000],
   'api-slow': [2000, 6000],
@@ -160,6 +210,11 @@ const DURATION: Record<FaultKind, [number, number]> = {
 const FINALE: [number, number] = [4500, 5500];
 /** The finale ends this long before the run does, ms. */
 const FINALE_MARGIN_MS = 1500;
+/**
+ * A Redis failover keeps Redis busy past its planned length: the failure detection (2 s), the promotion, and
+ * the old master's resync as a replica. Another Redis fault waits this long after it, ms.
+ */
+const FAILOVER_SETTLE_MS = 15_000;
 /** A random (not mandatory) `delete-outage` is placed only with this chance: one is long, and blinds a target. */
 const OUTAGE_CHANCE = 0.1;
 
@@ -174,6 +229,8 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
   /** When the finale (etcd killed past the TTL) starts; undefined: no finale (a short run). */
   let finaleAt: number | undefined;
   const apiEnds: number[] = [];
+  /** [start, end) of the mandatory Redis failover, its settling included: no other may overlap it. */
+  const failoverSpans: [number, number][] = [];
   const drafts: Draft[] = [];
   const free = (resource: string, t: number) => (busyUntil.get(resource) ?? -1) <= t;
   const replicasInFaults = (t: number) => {
@@ -245,6 +302,16 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
         // A restart takes a moment too: the next fault on the same server waits at least a second.
         busyUntil.set(resource, t + Math.max(durationMs, 1000));
         return [{ kind, atMs: t, durationMs }];
+      }
+      case 'redis-sentinel-failover':
+      case 'redis-cluster-master-kill': {
+        const end = t + durationMs + FAILOVER_SETTLE_MS;
+        if (!free('redis', t) || end > opts.durationMs || failoverSpans.some(([a, b]) => t < b && a < end))
+          return undefined;
+        busyUntil.set('redis', end);
+        return kind === 'redis-sentinel-failover'
+          ? [{ kind, atMs: t, durationMs }]
+          : [{ kind, atMs: t, durationMs, namespace: rng.pick(opts.namespaces) }];
       }
       case 'etcd-drop-answers': {
         if (!free('etcd-net', t)) return undefined;
@@ -348,7 +415,7 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
     return { kind: 'replica-term', atMs: t, durationMs, replica: r };
   };
 
-  const kinds = FAULT_KINDS.filter((k) => !opts.exclude?.includes(k));
+  const kinds = faultKindsFor(opts.redisMode ?? 'single').filter((k) => !opts.exclude?.includes(k));
   if (kinds.length === 0) return [];
   // The long outage first: it must fit in the run (a CI run is only 75 s).
   const mandatory: FaultKind[] = shuffle([...kinds], rng).sort(
@@ -357,6 +424,28 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
   const finaleMs = Math.round(rng.between(FINALE[0], FINALE[1] + 1));
   const withFinale = kinds.includes('etcd-kill') && opts.durationMs >= 60_000;
   finaleAt = withFinale ? opts.durationMs - FINALE_MARGIN_MS - finaleMs : undefined;
+  // The mode's Redis failover (Sentinel, Cluster) is placed first, at a seeded moment early in the run and
+  // settled before the finale: it holds Redis for ~20 s, which the sequential pass would not always find
+  // in a 75 s run. (Single mode has none: its schedules are drawn exactly as without a mode.)
+  const failover = kinds.find((k) => k === 'redis-sentinel-failover' || k === 'redis-cluster-master-kill');
+  if (failover) {
+    mandatory.splice(mandatory.indexOf(failover), 1);
+    const [lo, hi] = DURATION[failover];
+    const durationMs = Math.round(rng.between(lo, hi + 1));
+    const latest = Math.min(
+      WARMUP_MS + 40_000,
+      (finaleAt ?? opts.durationMs) - durationMs - FAILOVER_SETTLE_MS,
+    );
+    if (latest >= WARMUP_MS) {
+      const atMs = Math.round(rng.between(WARMUP_MS, latest));
+      failoverSpans.push([atMs, atMs + durationMs + FAILOVER_SETTLE_MS]);
+      drafts.push(
+        failover === 'redis-sentinel-failover'
+          ? { kind: failover, atMs, durationMs }
+          : { kind: failover, atMs, durationMs, namespace: rng.pick(opts.namespaces) },
+      );
+    }
+  }
   let t = WARMUP_MS;
   while (t < (finaleAt ?? opts.durationMs)) {
     let placed: Draft[] | undefined;
@@ -420,6 +509,12 @@ export function describeEvent(e: NemesisEvent): string {
       break;
     case 'redis-pause':
       what = `SIGSTOP Redis for ${secs(e.durationMs)}`;
+      break;
+    case 'redis-sentinel-failover':
+      what = `SIGKILL the Sentinel master, back as a replica ${secs(e.durationMs)} after the promotion`;
+      break;
+    case 'redis-cluster-master-kill':
+      what = `SIGKILL the master of ${e.namespace}'s queue slot, back as a replica ${secs(e.durationMs)} after the failover`;
       break;
     case 'api-status':
       what = `API ${e.status} on ${e.verb}${where(e.namespace)}${e.retryAfterSeconds ? ` (Retry-After ${e.retryAfterSeconds})` : ''} for ${secs(e.durationMs)}`;

@@ -8,12 +8,15 @@ import { Etcd3 } from 'etcd3';
 import type { SandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
 import { startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
 import type { LocalEtcd, LocalService } from '../../harness/sandbox/local-services.ts';
+import { type LocalRedisCluster, startRedisCluster } from '../../harness/sandbox/redis-cluster.ts';
+import { type LocalRedisSentinel, startRedisSentinel } from '../../harness/sandbox/redis-sentinel.ts';
 import { type ReplicaProcess, spawnReplica } from '../../harness/sandbox/replica-process.ts';
 import { electionPrefix } from '../../src/queue/job-identity.ts';
 import { type ApiProxy, startApiProxy } from '../failure/helpers.ts';
 import type { EtcdProxy } from './etcd-proxy.ts';
 import { createFakeClock, type FakeClock } from './faketime.ts';
 import { type FrontedEtcd, type FrontedRedis, startFrontedEtcd, startFrontedRedis } from './fronts.ts';
+import type { RedisMode } from './schedule.ts';
 
 /** One replica's place in the world: its identity, proxy and clock outlive its processes. */
 export interface ReplicaSlot {
@@ -50,14 +53,26 @@ export interface NemesisWorldOptions {
   fakedReplica: number;
   /** SDC_* settings of every replica (targets, retention, TTL, …). */
   replicaEnv: Record<string, string>;
+  /**
+   * The Redis the replicas use (default `single`): one server behind a relay; a Sentinel setup (1 master,
+   * 2 replicas, 3 sentinels, down-after 2 s); or a Cluster (3 masters with a replica each, node timeout 2 s).
+   */
+  redisMode?: RedisMode;
 }
 
 /** The running world. */
 export interface NemesisWorld {
-  /** The redis-server process now (a restart moves it to a fresh port). */
-  readonly redis: LocalService;
-  /** Redis behind its TCP relay: the replicas connect to the relay only. */
-  readonly redisFront: FrontedRedis;
+  /** Context name of the sandbox API server. */
+  readonly context: string;
+  readonly redisMode: RedisMode;
+  /** Single mode: the redis-server process now (a restart moves it to a fresh port). */
+  readonly redis: LocalService | undefined;
+  /** Single mode: Redis behind its TCP relay: the replicas connect to the relay only. */
+  readonly redisFront: FrontedRedis | undefined;
+  /** Sentinel mode: the Sentinel setup, which the replicas find through its sentinels. */
+  readonly sentinel: LocalRedisSentinel | undefined;
+  /** Cluster mode: the Redis Cluster, which the replicas find from its initial masters. */
+  readonly redisCluster: LocalRedisCluster | undefined;
   /** The etcd member now (a restart moves it to fresh ports). */
   readonly etcd: LocalEtcd;
   /** etcd behind its proxy: the replicas connect to the proxy only. */
@@ -76,12 +91,29 @@ export interface NemesisWorld {
 
 /** Starts the services, the proxies and one process per slot. */
 export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<NemesisWorld> {
-  const [redisFront, etcdFront, server] = await Promise.all([
-    startFrontedRedis(),
+  const redisMode = opts.redisMode ?? 'single';
+  const [redisFront, sentinel, redisCluster, etcdFront, server] = await Promise.all([
+    redisMode === 'single' ? startFrontedRedis() : undefined,
+    redisMode === 'sentinel'
+      ? startRedisSentinel({ replicas: 2, sentinels: 3, downAfterMs: 2000 })
+      : undefined,
+    redisMode === 'cluster' ? startRedisCluster({ masters: 3, replicas: 1, nodeTimeoutMs: 2000 }) : undefined,
     startFrontedEtcd(),
     startSandboxApiServer({ contextName: opts.context }),
   ]);
-  const redis = redisFront.service;
+  const redis = redisFront?.service;
+  const redisEnv: Record<string, string> = redisFront
+    ? { SDC_REDIS_URL: redisFront.url }
+    : sentinel
+      ? {
+          SDC_REDIS_MODE: 'sentinel',
+          SDC_REDIS_SENTINELS: sentinel.sentinels.map((x) => `${x.host}:${x.port}`).join(','),
+          SDC_REDIS_MASTER_NAME: sentinel.masterName,
+        }
+      : {
+          SDC_REDIS_MODE: 'cluster',
+          SDC_REDIS_CLUSTER_NODES: (redisCluster?.nodes ?? []).map((n) => `${n.host}:${n.port}`).join(','),
+        };
   const etcd = etcdFront.etcd;
   const etcdProxy = etcdFront.proxy;
   const slots: ReplicaSlot[] = [];
@@ -115,7 +147,7 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
           id,
           env: {
             KUBECONFIG: proxy.kubeconfigPath,
-            SDC_REDIS_URL: redisFront.url,
+            ...redisEnv,
             SDC_ETCD_ENDPOINTS: etcdProxy.url,
             SDC_HTTP_PORT: '0',
             SDC_LOG_LEVEL: 'debug',
@@ -146,8 +178,12 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
     return etcdClient;
   };
   return {
+    context: opts.context,
+    redisMode,
     redis,
     redisFront,
+    sentinel,
+    redisCluster,
     etcd,
     etcdFront,
     etcdProxy,
@@ -174,7 +210,7 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
       await Promise.all(slots.flatMap((s) => (s.current ? [s.current.exited] : [])));
       await Promise.all(slots.map((s) => s.proxy.close()));
       await server.close();
-      await Promise.all([redisFront.stop(), etcdFront.stop()]);
+      await Promise.all([redisFront?.stop(), sentinel?.stop(), redisCluster?.stop(), etcdFront.stop()]);
     },
   };
 }

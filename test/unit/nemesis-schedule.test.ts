@@ -7,9 +7,12 @@ import { createPrng, seedFromEnv } from '../nemesis/prng.ts';
 import {
   describeEvent,
   FAULT_KINDS,
+  faultKindsFor,
   generateSchedule,
   type NemesisEvent,
   parseExclude,
+  parseRedisMode,
+  type RedisMode,
   type ScheduleOptions,
 } from '../nemesis/schedule.ts';
 
@@ -68,9 +71,9 @@ describe('generateSchedule', () => {
     expect(generateSchedule({ ...base, seed: 2 })).not.toEqual(generateSchedule(base));
   });
 
-  it.each(SEEDS)('seed %i, CI size: every kind of fault at least once', (seed) => {
+  it.each(SEEDS)('seed %i, CI size: every kind of fault of single mode at least once', (seed) => {
     const kinds = new Set(generateSchedule({ ...base, seed }).map((e) => e.kind));
-    expect([...kinds].sort()).toEqual([...FAULT_KINDS].sort());
+    expect([...kinds].sort()).toEqual(faultKindsFor('single').sort());
   });
 
   it.each(SEEDS)('seed %i: faults start after the warm-up and end within the run, in start order', (seed) => {
@@ -133,7 +136,11 @@ describe('generateSchedule', () => {
     (...exclude) => {
       for (const seed of SEEDS) {
         const kinds = new Set(generateSchedule({ ...base, seed, exclude }).map((e) => e.kind));
-        expect([...kinds].sort()).toEqual(FAULT_KINDS.filter((k) => !exclude.includes(k as never)).sort());
+        expect([...kinds].sort()).toEqual(
+          faultKindsFor('single')
+            .filter((k) => !exclude.includes(k as never))
+            .sort(),
+        );
       }
     },
   );
@@ -214,6 +221,89 @@ describe('generateSchedule', () => {
         retryAfterSeconds: 2,
       },
       '+ 40.0 s  #9 api-status        API 429 on delete in nem-b (Retry-After 2) for 1.5 s',
+    ],
+  ] as [string, NemesisEvent, string][])('describeEvent: %s', (_name, e, line) => {
+    expect(describeEvent(e)).toBe(line);
+  });
+});
+
+describe('generateSchedule: Redis modes', () => {
+  const HA = ['redis-sentinel-failover', 'redis-cluster-master-kill'];
+  const MODES: [RedisMode, string[], string][] = [
+    ['single', HA, ''],
+    ['sentinel', ['redis-restart', 'redis-pause', 'redis-cluster-master-kill'], 'redis-sentinel-failover'],
+    ['cluster', ['redis-restart', 'redis-pause', 'redis-sentinel-failover'], 'redis-cluster-master-kill'],
+  ];
+
+  it.each(MODES)('%s: the kinds drawn are every kind but %j', (mode, never) => {
+    expect(faultKindsFor(mode).sort()).toEqual(FAULT_KINDS.filter((k) => !never.includes(k)).sort());
+  });
+
+  it.each(MODES)('%s: never draws %j, in CI-size runs or a 30 min soak', (mode, never) => {
+    for (const seed of SEEDS)
+      for (const durationMs of [75_000, 30 * 60_000]) {
+        const kinds = new Set(
+          generateSchedule({ ...base, seed, durationMs, redisMode: mode }).map((e) => e.kind),
+        );
+        expect([...kinds].filter((k) => never.includes(k))).toEqual([]);
+      }
+  });
+
+  it.each(SEEDS)(
+    'seed %i, CI size: every kind of each HA mode at least once, its failover included',
+    (seed) => {
+      for (const [mode, , failover] of MODES.slice(1)) {
+        const kinds = new Set(generateSchedule({ ...base, seed, redisMode: mode }).map((e) => e.kind));
+        expect([...kinds].sort()).toEqual(faultKindsFor(mode).sort());
+        expect(kinds.has(failover as NemesisEvent['kind'])).toBe(true);
+      }
+    },
+  );
+
+  it('single mode is the default: the same schedules as without a mode (replays keep their seeds)', () => {
+    for (const seed of SEEDS)
+      expect(generateSchedule({ ...base, seed, redisMode: 'single' })).toEqual(
+        generateSchedule({ ...base, seed }),
+      );
+  });
+
+  it.each(SEEDS)(
+    'seed %i: a failover has Redis to itself, 15 s past its end, and ends within the run; cluster kills name a target',
+    (seed) => {
+      for (const mode of ['sentinel', 'cluster'] as const) {
+        const events = generateSchedule({ ...base, seed, durationMs: 10 * 60_000, redisMode: mode });
+        const redis = events.filter((e) => e.kind.startsWith('redis-'));
+        expect(redis.length).toBeGreaterThan(1);
+        for (const [i, e] of redis.entries()) {
+          expect(e.atMs + e.durationMs + 15_000).toBeLessThanOrEqual(10 * 60_000);
+          const next = redis[i + 1];
+          if (next) expect(next.atMs).toBeGreaterThanOrEqual(e.atMs + e.durationMs + 15_000);
+          if (e.kind === 'redis-cluster-master-kill') expect(base.namespaces).toContain(e.namespace);
+        }
+      }
+    },
+  );
+
+  it('parseRedisMode: unset or empty is single; a mode is itself; anything else is refused, naming NEMESIS_REDIS', () => {
+    expect(parseRedisMode(undefined)).toBe('single');
+    expect(parseRedisMode('')).toBe('single');
+    expect(parseRedisMode(' cluster ')).toBe('cluster');
+    expect(parseRedisMode('sentinel')).toBe('sentinel');
+    expect(() => parseRedisMode('clustr')).toThrow(
+      /^NEMESIS_REDIS: "clustr" is not a Redis mode; expected one of single, sentinel, cluster$/,
+    );
+  });
+
+  it.each([
+    [
+      'Sentinel failover',
+      { id: 4, atMs: 20_000, durationMs: 3000, kind: 'redis-sentinel-failover' },
+      '+ 20.0 s  #4 redis-sentinel-failover SIGKILL the Sentinel master, back as a replica 3.0 s after the promotion',
+    ],
+    [
+      'Cluster master kill',
+      { id: 5, atMs: 21_000, durationMs: 2500, kind: 'redis-cluster-master-kill', namespace: 'nem-b' },
+      "+ 21.0 s  #5 redis-cluster-master-kill SIGKILL the master of nem-b's queue slot, back as a replica 2.5 s after the failover",
     ],
   ] as [string, NemesisEvent, string][])('describeEvent: %s', (_name, e, line) => {
     expect(describeEvent(e)).toBe(line);
