@@ -1,5 +1,5 @@
 /**
- * The nemesis's test body (nemesis.test.ts and one file per Redis mode declare it): one seeded run of
+ * The nemesis's test body (nemesis.test.ts declares it once per Redis mode, one after another): one seeded run of
  * faults against three replica processes, judged by invariants.ts; docs/failure-modes.md has the details.
  */
 import { afterAll, describe, expect, it } from 'vitest';
@@ -45,11 +45,13 @@ export function describeNemesis(redisMode: RedisMode): void {
   const REPLAY = replayCommand(CFG.seed, CFG.durationMs, CFG.exclude, CFG.redisMode);
   let world: NemesisWorld | undefined;
   let run: NemesisRun | undefined;
-  afterAll(async () => {
-    await world?.stop();
-  });
 
   describe(`nemesis, seed ${CFG.seed}${CFG.redisMode === 'single' ? '' : `, Redis ${CFG.redisMode}`}`, () => {
+    // Within the describe: a file that declares several runs stops each world before the next run starts.
+    afterAll(async () => {
+      await world?.stop();
+    });
+
     it(
       `${MINUTES} fault-minute(s), ${CFG.replicas} replicas, ${CFG.namespaces.length} targets: every pod DELETEd at most once, never early, never a wrong pod; none leaked`,
       async () => {
