@@ -137,10 +137,11 @@ describe('wall clock steps', () => {
       await firstLeader([leader.r], ns);
       leader.step(+20);
       // The step did happen before any pod exists: a log line written after it is ~20 s ahead.
-      const from = leader.r.lines.length;
       const probe = createDrivers(cluster().server, ns, 1, 'probe', 30 * 60_000);
       await waitGone(cluster().server, probe, 'probe pod deleted', 30_000);
-      const line = leader.r.lines.slice(from).find((l) => l.msg === 'driver pod deleted');
+      // Its line is read from the replica's stdout after the DELETE's answer made the pod gone.
+      const probeUid = probe.map(uidOf)[0];
+      const line = await leader.r.waitForLine((l) => l.msg === 'driver pod deleted' && l.uid === probeUid);
       expect((timeOf(line) - Date.now()) / 1000).toBeGreaterThan(15);
 
       // Finished just now: due in 6 s by the server's clock, already 14 s overdue by the leader's.
