@@ -1,6 +1,6 @@
 /**
  * Renders a results file as `REPORT.md` plus its SVG charts (deletes-per-pod.svg, lateness.svg,
- * burst.svg) in one directory. Every target of issue 8 is listed with the measured figure and whether
+ * burst.svg) in one directory. Every performance target is listed with the measured figure and whether
  * it was met; a missed target stays in the report as measured. Benchmarks absent from the results are
  * left out. `node bench/report.ts [results.json]` re-renders from a file.
  */
@@ -35,7 +35,7 @@ function mark(met: boolean | undefined): string {
   return met === undefined ? '—' : met ? 'met' : '**missed**';
 }
 
-/** The targets table of `r`: one row per measured figure that issue 8 sets a target for. */
+/** The targets table of `r`: one row per measured figure that has a target. */
 export function targetRows(r: BenchResults): TargetRow[] {
   const rows: TargetRow[] = [];
   const b = r.benchmarks;

@@ -1,5 +1,5 @@
 /**
- * Benchmark: fleet scale (issue 15). R coordinated replica processes clean T targets — T namespaces of one
+ * Benchmark: fleet scale. R coordinated replica processes clean T targets — T namespaces of one
  * kubeconfig context — against one sandbox API server, one Redis and one etcd. Per size it measures what
  * grows with R × T:
  *
@@ -315,7 +315,7 @@ async function oneSize(
   const tag = `s${T}x${R}`;
   const namespaces = Array.from({ length: T }, (_, i) => `${tag}-${i + 1}`);
   const ttlMs = opts.electionTtlSeconds * 1000;
-  // Generous: at 1,000 × 5 the start alone took ~40 s in issue 15.
+  // Generous: at 1,000 × 5 the start alone has taken ~40 s.
   const timeoutMs = 120_000 + T * 300;
   const urls = new Map<string, string>();
   const deployedName = `sdc-scale-${process.pid}-${tag}`;
@@ -617,7 +617,7 @@ const per = (total: number, t: number) => `${fmt(total)} (${round(total / t, 2)}
 const spreadCell = (s: LeadershipSpread) =>
   `${Object.values(s.perReplica).join('/')} (${s.spread} × fair share ${s.fairShare}${s.unled ? `, ${s.unled} unled` : ''})`;
 
-/** The scale section of the report: one column per size, rows as issue 15's table. */
+/** The scale section of the report: one column per size, rows as README "Sizing". */
 export function scaleSection(r: ScaleResult): string[] {
   const head = r.runs.map((x) => `${fmt(x.targets)} targets × ${x.replicas} replicas`);
   const row = (what: string, cell: (x: ScaleRun) => string) =>
@@ -680,7 +680,7 @@ export function scaleSection(r: ScaleResult): string[] {
 }
 
 /**
- * Issue 15's goals against each size's figures (`met` undefined: no goal at this size): spread ≤ fair share
+ * The scale goals against each size's figures (`met` undefined: no goal at this size): spread ≤ fair share
  * + 1 at start, after a restart and after an addition; etcd leases = R; Redis clients ≤ T + 3R; idle Redis
  * commands ≤ 0.5/s per target; every target led within 2 × TTL; DELETE lateness p99 ≤ 1 s; RSS ≤ 250 MiB
  * at 1,000 targets.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Deployment checks (issue 6), called by .ci/run; no cluster and no Docker engine needed.
+# Deployment checks, called by .ci/run; no cluster and no Docker engine needed.
 #   1. kubectl >= 1.21 is present (the machine's own, else the `kubectl` package of a configured apt
 #      repository); Debian bookworm's kubernetes-client (1.20, kustomize v2.0.3) is too old;
 #   2. every kustomization under infra/k8s renders with `kubectl kustomize`, without a warning, and so

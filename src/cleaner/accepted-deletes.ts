@@ -9,7 +9,7 @@
  * that cache may still show the pod without a `deletionTimestamp` — the watch events of the deletion can be
  * late (a slow API server) while the informer is not "down", so the cache is trusted
  * (src/cleaner/cache-trust.ts). The re-check then passed and a second DELETE went out, answered 404 (found
- * by the nemesis, issue 14). This record lives as long as the process, across leadership terms: a new term
+ * by the nemesis). This record lives as long as the process, across leadership terms: a new term
  * of the same replica must not DELETE again either. Another replica taking over does not have it; its
  * informer has seen the deletion or it GETs/409s as any re-check does.
  *

@@ -253,7 +253,7 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
   // copies every defined script onto each pipeline it creates (~16 KB per pipeline), which made the 10,000
   // enqueues of an initial list allocate ~160 MB and left the replica's RSS ~180 MiB higher (bench/README.md).
   // Ordering between the two connections is causal: each step awaits the previous one. The replica shares that
-  // connection between all its queues: one per target per replica was R × T clients (issue 15).
+  // connection between all its queues: one per target per replica would be R × T clients.
   const ownsCommands = opts.commands === undefined;
   const redis = opts.commands ?? duplicateClient(opts.connection, undefined);
   if (ownsCommands) redis.on('error', () => undefined); // the shared connection's listener reports outages

@@ -24,7 +24,7 @@
  * `close()` does not abort a running processor, so `stop()` calls `cancelAllJobs()` first, which aborts
  * each processor's AbortSignal. `run()` and `stop()` take effect one after another, in call order: a `run()`
  * made while a close is in progress starts a new Worker once the close has finished, so a leader re-elected
- * during the close still consumes (docs/failure-modes.md, issue 13). A close waits at most
+ * during the close still consumes (docs/failure-modes.md). A close waits at most
  * {@link WORKER_CLOSE_TIMEOUT_MS}: with Redis unreachable the old Worker finishes closing in the background, its
  * jobs in flight left to their locks (a job run twice meanwhile is harmless: fencing, re-check, `deleteOnce`).
  */
@@ -44,8 +44,8 @@ import type { RedisClient } from './redis-client.ts';
 import { markWorkerClosing, takeOverActiveJobs } from './take-over.ts';
 
 /**
- * The leader's Worker's schedule on Redis while it has nothing to do, ms (issue 15: an idle target cost ~3
- * commands/s with BullMQ's and our former settings; README "Sizing"). Measured on Redis 7 with BullMQ 6.7.0: one
+ * The leader's Worker's schedule on Redis while it has nothing to do, ms (with BullMQ's defaults an idle target
+ * costs ~3 commands/s; README "Sizing"). Measured on Redis 7 with BullMQ 6.7.0: one
  * fetch cycle (BZPOPMIN, then the moveToActive script) is 8 commands, one stalled-jobs check 7; at 60 s each an
  * idle target costs 0.25 commands/s (test/ops/redis-fleet-cost.test.ts).
  *

@@ -23,8 +23,8 @@ export const QUEUE_STATES = ['waiting', 'active', 'delayed', 'completed', 'faile
 /**
  * How old the exported queue counts may be, ms. Each target's counts are read by its leader only, at a scrape
  * that finds them older than this (or at the first one of its term), and served from that read until then:
- * one read per target per 30 s at most, whatever the number of replicas and of scrapes (issue 15: every
- * replica read every queue at every scrape, 11 commands each). Followers export no `sdc_queue_jobs` series
+ * one read per target per 30 s at most, whatever the number of replicas and of scrapes (rather than
+ * every replica reading every queue at every scrape, 11 commands each). Followers export no `sdc_queue_jobs` series
  * for the target: a copy they could not refresh would look current.
  */
 export const QUEUE_COUNTS_MAX_AGE_MS = 30_000;

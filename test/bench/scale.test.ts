@@ -2,7 +2,7 @@
  * The scale benchmark at its smallest size, run exactly as bench/README.md shows it:
  * `npm run bench -- --quick --only scale --name scale-quick` (4 targets × 2 replicas) writes
  * `bench/results/scale-quick.json` and its report in `bench/results/scale-quick/`; whatever was there is set
- * aside and put back. Every figure of issue 15's table must be there. Times are not asserted (they are
+ * aside and put back. Every figure of the scale table must be there. Times are not asserted (they are
  * figures for the report); the counts that are product guarantees are: one DELETE per pod, none leaked,
  * every target led.
  */
@@ -63,7 +63,7 @@ it('npm run bench -- --quick --only scale --name scale-quick (as the README show
   const [run] = runs;
   if (!run) throw new Error('no scale run');
 
-  // Every figure of issue 15's table is there.
+  // Every figure of the scale table is there.
   expect(run.redis.clientsAfterStart).toBeGreaterThan(0);
   expect(run.redis.clientsIdle).toBeGreaterThan(0);
   expect(Object.values(run.redis.clientsByName).reduce((a, b) => a + b, 0)).toBe(run.redis.clientsIdle);
@@ -88,7 +88,7 @@ it('npm run bench -- --quick --only scale --name scale-quick (as the README show
     expect(s.fairShare).toBe(Math.ceil(4 / Object.keys(s.perReplica).length));
     expect(Object.values(s.perReplica).reduce((a, b) => a + b, 0) + s.other).toBe(4);
     expect(s.spread).toBeGreaterThan(0);
-    // Issue 15's balance: no replica leads more than its fair share + 1 once the start has settled.
+    // The balance: no replica leads more than its fair share + 1 once the start has settled.
     expect(Math.max(...Object.values(s.perReplica))).toBeLessThanOrEqual(s.fairShare + 1);
   }
   expect(Object.keys(start.perReplica)).toHaveLength(2);

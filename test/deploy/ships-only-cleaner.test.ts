@@ -1,5 +1,5 @@
 /**
- * What ships is the cleaner and nothing else (issue 16; STYLE.md 15, as sample-controller's `main.go`
+ * What ships is the cleaner and nothing else (STYLE.md 15, as sample-controller's `main.go`
  * starts nothing else): the built and imaged code (src/, workers/) refers to no file outside itself, in
  * particular not to the harness (sandbox API server, demo, baseline), bench/ or test/; the production CLI
  * offers none of the harness's commands; the image build copies nothing but the manifests, tsconfig* and

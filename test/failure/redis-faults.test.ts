@@ -70,7 +70,7 @@ describe('Redis faults', () => {
     }
   }, 150_000);
 
-  it('Redis restarted empty while the watch lags (issue 14) → the stale cache re-enqueues the deleted pods; no second DELETE', async () => {
+  it('Redis restarted empty while the watch lags → the stale cache re-enqueues the deleted pods; no second DELETE', async () => {
     const ns = 'redis-lost-stale';
     const env = replicaEnv(cluster(), ns, 'rf3', { SDC_RETENTION: '3s', SDC_RECONCILE_INTERVAL: '2s' });
     const replicas = [cluster().startReplica('s1', env)];

@@ -3,7 +3,7 @@
  * (src/commands/run.ts: after 15 s it exits 1) and exits 0: closing its BullMQ Worker waits for the in-flight
  * jobs, and those wait for Redis to put them back. Three outages: Redis killed (its port refuses at once),
  * frozen with SIGSTOP (every command hangs), and restarted empty on another port (the replica's address
- * never answers again: the 30-minute nemesis soak of seed 1954400105, issue 14). The jobs left active are
+ * never answers again: the 30-minute nemesis soak of seed 1954400105). The jobs left active are
  * not lost: their locks lapse and the next leader takes them over (BullMQ stalled-jobs check), or its
  * reconcile enqueues the pods again when Redis came back empty.
  * Real Redis, etcd and replica processes; the sandbox API server.

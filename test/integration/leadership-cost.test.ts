@@ -3,7 +3,7 @@
  * on 3 in-process replicas (each its own client and leadership group, the default 10 s TTL). Asserted: counts
  * that must not grow with the number of targets (leases, watch streams, watchers = one per replica) and the
  * balance; printed: keepalives per second and etcd requests per target at start (figures, not assertions).
- * Before issue 15 the same fleet held 300 leases, renewed 90 times per second, and up to 300 watches.
+ * One lease and one watch per target would be 300 leases, renewed 90 times per second, and 300 watches.
  */
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -107,7 +107,7 @@ describe('leadership cost at fleet scale (real etcd)', () => {
     }
   }, 120_000);
 
-  // A soak (SOAK=1): the fleet that opened the etcd client's circuit breaker before issue 15.
+  // A soak (SOAK=1): the fleet that opened the etcd client's circuit breaker with a lease per target.
   it.runIf(process.env.SOAK === '1')(
     '1,000 targets × 5 replicas on the production etcd client: no failed etcd call, all led once, none over the cap',
     async () => {

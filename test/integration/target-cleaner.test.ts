@@ -266,7 +266,7 @@ describe('a dead informer (sandbox list/watch faults)', () => {
   );
 });
 
-describe('Redis loses its data while the informer lags (issue 14)', () => {
+describe('Redis loses its data while the informer lags', () => {
   it.each<RecheckMode>(['resource-version', 'cache'])(
     'recheck %s: pods deleted, watch held (cache stale, trusted), Redis data lost (FLUSHALL), reconciled in the same and a new term → each pod DELETEd once',
     async (recheck) => {

@@ -1,5 +1,5 @@
 /**
- * One DELETE per pod even when Redis forgot it (issue 14, nemesis): the record of accepted DELETEs
+ * One DELETE per pod even when Redis forgot it (found by the nemesis): the record of accepted DELETEs
  * (src/cleaner/accepted-deletes.ts) — its horizon and bound on an injected monotonic clock — and the
  * handler's re-check consulting it before the fence and the DELETE (workers/cleanup-driver-pod.ts).
  */

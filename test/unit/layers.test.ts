@@ -1,5 +1,5 @@
 /**
- * Dependencies point one way (issue 16; DESIGN.md "dependencies pointing one way"): every relative import
+ * Dependencies point one way (DESIGN.md "dependencies pointing one way"): every relative import
  * (static, dynamic, type-only; parsed by TypeScript, test/helpers/imports.ts) of a file under src/ or
  * workers/ goes to its own layer or a lower one. Layers, highest first:
  *

@@ -1,5 +1,5 @@
 /**
- * One of each (issue 16; STYLE.md 16): one exponential backoff (src/backoff.ts), one sleep (src/sleep.ts), one
+ * One of each (STYLE.md 16): one exponential backoff (src/backoff.ts), one sleep (src/sleep.ts), one
  * Status → error mapper (src/kube/api-status.ts). Variants are options of the one helper, not copies: this
  * scans src/ and workers/ for hand-written copies. Then the helpers themselves, table-driven.
  */
