@@ -12,14 +12,20 @@
  *   call to a member that accepts connections and never answers (frozen, blackholed) waits forever. Each unary
  *   call gets `callTimeoutMs`; a timed-out call is retried on the next member. Streams (watch, keepalive) get
  *   HTTP/2 pings instead: a stream to a silent member fails after `PING_INTERVAL_MS + PING_TIMEOUT_MS`.
+ * - **security**: TLS files and the etcd password are read at creation and re-read when they change
+ *   (src/leadership/etcd-secrets.ts): the connections are then re-opened with the new certificate and
+ *   log in with the new password.
  * - **watch reconnects**: etcd3 waits before reopening a failed watch stream, doubling the wait up to 30 s and
  *   counting each failure twice (its `error` and its `end`): a few reopenings that landed on a dead member
  *   left the election view without news for seconds. Here the wait is at most {@link WATCH_RECONNECT_MAX_MS}.
  */
 import { ExponentialBackoff, type IBackoff } from 'cockatiel';
-import { Etcd3 } from 'etcd3';
+import { Etcd3, type IOptions } from 'etcd3';
 import { type MonotonicClock, monotonicClock } from '../clock.ts';
+import type { EtcdSecurity } from '../config/schema.ts';
+import type { Logger } from '../log.ts';
 import { createMemberPreference, type MemberCallCounts } from './etcd-member-preference.ts';
+import { readEtcdSecrets, watchEtcdSecrets } from './etcd-secrets.ts';
 
 /** Longest wait before reopening a failed watch stream, ms. */
 export const WATCH_RECONNECT_MAX_MS = 1000;
@@ -39,6 +45,10 @@ export interface EtcdClientOptions {
   callTimeoutMs?: number;
   /** The monotonic clock, ms (default the system's). */
   monotonicNow?: MonotonicClock;
+  /** TLS files and etcd user auth (default none). */
+  security?: EtcdSecurity;
+  /** Where a changed or unreadable secret file is logged (default: not logged). */
+  log?: Logger;
 }
 
 /** An etcd client, with the calls it sent to each member. */
@@ -47,15 +57,22 @@ export type EtcdClient = Etcd3 & {
   readonly memberCalls: () => ReadonlyMap<string, MemberCallCounts>;
 };
 
-/** Creates an etcd client for the given endpoints (`http://host:port`). */
+/**
+ * Creates an etcd client for the given endpoints (`http(s)://host:port`), secured by `opts.security`.
+ * @throws Error (with `code`) when a file of `opts.security` cannot be read (checked by the configuration before).
+ */
 export function createEtcdClient(endpoints: readonly string[], opts: EtcdClientOptions = {}): EtcdClient {
+  const security = opts.security ?? {};
+  const secrets = readEtcdSecrets(security);
   const callTimeoutMs = opts.callTimeoutMs ?? 2000;
   const members = createMemberPreference({
     avoidForMs: AVOID_FAILED_MEMBER_MS,
     monotonicNow: opts.monotonicNow ?? monotonicClock,
   });
-  const client = new Etcd3({
+  const options: IOptions = {
     hosts: [...endpoints],
+    ...(secrets.credentials ? { credentials: secrets.credentials } : {}),
+    ...(secrets.auth ? { auth: { ...secrets.auth } } : {}),
     // gRPC takes a wall-clock deadline.
     defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + callTimeoutMs }),
     grpcOptions: {
@@ -70,6 +87,15 @@ export function createEtcdClient(endpoints: readonly string[], opts: EtcdClientO
         maxDelay: WATCH_RECONNECT_MAX_MS,
       }) as unknown as IBackoff<unknown>,
     },
+  };
+  const client = new Etcd3(options);
+  const stopWatching = watchEtcdSecrets(security, client, opts.log);
+  const close = client.close.bind(client);
+  return Object.assign(client, {
+    memberCalls: () => members.counts(),
+    close: () => {
+      stopWatching();
+      close();
+    },
   });
-  return Object.assign(client, { memberCalls: () => members.counts() });
 }

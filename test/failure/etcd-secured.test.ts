@@ -1,0 +1,290 @@
+/**
+ * etcd as production runs it: TLS with `--client-cert-auth` and auth enabled (Debian's etcd, a CA and
+ * certificates made with openssl), the cleaner's user granted a role on its key prefix only. Real replica
+ * processes, the sandbox API server, real Redis.
+ */
+
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { EtcdTlsOptions } from '../../harness/sandbox/local-services.ts';
+import { createEtcdClient, type EtcdClient } from '../../src/leadership/etcd-client.ts';
+import { serviceEnv } from '../helpers/cluster.ts';
+import { type CertFiles, issueCert, makeCa } from '../helpers/etcd-pki.ts';
+import { waitFor } from '../helpers/wait.ts';
+import {
+  CLEAN,
+  checkInvariants,
+  createDrivers,
+  httpUrl,
+  replicaEnv,
+  stopAll,
+  timeOf,
+  uidOf,
+  useFailureCluster,
+  waitGone,
+} from './helpers.ts';
+
+const pki = mkdtempSync(join(tmpdir(), 'sdc-etcd-pki-'));
+const ca = makeCa(pki, 'ca');
+const serverCert = issueCert(ca, pki, 'server', 'etcd');
+const rootCert = issueCert(ca, pki, 'root', 'root');
+const cleanerCert = issueCert(ca, pki, 'cleaner', 'cleaner');
+/** A CA etcd does not trust, and a client certificate it signed. */
+const otherCa = makeCa(pki, 'other-ca');
+const otherCert = issueCert(otherCa, pki, 'other', 'cleaner');
+
+const tls: EtcdTlsOptions = {
+  ...serverCert,
+  clientCaFile: ca.certFile,
+  readyClient: { caFile: ca.certFile, ...rootCert },
+};
+const cluster = useFailureCluster({ etcdTls: tls });
+
+const CLI_PATH = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
+const PREFIX = 'secured/cleaner/';
+const PASSWORD = 'cleaner-pw-1';
+
+/** An etcd client as root (client certificate CN=root, password). */
+function rootClient(cert: CertFiles = rootCert): EtcdClient {
+  return createEtcdClient(cluster().etcd.endpoints, {
+    security: { caFile: ca.certFile, ...cert, username: 'root', password: 'root-pw' },
+  });
+}
+
+beforeAll(async () => {
+  // As an operator would: a root user, a role on the prefix only, the cleaner's user; then auth on.
+  const root = createEtcdClient(cluster().etcd.endpoints, { security: { caFile: ca.certFile, ...rootCert } });
+  try {
+    await root.user('root').create('root-pw');
+    await root.user('root').addRole('root');
+    await root.role('cleaner').create();
+    await root.role('cleaner').grant({ permission: 'Readwrite', range: root.range({ prefix: PREFIX }) });
+    await root.user('cleaner').create(PASSWORD);
+    await root.user('cleaner').addRole('cleaner');
+    await root.auth.authEnable();
+  } finally {
+    root.close();
+  }
+}, 60_000);
+
+/**
+ * A replica's mounted Secret: the files in a directory of their own, replaced as Kubernetes replaces a
+ * Secret volume's files (a new file renamed over the old one).
+ */
+function secretDir(name: string, cert: CertFiles, password: string) {
+  const dir = join(pki, name);
+  mkdirSync(dir, { recursive: true });
+  const put = (file: string, text: string | Buffer) => {
+    writeFileSync(join(dir, `.${file}.tmp`), text);
+    renameSync(join(dir, `.${file}.tmp`), join(dir, file));
+  };
+  const putCert = (c: CertFiles) => {
+    put('tls.crt', readFileSync(c.certFile));
+    put('tls.key', readFileSync(c.keyFile));
+  };
+  putCert(cert);
+  put('ca.crt', readFileSync(ca.certFile));
+  put('password', `${password}\n`);
+  return {
+    env: {
+      SDC_ETCD_CA_FILE: join(dir, 'ca.crt'),
+      SDC_ETCD_CERT_FILE: join(dir, 'tls.crt'),
+      SDC_ETCD_KEY_FILE: join(dir, 'tls.key'),
+      SDC_ETCD_USERNAME: 'cleaner',
+      SDC_ETCD_PASSWORD_FILE: join(dir, 'password'),
+      SDC_ETCD_KEY_PREFIX: PREFIX,
+    },
+    putCert,
+    putPassword: (p: string) => put('password', `${p}\n`),
+  };
+}
+
+afterAll(async () => {
+  // Restore what a test may have rotated, for the cluster's own stop.
+  tls.clientCaFile = ca.certFile;
+});
+
+describe('secured etcd (TLS, client certificates, auth)', () => {
+  it('the right certificate and password → leads and cleans; every key under etcdKeyPrefix', async () => {
+    const ns = 'sec-ok';
+    const secret = secretDir('ok', cleanerCert, PASSWORD);
+    const r = cluster().startReplica('sec-ok', { ...replicaEnv(cluster(), ns, 'sec1'), ...secret.env });
+    try {
+      await r.waitForLine((l) => l.msg === 'elected leader', 60_000);
+      const pods = createDrivers(cluster().server, ns, 5, 'sec-ok');
+      await waitGone(cluster().server, pods, 'pods deleted through a secured etcd', 60_000);
+      expect(checkInvariants(cluster().server, ns, pods.map(uidOf), { retentionMs: 1000 })).toEqual(CLEAN);
+      const root = rootClient();
+      try {
+        const keys = await root.getAll().keys();
+        expect(keys.some((k) => k.startsWith(`${PREFIX}election/`))).toBe(true);
+        expect(keys.some((k) => k.startsWith(`${PREFIX}members/sec-ok`))).toBe(true);
+        expect(keys.filter((k) => !k.startsWith(PREFIX))).toEqual([]);
+      } finally {
+        root.close();
+      }
+      // `status` reads the same elections with the same settings.
+      const status = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+        execFile(
+          process.execPath,
+          [CLI_PATH, 'status', '--json'],
+          {
+            env: {
+              ...process.env,
+              ...serviceEnv(cluster().server.kubeconfigPath, cluster().redis, cluster().etcd),
+              ...replicaEnv(cluster(), ns, 'sec1'),
+              ...secret.env,
+              SDC_LOG_LEVEL: 'silent',
+            },
+            timeout: 60_000,
+          },
+          (err, stdout, stderr) =>
+            resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
+        );
+      });
+      expect(status.code, status.stderr).toBe(0);
+      const json = JSON.parse(status.stdout) as { targets: { leader: string | null }[] };
+      expect(json.targets.map((t) => t.leader)).toEqual(['sec-ok']);
+    } finally {
+      await stopAll([r]);
+    }
+  }, 150_000);
+
+  it('a wrong password, a certificate of another CA, a role without the prefix → exit 2 at start, naming the setting', async () => {
+    const ns = 'sec-bad';
+    const cases = [
+      {
+        id: 'bad-pw',
+        env: secretDir('bad-pw', cleanerCert, 'not-the-password').env,
+        line: /^ {2}- etcdUsername\/etcdPassword .*etcd refused user "cleaner": .*authentication failed/m,
+      },
+      {
+        id: 'bad-cert',
+        env: secretDir('bad-cert', otherCert, PASSWORD).env,
+        line: /^ {2}- etcdCaFile\/etcdCertFile\/etcdKeyFile .*do not accept each other's certificates: https:\/\/127\.0\.0\.1:\d+: TLS refused/m,
+      },
+      {
+        id: 'bad-prefix',
+        env: {
+          ...secretDir('bad-prefix', cleanerCert, PASSWORD).env,
+          SDC_ETCD_KEY_PREFIX: 'spark-driver-cleaner/',
+        },
+        line: /^ {2}- etcdKeyPrefix .* spark-driver-cleaner\/: etcd denies user "cleaner" reading under it/m,
+      },
+    ];
+    const replicas = cases.map((c) =>
+      cluster().startReplica(c.id, { ...replicaEnv(cluster(), ns, c.id), ...c.env }),
+    );
+    try {
+      const codes = await Promise.all(replicas.map((r) => r.exited));
+      for (const [i, c] of cases.entries()) {
+        const stderr = replicas[i]?.stderr() ?? '';
+        expect(codes[i], `${c.id}: ${stderr}`).toBe(2);
+        expect(stderr, c.id).toMatch(c.line);
+        expect(stderr, c.id).not.toMatch(/\n\s+at /);
+      }
+    } finally {
+      await stopAll(replicas);
+    }
+  }, 120_000);
+
+  it('etcd restarted (its auth tokens gone) → the election view follows again: a replica that joins later is seen', async () => {
+    const ns = 'sec-restart';
+    const env = { ...replicaEnv(cluster(), ns, 'sec4'), ...secretDir('restart', cleanerCert, PASSWORD).env };
+    const a = cluster().startReplica('sec-ra', env);
+    const replicas = [a];
+    try {
+      await a.waitForLine((l) => l.msg === 'elected leader', 60_000);
+      const member = cluster().etcd.members[0];
+      if (!member) throw new Error('no etcd member');
+      await member.restart();
+      replicas.push(cluster().startReplica('sec-rb', env));
+      const url = await httpUrl(a);
+      await waitFor(
+        'the first replica sees the second as a member',
+        async () => {
+          const body = (await (
+            await fetch(`${url}/api/v1/leaders`, { signal: AbortSignal.timeout(5000) })
+          ).json()) as { balance?: { members: string[] } };
+          return body.balance?.members.length === 2;
+        },
+        60_000,
+        200,
+      );
+      expect(a.child.exitCode).toBeNull();
+    } finally {
+      await stopAll(replicas);
+    }
+  }, 150_000);
+
+  it('refused later (a CA rotated, a password changed) → warnings and retries, no exit; the rotated files are used without a restart', async () => {
+    const ns = 'sec-rot';
+    const secret = secretDir('rot', cleanerCert, PASSWORD);
+    const r = cluster().startReplica('sec-rot', { ...replicaEnv(cluster(), ns, 'sec3'), ...secret.env });
+    const member = cluster().etcd.members[0];
+    if (!member) throw new Error('no etcd member');
+    try {
+      await r.waitForLine((l) => l.msg === 'elected leader', 60_000);
+
+      // etcd now trusts a new CA only: the replica's certificate (of the old CA) is refused.
+      const newCa = makeCa(pki, 'new-ca');
+      const newRoot = issueCert(newCa, pki, 'new-root', 'root');
+      const newCleaner = issueCert(newCa, pki, 'new-cleaner', 'cleaner');
+      tls.clientCaFile = newCa.certFile;
+      tls.readyClient = { caFile: ca.certFile, ...newRoot };
+      const rotatedAt = Date.now();
+      await member.restart();
+      const warnings = (since: number) => r.lines.filter((l) => l.level === 'warn' && timeOf(l) >= since);
+      await waitFor(
+        'leadership lost and retries: the replica goes on against the refusing etcd',
+        () =>
+          warnings(rotatedAt).some((l) => l.msg === 'leadership lost') &&
+          warnings(rotatedAt).filter((l) => l.msg === 'campaign failed; retrying').length >= 2,
+        60_000,
+        100,
+      );
+      expect(r.child.exitCode).toBeNull();
+
+      // The Secret is updated with a certificate of the new CA: picked up without a restart.
+      const swappedAt = Date.now();
+      secret.putCert(newCleaner);
+      await r.waitForLine((l) => l.msg === 'elected leader' && timeOf(l) >= swappedAt, 60_000);
+      const a = createDrivers(cluster().server, ns, 5, 'rot-a');
+      await waitGone(cluster().server, a, 'pods deleted with the rotated certificate', 60_000);
+
+      // The cleaner's password changed in etcd: its next login is refused — warnings and retries with
+      // backoff, no exit — until the Secret's password file has the new one. (Its lease keepalive stream
+      // needs no login: it goes on leading meanwhile.)
+      const root = rootClient(newRoot);
+      const changedAt = Date.now();
+      try {
+        await root.user('cleaner').setPassword('cleaner-pw-2');
+      } finally {
+        root.close();
+      }
+      // A restart of etcd drops its tokens: every connection logs in again.
+      await member.restart();
+      const refusedLogins = () =>
+        warnings(changedAt).filter((l) => /authentication failed/.test(JSON.stringify(l.err)));
+      await waitFor('three refused logins, retried', () => refusedLogins().length >= 3, 60_000, 100);
+      expect(r.child.exitCode).toBeNull();
+      const newPasswordAt = Date.now();
+      secret.putPassword('cleaner-pw-2');
+      await r.waitForLine(
+        (l) => l.msg === 'election view: read again after failures' && timeOf(l) >= newPasswordAt,
+        60_000,
+      );
+      const b = createDrivers(cluster().server, ns, 5, 'rot-b');
+      await waitGone(cluster().server, b, 'pods deleted with the new password', 60_000);
+      const uids = [...a, ...b].map(uidOf);
+      expect(checkInvariants(cluster().server, ns, uids, { retentionMs: 1000 })).toEqual(CLEAN);
+      expect(r.child.exitCode).toBeNull();
+    } finally {
+      await stopAll([r]);
+    }
+  }, 300_000);
+});
