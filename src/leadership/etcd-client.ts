@@ -15,6 +15,8 @@
  * - **security**: TLS files and the etcd password are read at creation and re-read when they change
  *   (src/leadership/etcd-secrets.ts): the connections are then re-opened with the new certificate and
  *   log in with the new password.
+ * - **auth tokens**: etcd forgets its tokens when it restarts; etcd3 logs in again for unary calls only. The
+ *   watch and lease keepalive streams log in again too (src/leadership/etcd-auth-refresh.ts).
  * - **watch reconnects**: etcd3 waits before reopening a failed watch stream, doubling the wait up to 30 s and
  *   counting each failure twice (its `error` and its `end`): a few reopenings that landed on a dead member
  *   left the election view without news for seconds. Here the wait is at most {@link WATCH_RECONNECT_MAX_MS}.
@@ -24,6 +26,7 @@ import { Etcd3, type IOptions } from 'etcd3';
 import { type MonotonicClock, monotonicClock } from '../clock.ts';
 import type { EtcdSecurity } from '../config/schema.ts';
 import type { Logger } from '../log.ts';
+import { type AuthRefreshCounts, installAuthRefresh } from './etcd-auth-refresh.ts';
 import { createMemberPreference, type MemberCallCounts } from './etcd-member-preference.ts';
 import { readEtcdSecrets, watchEtcdSecrets } from './etcd-secrets.ts';
 
@@ -55,6 +58,8 @@ export interface EtcdClientOptions {
 export type EtcdClient = Etcd3 & {
   /** Calls per member (keyed by endpoint as configured), for tests and diagnostics. */
   readonly memberCalls: () => ReadonlyMap<string, MemberCallCounts>;
+  /** Streams that logged in again after etcd refused their token, for tests and diagnostics. */
+  readonly authRefreshes: () => AuthRefreshCounts;
 };
 
 /**
@@ -89,10 +94,12 @@ export function createEtcdClient(endpoints: readonly string[], opts: EtcdClientO
     },
   };
   const client = new Etcd3(options);
+  const authRefreshes = installAuthRefresh(client);
   const stopWatching = watchEtcdSecrets(security, client, opts.log);
   const close = client.close.bind(client);
   return Object.assign(client, {
     memberCalls: () => members.counts(),
+    authRefreshes,
     close: () => {
       stopWatching();
       close();

@@ -11,9 +11,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EtcdTlsOptions } from '../../harness/sandbox/local-services.ts';
+import { createElectionView } from '../../src/leadership/election-view.ts';
 import { createEtcdClient, type EtcdClient } from '../../src/leadership/etcd-client.ts';
 import { serviceEnv } from '../helpers/cluster.ts';
 import { type CertFiles, issueCert, makeCa } from '../helpers/etcd-pki.ts';
+import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 import {
   CLEAN,
@@ -220,6 +222,60 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
       await stopAll(replicas);
     }
   }, 150_000);
+
+  it('etcd restarted with auth: a watch and the election view log in again with nothing else calling etcd', async () => {
+    // Deterministic: no unary call (which etcd3 retries with a new login) refreshes the token before the
+    // watch stream re-opens, so the stream comes back with the token etcd forgot.
+    const secret = secretDir('relogin', cleanerCert, PASSWORD);
+    const security = {
+      caFile: secret.env.SDC_ETCD_CA_FILE,
+      certFile: secret.env.SDC_ETCD_CERT_FILE,
+      keyFile: secret.env.SDC_ETCD_KEY_FILE,
+      username: 'cleaner',
+      passwordFile: secret.env.SDC_ETCD_PASSWORD_FILE,
+    };
+    const client = createEtcdClient(cluster().etcd.endpoints, { security });
+    const { log } = memoryLogger('silent');
+    const view = createElectionView({ client, log, root: PREFIX });
+    const events: string[] = [];
+    const watcher = await client.watch().prefix(`${PREFIX}relogin/`).create();
+    watcher.on('put', (kv) => events.push(kv.key.toString()));
+    const writer = rootClient();
+    try {
+      view.start();
+      await waitFor('the view read once', () => view.synced, 30_000, 50);
+      const member = cluster().etcd.members[0];
+      if (!member) throw new Error('no etcd member');
+      // etcd re-applies a login from its log at a restart, unless a later write reached its database:
+      // a write, and its database committed now (a hash commits it), so the restarted etcd forgets the token.
+      await writer.put(`${PREFIX}relogin/before-restart`).value('1');
+      await writer.maintenance.hash();
+      await member.restart();
+      // Written by another client once etcd is back: both watches must see it.
+      await writer.put(`${PREFIX}relogin/after-restart`).value('1');
+      await writer.put(`${PREFIX}members/relogin-peer`).value('x');
+      await waitFor(
+        'the watch sees a key written after the restart',
+        () => events.includes(`${PREFIX}relogin/after-restart`),
+        30_000,
+        50,
+      );
+      await waitFor(
+        'the election view sees a member registered after the restart',
+        () => view.members().includes('relogin-peer'),
+        30_000,
+        50,
+      );
+      // The token was refused and a new login re-opened the stream (this case's point, not a lucky order).
+      expect(client.authRefreshes().watchStreamsReopened).toBeGreaterThanOrEqual(1);
+    } finally {
+      await writer.delete().key(`${PREFIX}members/relogin-peer`).catch(() => undefined);
+      writer.close();
+      await view.close();
+      // Closing the client ends the watch (a refused one never answers a cancel).
+      client.close();
+    }
+  }, 120_000);
 
   it('refused later (a CA rotated, a password changed) → warnings and retries, no exit; the rotated files are used without a restart', async () => {
     const ns = 'sec-rot';
