@@ -102,7 +102,7 @@ export async function checkEtcdAccess(
       throw new EtcdAccessError(
         `etcdKeyPrefix (--etcd-key-prefix) ${keyPrefix}: etcd denies ` +
           `${security.username ? `user ${JSON.stringify(security.username)}` : 'this client'} reading under it ` +
-          `(${err.message}); grant its role readwrite on the prefix (docs/deployment.md "Secured etcd")`,
+          `(${err.message}); grant its role readwrite on the prefix (README, "Secured etcd")`,
       );
     // Not answering, or any other failure: the replica waits for etcd as for any outage.
   }

@@ -18,7 +18,8 @@
  * This reaches into etcd3 1.1.2's internals (its watch manager and connection pool); the version is pinned
  * (README, dependency notes) and test/failure/etcd-secured.test.ts restarts an etcd with auth to prove it.
  */
-import { EtcdInvalidAuthTokenError, type Etcd3 } from 'etcd3';
+import { type Etcd3, EtcdInvalidAuthTokenError } from 'etcd3';
+import type { Logger } from '../log.ts';
 
 /** Cancel reasons of a refused watch creation that can mean a token etcd no longer knows. */
 const TOKEN_REFUSAL = /invalid auth token|permission denied|auth token is not provided/i;
@@ -56,9 +57,10 @@ export interface AuthRefreshCounts {
 /**
  * Makes `client`'s watch and lease keepalive streams log in again after etcd forgot the token (see the module
  * comment). Call once, right after creating the client.
+ * @param log where each new login of a stream is logged (info: a recovery, not a failure)
  * @returns the counts so far.
  */
-export function installAuthRefresh(client: Etcd3): () => AuthRefreshCounts {
+export function installAuthRefresh(client: Etcd3, log?: Logger): () => AuthRefreshCounts {
   const internals = client as unknown as { pool: PoolInternals; watchManager: WatchManagerInternals };
   const manager = internals.watchManager;
   const dropToken = () => internals.pool.authenticator.invalidateMetadata();
@@ -86,6 +88,10 @@ export function installAuthRefresh(client: Etcd3): () => AuthRefreshCounts {
       reopenedForToken = true;
       watchStreamsReopened += 1;
       dropToken();
+      log?.info(
+        { reason: res.cancel_reason },
+        'etcd refused the watch stream’s auth token (etcd restarted or the token expired): logging in again',
+      );
       manager.handleError(new EtcdInvalidAuthTokenError(`watch refused: ${res.cancel_reason}`));
       return;
     }
@@ -105,6 +111,7 @@ export function installAuthRefresh(client: Etcd3): () => AuthRefreshCounts {
       if (err instanceof EtcdInvalidAuthTokenError) {
         keepaliveTokensDropped += 1;
         dropToken();
+        log?.info('etcd refused the lease keepalive’s auth token: logging in again');
       }
     });
     return l;

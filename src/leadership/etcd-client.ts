@@ -50,7 +50,7 @@ export interface EtcdClientOptions {
   monotonicNow?: MonotonicClock;
   /** TLS files and etcd user auth (default none). */
   security?: EtcdSecurity;
-  /** Where a changed or unreadable secret file is logged (default: not logged). */
+  /** Where a changed or unreadable secret file, and a new login of a stream, are logged (default: not logged). */
   log?: Logger;
 }
 
@@ -94,7 +94,7 @@ export function createEtcdClient(endpoints: readonly string[], opts: EtcdClientO
     },
   };
   const client = new Etcd3(options);
-  const authRefreshes = installAuthRefresh(client);
+  const authRefreshes = installAuthRefresh(client, opts.log);
   const stopWatching = watchEtcdSecrets(security, client, opts.log);
   const close = client.close.bind(client);
   return Object.assign(client, {

@@ -34,10 +34,10 @@ const pki = mkdtempSync(join(tmpdir(), 'sdc-etcd-pki-'));
 const ca = makeCa(pki, 'ca');
 const serverCert = issueCert(ca, pki, 'server', 'etcd');
 const rootCert = issueCert(ca, pki, 'root', 'root');
-const cleanerCert = issueCert(ca, pki, 'cleaner', 'cleaner');
+const cleanerCert = issueCert(ca, pki, 'cleaner', 'spark-driver-cleaner');
 /** A CA etcd does not trust, and a client certificate it signed. */
 const otherCa = makeCa(pki, 'other-ca');
-const otherCert = issueCert(otherCa, pki, 'other', 'cleaner');
+const otherCert = issueCert(otherCa, pki, 'other', 'spark-driver-cleaner');
 
 const tls: EtcdTlsOptions = {
   ...serverCert,
@@ -47,7 +47,9 @@ const tls: EtcdTlsOptions = {
 const cluster = useFailureCluster({ etcdTls: tls });
 
 const CLI_PATH = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
-const PREFIX = 'secured/cleaner/';
+/** The default `etcdKeyPrefix`, set explicitly: the prefix the README's role covers. */
+const PREFIX = 'spark-driver-cleaner/';
+const USER = 'spark-driver-cleaner';
 const PASSWORD = 'cleaner-pw-1';
 
 /** An etcd client as root (client certificate CN=root, password). */
@@ -57,20 +59,58 @@ function rootClient(cert: CertFiles = rootCert): EtcdClient {
   });
 }
 
+/**
+ * Makes the next restart of etcd forget every auth token given so far. etcd re-applies a login from its log
+ * at a restart, unless a later write reached its database: a write, and the database committed now (a
+ * hash commits it).
+ */
+async function forgetTokensAtRestart(): Promise<void> {
+  const root = rootClient();
+  try {
+    await root.put(`${PREFIX}restart-marker`).value(String(Date.now()));
+    await root.maintenance.hash();
+  } finally {
+    root.close();
+  }
+}
+
+/**
+ * The README's commands ("Secured etcd") that give the cleaner its etcd role, run as written by an operator
+ * with etcdctl as root (ETCDCTL_* variables).
+ */
+const README_ETCDCTL = [
+  'etcdctl role add spark-driver-cleaner',
+  'etcdctl role grant-permission spark-driver-cleaner --prefix=true readwrite spark-driver-cleaner/',
+  'etcdctl user add spark-driver-cleaner --new-user-password "$ETCD_CLEANER_PASSWORD"',
+  'etcdctl user grant-role spark-driver-cleaner spark-driver-cleaner',
+];
+
 beforeAll(async () => {
-  // As an operator would: a root user, a role on the prefix only, the cleaner's user; then auth on.
+  // An etcd secured as in production: a root user, auth on; then the cleaner's role and user as the README says.
   const root = createEtcdClient(cluster().etcd.endpoints, { security: { caFile: ca.certFile, ...rootCert } });
   try {
     await root.user('root').create('root-pw');
     await root.user('root').addRole('root');
-    await root.role('cleaner').create();
-    await root.role('cleaner').grant({ permission: 'Readwrite', range: root.range({ prefix: PREFIX }) });
-    await root.user('cleaner').create(PASSWORD);
-    await root.user('cleaner').addRole('cleaner');
     await root.auth.authEnable();
   } finally {
     root.close();
   }
+  const env = {
+    PATH: process.env.PATH ?? '',
+    ETCDCTL_API: '3',
+    ETCDCTL_ENDPOINTS: cluster().etcd.endpoints.join(','),
+    ETCDCTL_CACERT: ca.certFile,
+    ETCDCTL_CERT: rootCert.certFile,
+    ETCDCTL_KEY: rootCert.keyFile,
+    ETCDCTL_USER: 'root:root-pw',
+    ETCD_CLEANER_PASSWORD: PASSWORD,
+  };
+  for (const command of README_ETCDCTL)
+    await new Promise<void>((resolve, reject) =>
+      execFile('bash', ['-c', command], { env, timeout: 30_000 }, (err, _stdout, stderr) =>
+        err ? reject(new Error(`${command}: ${stderr || err.message}`)) : resolve(),
+      ),
+    );
 }, 60_000);
 
 /**
@@ -96,7 +136,7 @@ function secretDir(name: string, cert: CertFiles, password: string) {
       SDC_ETCD_CA_FILE: join(dir, 'ca.crt'),
       SDC_ETCD_CERT_FILE: join(dir, 'tls.crt'),
       SDC_ETCD_KEY_FILE: join(dir, 'tls.key'),
-      SDC_ETCD_USERNAME: 'cleaner',
+      SDC_ETCD_USERNAME: USER,
       SDC_ETCD_PASSWORD_FILE: join(dir, 'password'),
       SDC_ETCD_KEY_PREFIX: PREFIX,
     },
@@ -162,7 +202,7 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
       {
         id: 'bad-pw',
         env: secretDir('bad-pw', cleanerCert, 'not-the-password').env,
-        line: /^ {2}- etcdUsername\/etcdPassword .*etcd refused user "cleaner": .*authentication failed/m,
+        line: /^ {2}- etcdUsername\/etcdPassword .*etcd refused user "spark-driver-cleaner": .*authentication failed/m,
       },
       {
         id: 'bad-cert',
@@ -173,9 +213,9 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
         id: 'bad-prefix',
         env: {
           ...secretDir('bad-prefix', cleanerCert, PASSWORD).env,
-          SDC_ETCD_KEY_PREFIX: 'spark-driver-cleaner/',
+          SDC_ETCD_KEY_PREFIX: 'other-team/',
         },
-        line: /^ {2}- etcdKeyPrefix .* spark-driver-cleaner\/: etcd denies user "cleaner" reading under it/m,
+        line: /^ {2}- etcdKeyPrefix .* other-team\/: etcd denies user "spark-driver-cleaner" reading under it/m,
       },
     ];
     const replicas = cases.map((c) =>
@@ -194,7 +234,7 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
     }
   }, 120_000);
 
-  it('etcd restarted (its auth tokens gone) → the election view follows again: a replica that joins later is seen', async () => {
+  it('etcd restarted (its auth tokens gone) → the election view follows again, leadership recovers, pods deleted once', async () => {
     const ns = 'sec-restart';
     const env = { ...replicaEnv(cluster(), ns, 'sec4'), ...secretDir('restart', cleanerCert, PASSWORD).env };
     const a = cluster().startReplica('sec-ra', env);
@@ -203,6 +243,7 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
       await a.waitForLine((l) => l.msg === 'elected leader', 60_000);
       const member = cluster().etcd.members[0];
       if (!member) throw new Error('no etcd member');
+      await forgetTokensAtRestart();
       await member.restart();
       replicas.push(cluster().startReplica('sec-rb', env));
       const url = await httpUrl(a);
@@ -217,6 +258,10 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
         60_000,
         200,
       );
+      // A leader cleans after the restart: each pod deleted once, none twice.
+      const pods = createDrivers(cluster().server, ns, 5, 'after-restart');
+      await waitGone(cluster().server, pods, 'pods deleted after the etcd restart', 60_000);
+      expect(checkInvariants(cluster().server, ns, pods.map(uidOf), { retentionMs: 1000 })).toEqual(CLEAN);
       expect(a.child.exitCode).toBeNull();
     } finally {
       await stopAll(replicas);
@@ -231,7 +276,7 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
       caFile: secret.env.SDC_ETCD_CA_FILE,
       certFile: secret.env.SDC_ETCD_CERT_FILE,
       keyFile: secret.env.SDC_ETCD_KEY_FILE,
-      username: 'cleaner',
+      username: USER,
       passwordFile: secret.env.SDC_ETCD_PASSWORD_FILE,
     };
     const client = createEtcdClient(cluster().etcd.endpoints, { security });
@@ -246,10 +291,7 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
       await waitFor('the view read once', () => view.synced, 30_000, 50);
       const member = cluster().etcd.members[0];
       if (!member) throw new Error('no etcd member');
-      // etcd re-applies a login from its log at a restart, unless a later write reached its database:
-      // a write, and its database committed now (a hash commits it), so the restarted etcd forgets the token.
-      await writer.put(`${PREFIX}relogin/before-restart`).value('1');
-      await writer.maintenance.hash();
+      await forgetTokensAtRestart();
       await member.restart();
       // Written by another client once etcd is back: both watches must see it.
       await writer.put(`${PREFIX}relogin/after-restart`).value('1');
@@ -269,7 +311,10 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
       // The token was refused and a new login re-opened the stream (this case's point, not a lucky order).
       expect(client.authRefreshes().watchStreamsReopened).toBeGreaterThanOrEqual(1);
     } finally {
-      await writer.delete().key(`${PREFIX}members/relogin-peer`).catch(() => undefined);
+      await writer
+        .delete()
+        .key(`${PREFIX}members/relogin-peer`)
+        .catch(() => undefined);
       writer.close();
       await view.close();
       // Closing the client ends the watch (a refused one never answers a cancel).
@@ -289,7 +334,7 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
       // etcd now trusts a new CA only: the replica's certificate (of the old CA) is refused.
       const newCa = makeCa(pki, 'new-ca');
       const newRoot = issueCert(newCa, pki, 'new-root', 'root');
-      const newCleaner = issueCert(newCa, pki, 'new-cleaner', 'cleaner');
+      const newCleaner = issueCert(newCa, pki, 'new-cleaner', 'spark-driver-cleaner');
       tls.clientCaFile = newCa.certFile;
       tls.readyClient = { caFile: ca.certFile, ...newRoot };
       const rotatedAt = Date.now();
@@ -318,7 +363,7 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
       const root = rootClient(newRoot);
       const changedAt = Date.now();
       try {
-        await root.user('cleaner').setPassword('cleaner-pw-2');
+        await root.user(USER).setPassword('cleaner-pw-2');
       } finally {
         root.close();
       }
@@ -331,7 +376,9 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
       const newPasswordAt = Date.now();
       secret.putPassword('cleaner-pw-2');
       await r.waitForLine(
-        (l) => l.msg === 'election view: read again after failures' && timeOf(l) >= newPasswordAt,
+        (l) =>
+          l.msg === 'etcd secret files changed: connections to etcd re-opened with them' &&
+          timeOf(l) >= newPasswordAt,
         60_000,
       );
       const b = createDrivers(cluster().server, ns, 5, 'rot-b');
