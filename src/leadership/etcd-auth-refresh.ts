@@ -12,7 +12,8 @@
  *   revision, as after a network failure. A refusal on a stream opened right after a new login is real (the
  *   role lacks the keys): it goes to the watcher, and the queue goes on with the next watch.
  * - **lease keepalive**: etcd3 re-opens a failed keepalive stream after 100 ms with the cached token; a
- *   keepalive refused for its token drops the token, so the re-opened stream logs in again.
+ *   keepalive refused for its token drops the token, so the re-opened stream logs in again. (etcd 3.4
+ *   renews a lease without looking at the token: there the keepalive goes on through a restart as it is.)
  * - **unary calls** (campaign, fence reads, membership puts): etcd3 drops the token and retries — kept.
  *
  * This reaches into etcd3 1.1.2's internals (its watch manager and connection pool); the version is pinned

@@ -285,6 +285,14 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
     const events: string[] = [];
     const watcher = await client.watch().prefix(`${PREFIX}relogin/`).create();
     watcher.on('put', (kv) => events.push(kv.key.toString()));
+    // A lease kept alive every second (TTL 3 s) on the same client: its keepalive stream re-opens too.
+    const lease = client.lease(3);
+    await lease.grant();
+    let restarted = false;
+    let keptAfterRestart = 0;
+    lease.on('keepaliveSucceeded', () => {
+      if (restarted) keptAfterRestart += 1;
+    });
     const writer = rootClient();
     try {
       view.start();
@@ -293,6 +301,7 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
       if (!member) throw new Error('no etcd member');
       await forgetTokensAtRestart();
       await member.restart();
+      restarted = true;
       // Written by another client once etcd is back: both watches must see it.
       await writer.put(`${PREFIX}relogin/after-restart`).value('1');
       await writer.put(`${PREFIX}members/relogin-peer`).value('x');
@@ -308,6 +317,9 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
         30_000,
         50,
       );
+      await waitFor('the lease kept alive after the restart', () => keptAfterRestart >= 2, 30_000, 50);
+      // A read (a fence read, a campaign's transaction) logs in again too (etcd3 retries unary calls).
+      expect((await client.get(`${PREFIX}relogin/after-restart`).string()) ?? null).toBe('1');
       // The token was refused and a new login re-opened the stream (this case's point, not a lucky order).
       expect(client.authRefreshes().watchStreamsReopened).toBeGreaterThanOrEqual(1);
     } finally {
@@ -317,6 +329,7 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
         .catch(() => undefined);
       writer.close();
       await view.close();
+      await lease.revoke().catch(() => undefined);
       // Closing the client ends the watch (a refused one never answers a cancel).
       client.close();
     }

@@ -1,6 +1,8 @@
+import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parseDurationMs } from '../../src/config/duration.ts';
 import { envName, FIELDS, NODE_TIMER_MAX_MS, rangeMs } from '../../src/config/fields.ts';
@@ -622,6 +624,60 @@ describe('secured etcd settings', () => {
       passwordFile: password,
     });
     expect(c.etcdKeyPrefix).toBe('teams/spark/cleaner/');
+  });
+
+  it('run --check shows them from flags and from a config file, the password masked', async () => {
+    const cli = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
+    const check = (args: string[]) =>
+      new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
+        execFile(
+          process.execPath,
+          [cli, 'run', '--check', ...args],
+          { env: { PATH: process.env.PATH ?? '', SDC_TARGETS: 'ctx:ns' }, timeout: 30_000 },
+          (err, stdout, stderr) => resolve({ code: err ? Number(err.code) : 0, stdout, stderr }),
+        ),
+      );
+    const expected = {
+      etcdEndpoints: ['https://etcd-0:2379/'],
+      etcdSecurity: { caFile: pem, certFile: pem, keyFile: pem, username: 'cleaner', password: '***' },
+      etcdKeyPrefix: 'teams/spark/cleaner/',
+    };
+    const fromFlags = await check([
+      '--etcd-endpoints',
+      'https://etcd-0:2379',
+      '--etcd-ca-file',
+      pem,
+      '--etcd-cert-file',
+      pem,
+      '--etcd-key-file',
+      pem,
+      '--etcd-username',
+      'cleaner',
+      '--etcd-password',
+      'etcd-s3cret',
+      '--etcd-key-prefix',
+      'teams/spark/cleaner/',
+    ]);
+    expect(fromFlags.code, fromFlags.stderr).toBe(0);
+    expect(fromFlags.stdout).not.toContain('etcd-s3cret');
+    expect(JSON.parse(fromFlags.stdout)).toMatchObject(expected);
+    const file = join(dir, 'etcd.yaml');
+    writeFileSync(
+      file,
+      [
+        'etcdEndpoints: https://etcd-0:2379',
+        `etcdCaFile: ${pem}`,
+        `etcdCertFile: ${pem}`,
+        `etcdKeyFile: ${pem}`,
+        'etcdUsername: cleaner',
+        'etcdPassword: etcd-s3cret',
+        'etcdKeyPrefix: teams/spark/cleaner/',
+      ].join('\n'),
+    );
+    const fromFile = await check(['--config', file]);
+    expect(fromFile.code, fromFile.stderr).toBe(0);
+    expect(fromFile.stdout).not.toContain('etcd-s3cret');
+    expect(JSON.parse(fromFile.stdout)).toMatchObject(expected);
   });
 
   it('each mistake is named by its field', () => {
