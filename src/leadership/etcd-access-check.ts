@@ -30,6 +30,10 @@ export class EtcdAccessError extends Error {
 const CERT_REFUSAL =
   /CERT|certificate|unknown ca|bad certificate|UNABLE_TO_|SELF_SIGNED|ERR_TLS_CERT|ERR_SSL_|handshake|alert/i;
 
+/** Node's codes for a server certificate that fails our check (etcdCaFile), as opposed to etcd refusing ours. */
+const SERVER_CERT_FAILS =
+  /^(UNABLE_TO_|SELF_SIGNED|DEPTH_ZERO_SELF_SIGNED|CERT_UNTRUSTED|CERT_HAS_EXPIRED|CERT_NOT_YET_VALID|ERR_TLS_CERT_ALTNAME)/;
+
 /**
  * One TLS connection to `endpoint` with the configured files and a `GET /health`: resolves with a
  * refusal (a sentence), or undefined when etcd answered or did not answer at all.
@@ -61,7 +65,14 @@ function tlsRefusal(endpoint: string, security: EtcdSecurity): Promise<string | 
     socket.once('data', () => done(undefined));
     socket.once('error', (err: NodeJS.ErrnoException) => {
       const what = `${err.code ?? ''} ${err.message}`;
-      done(CERT_REFUSAL.test(what) ? `${endpoint}: TLS refused: ${err.message}` : undefined);
+      const side = SERVER_CERT_FAILS.test(err.code ?? '')
+        ? 'etcd’s server certificate does not pass etcdCaFile'
+        : 'etcd refused the client certificate etcdCertFile';
+      done(
+        CERT_REFUSAL.test(what)
+          ? `${endpoint}: TLS refused (${side}): ${err.message.replace(/\s+/g, ' ').trim()}`
+          : undefined,
+      );
     });
     socket.once('close', () => done(undefined));
   });
@@ -87,7 +98,9 @@ export async function checkEtcdAccess(
     if (refusals.length > 0)
       throw new EtcdAccessError(
         `etcdCaFile/etcdCertFile/etcdKeyFile (--etcd-ca-file, --etcd-cert-file, --etcd-key-file): ` +
-          `etcd and this replica do not accept each other's certificates: ${refusals.join('; ')}`,
+          `etcd and this replica do not accept each other's certificates: ${refusals.join('; ')}. ` +
+          `Fix: etcdCaFile must hold the CA that signed etcd's server certificate, and etcdCertFile (with its ` +
+          `key in etcdKeyFile) be issued by a CA in etcd's --trusted-ca-file`,
       );
   }
   try {
@@ -96,7 +109,8 @@ export async function checkEtcdAccess(
     if (err instanceof EtcdAuthenticationFailedError || err instanceof EtcdUserNotFoundError)
       throw new EtcdAccessError(
         `etcdUsername/etcdPassword (--etcd-username, --etcd-password or --etcd-password-file): etcd refused ` +
-          `user ${JSON.stringify(security.username)}: ${err.message}`,
+          `user ${JSON.stringify(security.username)}: ${err.message}. Fix: the user's current etcd password ` +
+          `in etcdPassword or etcdPasswordFile (etcdctl user passwd sets it)`,
       );
     if (err instanceof EtcdPermissionDeniedError)
       throw new EtcdAccessError(

@@ -196,18 +196,24 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
     }
   }, 150_000);
 
-  it('a wrong password, a certificate of another CA, a role without the prefix → exit 2 at start, naming the setting', async () => {
+  it('a wrong password, a certificate of another CA, a CA that did not sign etcd’s, a role without the prefix → exit 2 at start, naming the setting', async () => {
     const ns = 'sec-bad';
     const cases = [
       {
         id: 'bad-pw',
         env: secretDir('bad-pw', cleanerCert, 'not-the-password').env,
-        line: /^ {2}- etcdUsername\/etcdPassword .*etcd refused user "spark-driver-cleaner": .*authentication failed/m,
+        line: /^ {2}- etcdUsername\/etcdPassword .*etcd refused user "spark-driver-cleaner": .*authentication failed.*Fix: the user's current etcd password/m,
       },
       {
         id: 'bad-cert',
         env: secretDir('bad-cert', otherCert, PASSWORD).env,
-        line: /^ {2}- etcdCaFile\/etcdCertFile\/etcdKeyFile .*do not accept each other's certificates: https:\/\/127\.0\.0\.1:\d+: TLS refused/m,
+        line: /^ {2}- etcdCaFile\/etcdCertFile\/etcdKeyFile .*do not accept each other's certificates: https:\/\/127\.0\.0\.1:\d+: TLS refused \(etcd refused the client certificate etcdCertFile\).*Fix: etcdCaFile must hold/m,
+      },
+      {
+        // etcd's server certificate is not signed by the configured CA bundle.
+        id: 'bad-ca',
+        env: { ...secretDir('bad-ca', cleanerCert, PASSWORD).env, SDC_ETCD_CA_FILE: otherCa.certFile },
+        line: /^ {2}- etcdCaFile\/etcdCertFile\/etcdKeyFile .*do not accept each other's certificates: https:\/\/127\.0\.0\.1:\d+: TLS refused \(etcd’s server certificate does not pass etcdCaFile\)/m,
       },
       {
         id: 'bad-prefix',
