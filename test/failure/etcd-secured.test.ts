@@ -50,6 +50,8 @@ const CLI_PATH = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 /** The default `etcdKeyPrefix`, set explicitly: the prefix the README's role covers. */
 const PREFIX = 'spark-driver-cleaner/';
 const USER = 'spark-driver-cleaner';
+/** Another prefix, also granted to the cleaner's role: the replicas of one case use it instead. */
+const CUSTOM_PREFIX = 'teams/spark/cleaner/';
 const PASSWORD = 'cleaner-pw-1';
 
 /** An etcd client as root (client certificate CN=root, password). */
@@ -111,6 +113,12 @@ beforeAll(async () => {
         err ? reject(new Error(`${command}: ${stderr || err.message}`)) : resolve(),
       ),
     );
+  const admin = rootClient();
+  try {
+    await admin.role(USER).grant({ permission: 'Readwrite', range: admin.range({ prefix: CUSTOM_PREFIX }) });
+  } finally {
+    admin.close();
+  }
 }, 60_000);
 
 /**
@@ -151,10 +159,11 @@ afterAll(async () => {
 });
 
 describe('secured etcd (TLS, client certificates, auth)', () => {
-  it('the right certificate and password → leads and cleans; every key under etcdKeyPrefix', async () => {
+  it('the right certificate and password → leads and cleans; every key under a custom etcdKeyPrefix, status and explain read it', async () => {
     const ns = 'sec-ok';
     const secret = secretDir('ok', cleanerCert, PASSWORD);
-    const r = cluster().startReplica('sec-ok', { ...replicaEnv(cluster(), ns, 'sec1'), ...secret.env });
+    const env = { ...replicaEnv(cluster(), ns, 'sec1'), ...secret.env, SDC_ETCD_KEY_PREFIX: CUSTOM_PREFIX };
+    const r = cluster().startReplica('sec-ok', env);
     try {
       await r.waitForLine((l) => l.msg === 'elected leader', 60_000);
       const pods = createDrivers(cluster().server, ns, 5, 'sec-ok');
@@ -163,9 +172,9 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
       const root = rootClient();
       try {
         const keys = await root.getAll().keys();
-        expect(keys.some((k) => k.startsWith(`${PREFIX}election/`))).toBe(true);
-        expect(keys.some((k) => k.startsWith(`${PREFIX}members/sec-ok`))).toBe(true);
-        expect(keys.filter((k) => !k.startsWith(PREFIX))).toEqual([]);
+        expect(keys.some((k) => k.startsWith(`${CUSTOM_PREFIX}election/`))).toBe(true);
+        expect(keys.some((k) => k.startsWith(`${CUSTOM_PREFIX}members/sec-ok`))).toBe(true);
+        expect(keys.filter((k) => !k.startsWith(CUSTOM_PREFIX))).toEqual([]);
       } finally {
         root.close();
       }
@@ -178,8 +187,7 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
             env: {
               ...process.env,
               ...serviceEnv(cluster().server.kubeconfigPath, cluster().redis, cluster().etcd),
-              ...replicaEnv(cluster(), ns, 'sec1'),
-              ...secret.env,
+              ...env,
               SDC_LOG_LEVEL: 'silent',
             },
             timeout: 60_000,
@@ -191,6 +199,14 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
       expect(status.code, status.stderr).toBe(0);
       const json = JSON.parse(status.stdout) as { targets: { leader: string | null }[] };
       expect(json.targets.map((t) => t.leader)).toEqual(['sec-ok']);
+      // The replica's /api/v1/explain reads the leader under the same prefix.
+      const url = await httpUrl(r);
+      const explained = (await (
+        await fetch(`${url}/api/v1/explain/${ns}/${pods[0]?.metadata?.name}`, {
+          signal: AbortSignal.timeout(10_000),
+        })
+      ).json()) as { parts: { leader: string } };
+      expect(explained.parts.leader).toMatch(/^sec-ok \(etcd election\)/);
     } finally {
       await stopAll([r]);
     }
