@@ -1,7 +1,8 @@
 /**
  * Logging in again on every path of the etcd3 client once etcd forgets its auth token. etcd's simple tokens
- * live in its memory only: a restarted member (or a token unused for `--auth-token-ttl`) answers the old token
- * with "invalid auth token". etcd3 caches one token for all calls and streams, and drops it only when a
+ * live in its memory only: a restarted member re-creates only the logins still in its log after its last
+ * database commit, and answers any other token (or one unused for `--auth-token-ttl`) with "invalid auth
+ * token". etcd3 caches one token for all calls and streams, and drops it only when a
  * **unary** call is refused (its connection pool's `exec`). Streams carry the token they were opened with:
  *
  * - **watch**: etcd checks the stream's token at each watch it creates on the stream and refuses the watch

@@ -30,6 +30,11 @@ import { type AuthRefreshCounts, installAuthRefresh } from './etcd-auth-refresh.
 import { createMemberPreference, type MemberCallCounts } from './etcd-member-preference.ts';
 import { readEtcdSecrets, watchEtcdSecrets } from './etcd-secrets.ts';
 
+/**
+ * Deadline of one login (etcd auth), ms: longer than a call's, as etcd checks the password with bcrypt and a
+ * login is also the first call on a new TLS connection.
+ */
+export const LOGIN_TIMEOUT_MS = 5000;
 /** Longest wait before reopening a failed watch stream, ms. */
 export const WATCH_RECONNECT_MAX_MS = 1000;
 /** A member that failed a call is avoided for this long (while another member has not failed), ms. */
@@ -77,7 +82,9 @@ export function createEtcdClient(endpoints: readonly string[], opts: EtcdClientO
   const options: IOptions = {
     hosts: [...endpoints],
     ...(secrets.credentials ? { credentials: secrets.credentials } : {}),
-    ...(secrets.auth ? { auth: { ...secrets.auth } } : {}),
+    ...(secrets.auth
+      ? { auth: { ...secrets.auth, callOptions: () => ({ deadline: Date.now() + LOGIN_TIMEOUT_MS }) } }
+      : {}),
     // gRPC takes a wall-clock deadline.
     defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + callTimeoutMs }),
     grpcOptions: {

@@ -11,7 +11,7 @@ import { describeRedis } from '../config/redact.ts';
 import type { CleanerConfig } from '../config/schema.ts';
 import { assertDistinctTargets } from '../kube/distinct-targets.ts';
 import { kubeconfigPath, loadClusterAccess } from '../kube/kubeconfig.ts';
-import { createEtcdClient } from '../leadership/etcd-client.ts';
+import { createEtcdClient, LOGIN_TIMEOUT_MS } from '../leadership/etcd-client.ts';
 import type { StoredJobData } from '../queue/cleanup-queue.ts';
 import { queueName, type TargetRef } from '../queue/job-identity.ts';
 import { createRedisClient, type RedisClient } from '../queue/redis-client.ts';
@@ -49,14 +49,17 @@ export class UnreachableError extends Error {
  */
 export async function checkReachable(
   store: StateStore,
-  config: Pick<CleanerConfig, 'redis' | 'etcdEndpoints' | 'etcdKeyPrefix'>,
+  config: Pick<CleanerConfig, 'redis' | 'etcdEndpoints' | 'etcdKeyPrefix'> &
+    Partial<Pick<CleanerConfig, 'etcdSecurity'>>,
 ): Promise<void> {
-  // Both at once, each within ANSWER_TIMEOUT_MS: the error names every one that does not answer.
+  // Both at once, each within ANSWER_TIMEOUT_MS: the error names every one that does not answer. etcd's
+  // first read logs in first when it has a user: that login has its own deadline (LOGIN_TIMEOUT_MS).
   const why = (err: unknown) => (err as Error).message.split('\n')[0];
+  const etcdMs = ANSWER_TIMEOUT_MS + (config.etcdSecurity?.username !== undefined ? LOGIN_TIMEOUT_MS : 0);
   const [redis, etcd] = await Promise.allSettled([
     withTimeout(store.redis.ping(), ANSWER_TIMEOUT_MS, 'PING'),
     store.etcd
-      ? withTimeout(store.etcd.get(`${config.etcdKeyPrefix}ping`).exec(), ANSWER_TIMEOUT_MS, 'a read')
+      ? withTimeout(store.etcd.get(`${config.etcdKeyPrefix}ping`).exec(), etcdMs, 'a read')
       : Promise.resolve(undefined),
   ]);
   const failures: string[] = [];

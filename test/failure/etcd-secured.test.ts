@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EtcdTlsOptions } from '../../harness/sandbox/local-services.ts';
 import { createElectionView } from '../../src/leadership/election-view.ts';
 import { createEtcdClient, type EtcdClient } from '../../src/leadership/etcd-client.ts';
+import { withTimeout } from '../../src/with-timeout.ts';
 import { serviceEnv } from '../helpers/cluster.ts';
 import { type CertFiles, issueCert, makeCa } from '../helpers/etcd-pki.ts';
 import { memoryLogger } from '../helpers/log.ts';
@@ -356,6 +357,37 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
       client.close();
     }
   }, 120_000);
+
+  it('a watch etcd refuses (outside the role’s prefix) fails alone: the next watch on the client is still created', async () => {
+    const secret = secretDir('refused-watch', cleanerCert, PASSWORD);
+    const client = createEtcdClient(cluster().etcd.endpoints, {
+      security: {
+        caFile: secret.env.SDC_ETCD_CA_FILE,
+        certFile: secret.env.SDC_ETCD_CERT_FILE,
+        keyFile: secret.env.SDC_ETCD_KEY_FILE,
+        username: USER,
+        passwordFile: secret.env.SDC_ETCD_PASSWORD_FILE,
+      },
+    });
+    try {
+      await expect(client.watch().prefix('other-team/').create()).rejects.toThrow(/permission denied/);
+      const w = await withTimeout(
+        client.watch().prefix(`${PREFIX}after-refusal/`).create(),
+        10_000,
+        'the watch after a refused one',
+      );
+      const seen = new Promise<string>((resolve) => w.on('put', (kv) => resolve(kv.key.toString())));
+      const writer = rootClient();
+      try {
+        await writer.put(`${PREFIX}after-refusal/x`).value('1');
+      } finally {
+        writer.close();
+      }
+      expect(await withTimeout(seen, 10_000, 'the put')).toBe(`${PREFIX}after-refusal/x`);
+    } finally {
+      client.close();
+    }
+  }, 60_000);
 
   it('refused later (a CA rotated, a password changed) → warnings and retries, no exit; the rotated files are used without a restart', async () => {
     const ns = 'sec-rot';
