@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the project needs and is missing, and nothing else: Debian's redis-server, redis-sentinel and
-# etcd-server (the demo and the tests start their own on free ports), faketime (libfaketime: the
+# etcd-server (the demo and the tests start their own on free ports), etcd-client (etcdctl: the secured-etcd
+# test sets up the cleaner's etcd role with the README's commands), faketime (libfaketime: the
 # clock-step test steps a replica's wall clock) and python3-kubernetes (the official Python client, one
 # of the real clients the sandbox API server's conformance tests run), then the npm dependencies (which
 # bring Node 24 as the `node` dev dependency). Fast when everything is already there.
@@ -12,6 +13,7 @@ exec 1>&2
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
 compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || missing+=(faketime)
 # Looked up without importing it (an import takes a second).

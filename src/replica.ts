@@ -20,6 +20,7 @@ import type { CleanerConfig } from './config/schema.ts';
 import { openContexts } from './kube/context-clients.ts';
 import type { PodInformer } from './kube/pod-informer.ts';
 import { createTargetInformers } from './kube/target-informers.ts';
+import { checkEtcdAccess } from './leadership/etcd-access-check.ts';
 import { createEtcdClient } from './leadership/etcd-client.ts';
 import { createEtcdLeadershipGroup, type LeadershipBalance } from './leadership/etcd-leadership-group.ts';
 import { createLocalLeadership } from './leadership/local-leadership.ts';
@@ -69,6 +70,22 @@ export async function startReplica(
     clients,
   }));
 
+  // etcd must accept our certificate and user before anything connects: a refusal is a configuration error
+  // (EtcdAccessError, exit 2), while etcd that does not answer is waited for like any outage.
+  const etcd =
+    config.etcdEndpoints.length > 0
+      ? createEtcdClient(config.etcdEndpoints, { security: config.etcdSecurity, log })
+      : undefined;
+  if (etcd) {
+    try {
+      await checkEtcdAccess(etcd, config.etcdEndpoints, config.etcdSecurity, config.etcdKeyPrefix);
+    } catch (err) {
+      etcd.close();
+      await contexts.close();
+      throw err;
+    }
+  }
+
   // One server, Sentinel or Cluster: the factory knows the shape, nothing below asks (src/queue/redis-client.ts).
   const redis = createRedisClient(config.redis, {
     maxRetriesPerRequest: null, // BullMQ requirement: commands wait for the connection instead of failing
@@ -108,7 +125,6 @@ export async function startReplica(
     });
   }
 
-  const etcd = config.etcdEndpoints.length > 0 ? createEtcdClient(config.etcdEndpoints) : undefined;
   if (!etcd) log.warn('no etcdEndpoints: single-server mode, this replica leads every target');
 
   // One session lease, one watch and a balancer for all targets (src/leadership/etcd-leadership-group.ts).
@@ -119,6 +135,7 @@ export async function startReplica(
         ttlSeconds: config.electionTtlSeconds,
         log,
         monotonicNow,
+        root: config.etcdKeyPrefix,
       })
     : undefined;
   // Per target its own informer, or (informerScope: cluster) a view of its context's one shared informer;
@@ -143,7 +160,7 @@ export async function startReplica(
       now,
     });
     const leadership = leaderships
-      ? leaderships.election(targetLabel(ref), electionPrefix(ref), tlog)
+      ? leaderships.election(targetLabel(ref), electionPrefix(ref, config.etcdKeyPrefix), tlog)
       : createLocalLeadership({ replicaId: config.replicaId });
     const cleaner = createTargetCleaner({
       target: ref,

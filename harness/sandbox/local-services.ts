@@ -6,7 +6,8 @@
  * so nothing is left running.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { request as httpsRequest } from 'node:https';
 import { createServer, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -162,7 +163,7 @@ interface Launch {
 
 function makeService(
   initial: Ports,
-  scheme: 'redis' | 'http',
+  scheme: 'redis' | 'http' | 'https',
   dir: string,
   launch: Launch,
 ): LocalService & { start(): Promise<void> } {
@@ -309,6 +310,45 @@ async function startRedisOn(bin: string, port: number): Promise<LocalService> {
   return svc;
 }
 
+/**
+ * TLS of a local etcd's client port (PEM file paths). Read at each start, so a test can point them at new
+ * files (a rotated CA) before `restart()`.
+ */
+export interface EtcdTlsOptions {
+  /** The server's certificate (SAN 127.0.0.1) and key. */
+  certFile: string;
+  keyFile: string;
+  /** The CA bundle that client certificates must chain to (`--trusted-ca-file`, `--client-cert-auth`). */
+  clientCaFile: string;
+  /** A client certificate and key that this CA accepts, and the CA of the server's certificate: for the readiness check. */
+  readyClient: { caFile: string; certFile: string; keyFile: string };
+}
+
+/** etcd answers any HTTP status on its TLS client `port` (with a client certificate `client` accepts). */
+function etcdAnswersTls(port: number, tls: EtcdTlsOptions): Promise<boolean> {
+  return new Promise((resolve) => {
+    const c = tls.readyClient;
+    const req = httpsRequest(
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/health',
+        ca: readFileSync(c.caFile),
+        cert: readFileSync(c.certFile),
+        key: readFileSync(c.keyFile),
+        timeout: 1000,
+      },
+      (res) => {
+        res.resume();
+        resolve(res.statusCode !== undefined);
+      },
+    );
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(false));
+    req.end();
+  });
+}
+
 /** A started etcd cluster: one {@link LocalService} per member, and the client endpoints of all. */
 export interface LocalEtcd {
   /** The members' client URLs now (a member restarted on a fresh port has a new one). */
@@ -322,19 +362,20 @@ export interface LocalEtcd {
  * its own data directory. Resolves once every member answers on its client port.
  * @throws MissingBinaryError when etcd is not installed (Debian package `etcd-server`).
  */
-export async function startEtcd(opts: { members?: number } = {}): Promise<LocalEtcd> {
+export async function startEtcd(opts: { members?: number; tls?: EtcdTlsOptions } = {}): Promise<LocalEtcd> {
   const bin = requireBinary('etcd', 'etcd-server');
-  return withPortRetry(() => startEtcdCluster(bin, opts.members ?? 1));
+  return withPortRetry(() => startEtcdCluster(bin, opts.members ?? 1, opts.tls));
 }
 
-async function startEtcdCluster(bin: string, n: number): Promise<LocalEtcd> {
+async function startEtcdCluster(bin: string, n: number, tls: EtcdTlsOptions | undefined): Promise<LocalEtcd> {
+  const clientScheme = tls ? 'https' : 'http';
   const ports: { client: number; peer: number; name: string }[] = [];
   for (let i = 0; i < n; i++) ports.push({ client: await freePort(), peer: await freePort(), name: `m${i}` });
   const initialCluster = ports.map((p) => `${p.name}=http://127.0.0.1:${p.peer}`).join(',');
   const token = `sdc-${process.pid}-${Date.now()}`;
   const members = ports.map((p) => {
     const dir = mkdtempSync(join(tmpdir(), `sdc-etcd-${p.name}-`));
-    return makeService({ client: p.client, peer: p.peer }, 'http', dir, {
+    return makeService({ client: p.client, peer: p.peer }, clientScheme, dir, {
       bin,
       what: `etcd ${p.name}`,
       // `--initial-*` only matter for the first start; later starts read the member from the data dir.
@@ -344,9 +385,20 @@ async function startEtcdCluster(bin: string, n: number): Promise<LocalEtcd> {
         '--data-dir',
         join(dir, 'data'),
         '--listen-client-urls',
-        `http://127.0.0.1:${client}`,
+        `${clientScheme}://127.0.0.1:${client}`,
         '--advertise-client-urls',
-        `http://127.0.0.1:${client}`,
+        `${clientScheme}://127.0.0.1:${client}`,
+        ...(tls
+          ? [
+              '--cert-file',
+              tls.certFile,
+              '--key-file',
+              tls.keyFile,
+              '--trusted-ca-file',
+              tls.clientCaFile,
+              '--client-cert-auth',
+            ]
+          : []),
         '--listen-peer-urls',
         `http://127.0.0.1:${peer}`,
         '--initial-advertise-peer-urls',
@@ -362,7 +414,7 @@ async function startEtcdCluster(bin: string, n: number): Promise<LocalEtcd> {
         '--logger',
         'zap',
       ],
-      ready: etcdAnswers,
+      ready: tls ? (port) => etcdAnswersTls(port, tls) : etcdAnswers,
     });
   });
   const started = await Promise.allSettled(members.map((m) => m.start()));

@@ -10,6 +10,7 @@ import { redactConfig } from '../config/redact.ts';
 import { configWarnings } from '../config/warnings.ts';
 import { startHttpServer } from '../http/server.ts';
 import { KubeconfigError } from '../kube/kubeconfig.ts';
+import { EtcdAccessError } from '../leadership/etcd-access-check.ts';
 import { createLogger } from '../log.ts';
 import { startReplica } from '../replica.ts';
 import { createTelemetry } from '../telemetry/telemetry.ts';
@@ -59,7 +60,7 @@ export async function runReplica(flags: Record<string, unknown>): Promise<void> 
   try {
     replica = await startReplica(config, { log, now: systemClock, monotonicNow: monotonicClock, telemetry });
   } catch (err) {
-    if (err instanceof KubeconfigError) {
+    if (err instanceof KubeconfigError || err instanceof EtcdAccessError) {
       process.stderr.write(`spark-driver-cleaner: invalid configuration:\n  - ${err.message}\n`);
       log.flush();
       process.exit(2);

@@ -59,6 +59,7 @@ async function status(flags: Record<string, unknown>): Promise<number> {
           queue: store.queueOf(t),
           redis: store.redis,
           etcd: store.etcd,
+          etcdKeyPrefix: config.etcdKeyPrefix,
           prefix: store.prefix,
           nowMs,
           overdueGraceMs: graceMs,
@@ -71,6 +72,7 @@ async function status(flags: Record<string, unknown>): Promise<number> {
           store.etcd,
           rows.map((r) => r.target),
           rows.map((r) => r.leader),
+          config.etcdKeyPrefix,
         )
       : undefined;
     process.stdout.write(

@@ -42,6 +42,9 @@ export interface FieldSpec {
   readonly range?: DurationRange;
 }
 
+/** The default prefix of every etcd key of the cleaner (`etcdKeyPrefix`). */
+export const DEFAULT_ETCD_KEY_PREFIX = 'spark-driver-cleaner/';
+
 export const FIELDS: readonly FieldSpec[] = [
   {
     key: 'targets',
@@ -121,6 +124,36 @@ export const FIELDS: readonly FieldSpec[] = [
     key: 'etcdEndpoints',
     help: 'Comma-separated etcd URLs, `http(s)://host:port` only (no credentials, path or query); unset → single-server mode (local leadership).',
     envAliases: ['ETCD_ENDPOINTS'],
+  },
+  {
+    key: 'etcdCaFile',
+    help: 'PEM file of the CA bundle that signed the etcd servers’ certificates (TLS to `https://` endpoints); unset → Node’s CAs. Re-read when it changes (a mounted Secret): the connections to etcd are re-opened with it, no restart.',
+  },
+  {
+    key: 'etcdCertFile',
+    help: 'PEM file of the client certificate for etcd (`--client-cert-auth`), set with `etcdKeyFile`. Re-read when it changes, no restart.',
+  },
+  {
+    key: 'etcdKeyFile',
+    help: 'PEM file of the private key of `etcdCertFile`. Re-read when it changes.',
+  },
+  {
+    key: 'etcdUsername',
+    help: 'etcd user (etcd auth enabled), set with `etcdPassword` or `etcdPasswordFile`.',
+  },
+  {
+    key: 'etcdPassword',
+    help: 'Password of `etcdUsername` (e.g. from a Secret as an environment variable); or use `etcdPasswordFile`.',
+    secret: true,
+  },
+  {
+    key: 'etcdPasswordFile',
+    help: 'File holding the password of `etcdUsername` (a mounted Secret; a trailing newline is ignored). Re-read when it changes.',
+  },
+  {
+    key: 'etcdKeyPrefix',
+    default: DEFAULT_ETCD_KEY_PREFIX,
+    help: 'Prefix of every etcd key the cleaner reads or writes (elections, membership), ending in `/`: grant the cleaner’s etcd role this prefix only. Every replica of a deployment must use the same.',
   },
   {
     key: 'electionTtlSeconds',

@@ -42,6 +42,7 @@ export function redactConfig(config: CleanerConfig): Record<string, unknown> {
     targets: config.targets.map((t) => `${t.context ?? '(current)'}:${t.namespace}`),
     redis: redactRedis(config.redis),
     etcdEndpoints: config.etcdEndpoints.map(maskUrl),
+    etcdSecurity: { ...config.etcdSecurity, password: config.etcdSecurity.password ? MASK : undefined },
     dashboard: { ...config.dashboard, password: config.dashboard.password ? MASK : undefined },
   };
 }

@@ -3,6 +3,7 @@
  * typed (YAML); every field is coerced and checked here, and each failure names the field and what is
  * expected. Defaults live in {@link FIELDS}.
  */
+import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { z } from 'zod';
@@ -133,14 +134,50 @@ const url = (protocols: string[], check?: (url: URL) => string | undefined) =>
 /**
  * An etcd endpoint: `http(s)://host:port` and nothing else. etcd3 strips the scheme and hands the rest to
  * gRPC as the address, so credentials (`user:secret@`), a path or a query would end up in a host name —
- * and in its connection errors — instead of authenticating; etcd authentication is not configurable here.
+ * and in its connection errors — instead of authenticating; credentials are their own fields (`etcdUsername`, …).
  */
 const etcdEndpoint = url(['http:', 'https:'], (u) =>
   u.username || u.password || u.search || u.hash || u.pathname !== '/'
     ? 'credentials, a path or a query in an etcd endpoint are not supported (the etcd client would pass ' +
-      'them to gRPC as part of the address); expected http(s)://host:port'
+      'them to gRPC as part of the address; an etcd user goes in etcdUsername and etcdPassword or ' +
+      'etcdPasswordFile); expected http(s)://host:port'
     : undefined,
 );
+
+/**
+ * A file read at start (a mounted Secret): a missing or unreadable one is refused here (exit 2) rather than at
+ * the first etcd call. `pem`: it must hold a PEM block (`-----BEGIN `).
+ */
+const readableFile = (pem: boolean) =>
+  z
+    .string()
+    .min(1, 'empty; expected a file path, or leave it unset')
+    .superRefine((path, ctx) => {
+      let text: string;
+      try {
+        text = readFileSync(path, 'utf8');
+      } catch (err) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `"${path}": cannot read the file (${(err as NodeJS.ErrnoException).code ?? String(err)}); expected a readable file`,
+        });
+        return;
+      }
+      if (pem && !text.includes('-----BEGIN '))
+        ctx.addIssue({ code: 'custom', message: `"${path}": not a PEM file (no "-----BEGIN " line)` });
+      if (!pem && text.trim() === '')
+        ctx.addIssue({ code: 'custom', message: `"${path}": the file is empty; expected the password` });
+    });
+
+/** The fields that secure the etcd connection: each needs `etcdEndpoints`. */
+const ETCD_SECURITY_FIELDS = [
+  'etcdCaFile',
+  'etcdCertFile',
+  'etcdKeyFile',
+  'etcdUsername',
+  'etcdPassword',
+  'etcdPasswordFile',
+] as const;
 
 const upperEnum = <T extends string>(values: readonly [T, ...T[]]) =>
   z
@@ -238,6 +275,19 @@ const REDIS_OPTIONAL_FIELDS = [
   'redisSentinelPassword',
 ] as const;
 
+/**
+ * How the etcd connection is secured: TLS files (PEM paths; `certFile` with `keyFile`) and etcd user auth
+ * (the password given, or read from `passwordFile`). All unset: plain connections, no auth.
+ */
+export interface EtcdSecurity {
+  readonly caFile?: string | undefined;
+  readonly certFile?: string | undefined;
+  readonly keyFile?: string | undefined;
+  readonly username?: string | undefined;
+  readonly password?: string | undefined;
+  readonly passwordFile?: string | undefined;
+}
+
 /** The zod schema over raw values keyed by {@link FIELDS} keys. */
 export const configSchema = z
   .object({
@@ -271,6 +321,18 @@ export const configSchema = z
     redisSentinelPassword: z.string().min(1, 'empty; expected a password, or leave it unset').optional(),
     redisTls: bool,
     etcdEndpoints: list.pipe(z.array(etcdEndpoint)).optional(),
+    etcdCaFile: readableFile(true).optional(),
+    etcdCertFile: readableFile(true).optional(),
+    etcdKeyFile: readableFile(true).optional(),
+    etcdUsername: z.string().min(1, 'empty; expected a user name, or leave it unset').optional(),
+    etcdPassword: z.string().min(1, 'empty; expected a password, or leave it unset').optional(),
+    etcdPasswordFile: readableFile(false).optional(),
+    etcdKeyPrefix: z
+      .string()
+      .regex(
+        /^[A-Za-z0-9_.-]+(\/[A-Za-z0-9_.-]+)*\/$/,
+        'expected path segments of letters, digits, - _ . separated by / and ending in / (e.g. spark-driver-cleaner/)',
+      ),
     electionTtlSeconds: int(...secondsRange('electionTtlSeconds')),
     recheck: lowerEnum(['resource-version', 'live', 'cache']),
     apiQps: positive,
@@ -338,6 +400,39 @@ export const configSchema = z
         });
       }
     }
+    // etcd security: each field needs etcd, pairs come together, TLS files need https:// endpoints.
+    const etcdIssue = (key: string, message: string) =>
+      ctx.addIssue({ code: 'custom', path: [key], message });
+    if (!c.etcdEndpoints?.length) {
+      for (const key of ETCD_SECURITY_FIELDS)
+        if (c[key] !== undefined)
+          etcdIssue(key, 'set, but etcdEndpoints is not (single-server mode uses no etcd)');
+    } else {
+      if ((c.etcdCertFile === undefined) !== (c.etcdKeyFile === undefined))
+        etcdIssue(
+          c.etcdCertFile === undefined ? 'etcdCertFile' : 'etcdKeyFile',
+          'not set; set both etcdCertFile and etcdKeyFile, or neither',
+        );
+      const tlsFile = (['etcdCaFile', 'etcdCertFile', 'etcdKeyFile'] as const).find(
+        (k) => c[k] !== undefined,
+      );
+      const plain = c.etcdEndpoints.find((e) => !e.startsWith('https:'));
+      if (tlsFile && plain)
+        etcdIssue(
+          tlsFile,
+          `set, but etcd endpoint ${maskUrl(plain)} is not https://; expected https:// endpoints with TLS files`,
+        );
+      if (c.etcdPassword !== undefined && c.etcdPasswordFile !== undefined)
+        etcdIssue('etcdPasswordFile', 'set together with etcdPassword; expected one of them');
+      const hasPassword = c.etcdPassword !== undefined || c.etcdPasswordFile !== undefined;
+      if (c.etcdUsername === undefined && hasPassword)
+        etcdIssue(
+          'etcdUsername',
+          'not set; a password is set (etcdPassword or etcdPasswordFile): set the user too',
+        );
+      if (c.etcdUsername !== undefined && !hasPassword)
+        etcdIssue('etcdPassword', 'not set; etcdUsername is set: set etcdPassword or etcdPasswordFile');
+    }
     if (c.retryBaseDelay > c.retryMaxDelay)
       ctx.addIssue({
         code: 'custom',
@@ -353,6 +448,17 @@ export const configSchema = z
     retentionMs: c.retention,
     redis: redisConnection(c),
     etcdEndpoints: c.etcdEndpoints ?? [],
+    /** How the etcd connection is secured (src/leadership/etcd-client.ts); every field optional. */
+    etcdSecurity: {
+      caFile: c.etcdCaFile,
+      certFile: c.etcdCertFile,
+      keyFile: c.etcdKeyFile,
+      username: c.etcdUsername,
+      password: c.etcdPassword,
+      passwordFile: c.etcdPasswordFile,
+    } satisfies EtcdSecurity,
+    /** Prefix of every etcd key (ends in `/`). */
+    etcdKeyPrefix: c.etcdKeyPrefix,
     electionTtlSeconds: c.electionTtlSeconds,
     recheck: c.recheck,
     apiQps: c.apiQps,

@@ -107,7 +107,8 @@ export function registerApiRoutes(
   app: FastifyInstance,
   opts: {
     replica: ServedReplica;
-    explain?: Pick<CleanerConfig, 'labelSelector' | 'policy' | 'retentionMs'>;
+    explain?: Pick<CleanerConfig, 'labelSelector' | 'policy' | 'retentionMs'> &
+      Partial<Pick<CleanerConfig, 'etcdKeyPrefix'>>;
     /** The monotonic clock of the explain budget, ms (default the system's). */
     monotonicNow?: MonotonicClock;
   },
@@ -198,6 +199,7 @@ export function registerApiRoutes(
         queue: c.queue.bullQueue,
         redis: replica.redis,
         etcd: replica.etcd,
+        ...(rules.etcdKeyPrefix ? { etcdKeyPrefix: rules.etcdKeyPrefix } : {}),
         getPod: (ns, name) => c.pods.get(ns, name),
       },
       { name: pod },

@@ -174,6 +174,7 @@ export function createElectionView(opts: ElectionViewOptions): ElectionView {
           void sync();
         });
         notify(all, true);
+        if (failures > 0) opts.log.info({ failures }, 'election view: read again after failures');
         return;
       } catch (err) {
         failures += 1;

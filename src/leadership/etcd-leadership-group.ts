@@ -68,6 +68,8 @@ export interface EtcdLeadershipGroupOptions {
   fenceTimeoutMs?: number;
   /** Tests only: passed to each election. */
   readLeaderKey?: EtcdLeadershipOptions['readLeaderKey'];
+  /** Prefix of every key (`etcdKeyPrefix`, ends with `/`; default `spark-driver-cleaner/`); elections must be under it. */
+  root?: string;
 }
 
 /** The balance as this replica sees it, for `/api/v1/leaders` (its peers, its targets). */
@@ -121,6 +123,7 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
     ttlSeconds: opts.ttlSeconds,
     log,
     monotonicNow: opts.monotonicNow,
+    ...(opts.root ? { root: opts.root } : {}),
     memberValue: () =>
       memberValue(
         targetSet,
@@ -128,7 +131,7 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
         entries.length,
       ),
   });
-  const view = createElectionView({ client, log });
+  const view = createElectionView({ client, log, ...(opts.root ? { root: opts.root } : {}) });
   /** The membership value's target set: a hash of this replica's sorted target labels, fixed at `start()`. */
   let targetSet = '';
   /** Parsed membership values, by raw value (they change rarely; parsing a 1,000-label list is not free). */

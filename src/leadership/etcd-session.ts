@@ -15,12 +15,13 @@
 import type { Etcd3, Lease } from 'etcd3';
 import { backoffMs } from '../backoff.ts';
 import type { MonotonicClock } from '../clock.ts';
+import { DEFAULT_ETCD_KEY_PREFIX } from '../config/fields.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
 import { withTimeout } from '../with-timeout.ts';
 
-/** Where all leadership keys live; one watch over it serves every election of a replica. */
-export const ETCD_ROOT = 'spark-driver-cleaner/';
+/** Where all leadership keys live by default (`etcdKeyPrefix`); one watch over it serves every election of a replica. */
+export const ETCD_ROOT = DEFAULT_ETCD_KEY_PREFIX;
 /** Prefix of the membership keys: `<ETCD_ROOT>members/<replica id>`, on the replica's lease. */
 export const MEMBERS_PREFIX = `${ETCD_ROOT}members/`;
 
@@ -56,6 +57,8 @@ export interface EtcdSessionOptions {
    * (default: the replica id).
    */
   memberValue?: () => string;
+  /** Prefix of every key (`etcdKeyPrefix`, ends with `/`; default {@link ETCD_ROOT}). */
+  root?: string;
 }
 
 /** A replica's etcd session. */
@@ -109,6 +112,7 @@ const MAX_PENDING_KEEPALIVES = 16;
 
 /** Creates the session of a replica; `start()` grants its lease. */
 export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
+  const membersPrefix = `${opts.root ?? ETCD_ROOT}members/`;
   const { log } = opts;
   const ttlMs = opts.ttlSeconds * 1000;
   // Stop DELETEs a little before the server can expire the lease: its clock's rate and ours, timer granularity.
@@ -188,7 +192,7 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
       lastKeepaliveSentMs = grantSentMs;
       const value = valueNow();
       await withTimeout(
-        opts.client.put(`${MEMBERS_PREFIX}${opts.replicaId}`).value(value).lease(id).exec(),
+        opts.client.put(`${membersPrefix}${opts.replicaId}`).value(value).lease(id).exec(),
         ttlMs,
         'membership registration',
       );
@@ -267,7 +271,7 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
         lastRefreshMs = opts.monotonicNow();
         try {
           await withTimeout(
-            opts.client.put(`${MEMBERS_PREFIX}${opts.replicaId}`).value(value).lease(c.id).exec(),
+            opts.client.put(`${membersPrefix}${opts.replicaId}`).value(value).lease(c.id).exec(),
             ttlMs,
             'membership update',
           );

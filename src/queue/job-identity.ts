@@ -7,6 +7,7 @@
  * on both sides, the enqueue and the worker, so a refused job can never come back as a new one.
  * Redis Cluster: every key of one queue must hash to one slot, so the queue name is a hash tag `{…}`.
  */
+import { DEFAULT_ETCD_KEY_PREFIX } from '../config/fields.ts';
 
 /** A target's identity: Kyuubi's KubernetesInfo. */
 export interface TargetRef {
@@ -67,9 +68,12 @@ export function jobKey(prefix: string, t: TargetRef, uid: string): string {
   return `${prefix}:${queueName(t)}:${cleanupJobId(uid)}`;
 }
 
-/** The etcd key prefix under which replicas campaign for a target's leadership. */
-export function electionPrefix(t: TargetRef): string {
-  return `spark-driver-cleaner/election/${encodeURIComponent(t.context)}/${t.namespace}/`;
+/**
+ * The etcd key prefix under which replicas campaign for a target's leadership.
+ * @param root the configured `etcdKeyPrefix` (ends with `/`)
+ */
+export function electionPrefix(t: TargetRef, root: string = DEFAULT_ETCD_KEY_PREFIX): string {
+  return `${root}election/${encodeURIComponent(t.context)}/${t.namespace}/`;
 }
 
 /**

@@ -25,12 +25,14 @@ export interface BalanceStatus extends LeadershipBalance {
 }
 
 /**
- * Reads the live members (id → their key's value) from etcd.
+ * Reads the live members (id → their key's value) from etcd, under `root` (the `etcdKeyPrefix`, default
+ * `spark-driver-cleaner/`).
  * @throws the etcd client's error when etcd cannot be reached.
  */
-export async function readMembers(etcd: Etcd3): Promise<Map<string, string>> {
-  const kvs = (await etcd.getAll().prefix(MEMBERS_PREFIX).exec()).kvs;
-  return new Map(kvs.map((kv) => [kv.key.toString().slice(MEMBERS_PREFIX.length), kv.value.toString()]));
+export async function readMembers(etcd: Etcd3, root?: string): Promise<Map<string, string>> {
+  const prefix = root ? `${root}members/` : MEMBERS_PREFIX;
+  const kvs = (await etcd.getAll().prefix(prefix).exec()).kvs;
+  return new Map(kvs.map((kv) => [kv.key.toString().slice(prefix.length), kv.value.toString()]));
 }
 
 /**
@@ -63,13 +65,14 @@ export function balanceOf(
 }
 
 /**
- * Reads the members from etcd and computes the balance of `targets` (see {@link balanceOf}).
+ * Reads the members from etcd (under `root`, the `etcdKeyPrefix`) and computes the balance of `targets` (see {@link balanceOf}).
  * @throws the etcd client's error when etcd cannot be reached.
  */
 export async function readBalance(
   etcd: Etcd3,
   targets: readonly string[],
   leaders: readonly (string | null | undefined)[],
+  root?: string,
 ): Promise<BalanceStatus> {
-  return balanceOf(targets, await readMembers(etcd), leaders);
+  return balanceOf(targets, await readMembers(etcd, root), leaders);
 }

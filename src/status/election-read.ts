@@ -20,11 +20,12 @@ export interface ElectionState {
 }
 
 /**
- * Reads a target's election.
+ * Reads a target's election (`root`: the `etcdKeyPrefix`, default `spark-driver-cleaner/`).
  * @throws the etcd client's error when etcd cannot be reached.
  */
-export async function readElection(etcd: Etcd3, target: TargetRef): Promise<ElectionState> {
-  const kvs = (await etcd.namespace(electionPrefix(target)).getAll().sort('Create', 'Ascend').exec()).kvs;
+export async function readElection(etcd: Etcd3, target: TargetRef, root?: string): Promise<ElectionState> {
+  const kvs = (await etcd.namespace(electionPrefix(target, root)).getAll().sort('Create', 'Ascend').exec())
+    .kvs;
   const [first, ...rest] = kvs;
   return {
     leader: first?.value.toString(),

@@ -21,6 +21,8 @@ export interface FactSources {
   readonly redis: RedisClient;
   /** undefined: single-server mode (the leader is the consuming worker). */
   readonly etcd: Etcd3 | undefined;
+  /** The `etcdKeyPrefix` (default `spark-driver-cleaner/`). */
+  readonly etcdKeyPrefix?: string;
   /** A live GET of the pod (undefined when absent); undefined: do not ask the API server. */
   readonly getPod: ((namespace: string, name: string) => Promise<DriverPod | undefined>) | undefined;
 }
@@ -65,7 +67,7 @@ async function uidByName(src: FactSources, prefix: string, name: string): Promis
 
 /** The target's leader: etcd's election, or without etcd the replica whose worker consumes the queue. */
 async function leaderOf(src: FactSources): Promise<string | undefined> {
-  if (src.etcd) return (await readElection(src.etcd, src.target)).leader;
+  if (src.etcd) return (await readElection(src.etcd, src.target, src.etcdKeyPrefix)).leader;
   const workers = (await src.queue.getWorkers()) as { rawname?: string }[];
   const raw = workers[0]?.rawname ?? '';
   const at = raw.indexOf(':w:');

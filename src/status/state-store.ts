@@ -11,7 +11,7 @@ import { describeRedis } from '../config/redact.ts';
 import type { CleanerConfig } from '../config/schema.ts';
 import { assertDistinctTargets } from '../kube/distinct-targets.ts';
 import { kubeconfigPath, loadClusterAccess } from '../kube/kubeconfig.ts';
-import { createEtcdClient } from '../leadership/etcd-client.ts';
+import { createEtcdClient, LOGIN_TIMEOUT_MS } from '../leadership/etcd-client.ts';
 import type { StoredJobData } from '../queue/cleanup-queue.ts';
 import { queueName, type TargetRef } from '../queue/job-identity.ts';
 import { createRedisClient, type RedisClient } from '../queue/redis-client.ts';
@@ -49,14 +49,17 @@ export class UnreachableError extends Error {
  */
 export async function checkReachable(
   store: StateStore,
-  config: Pick<CleanerConfig, 'redis' | 'etcdEndpoints'>,
+  config: Pick<CleanerConfig, 'redis' | 'etcdEndpoints' | 'etcdKeyPrefix'> &
+    Partial<Pick<CleanerConfig, 'etcdSecurity'>>,
 ): Promise<void> {
-  // Both at once, each within ANSWER_TIMEOUT_MS: the error names every one that does not answer.
+  // Both at once, each within ANSWER_TIMEOUT_MS: the error names every one that does not answer. etcd's
+  // first read logs in first when it has a user: that login has its own deadline (LOGIN_TIMEOUT_MS).
   const why = (err: unknown) => (err as Error).message.split('\n')[0];
+  const etcdMs = ANSWER_TIMEOUT_MS + (config.etcdSecurity?.username !== undefined ? LOGIN_TIMEOUT_MS : 0);
   const [redis, etcd] = await Promise.allSettled([
     withTimeout(store.redis.ping(), ANSWER_TIMEOUT_MS, 'PING'),
     store.etcd
-      ? withTimeout(store.etcd.get('spark-driver-cleaner/ping').exec(), ANSWER_TIMEOUT_MS, 'a read')
+      ? withTimeout(store.etcd.get(`${config.etcdKeyPrefix}ping`).exec(), etcdMs, 'a read')
       : Promise.resolve(undefined),
   ]);
   const failures: string[] = [];
@@ -87,7 +90,7 @@ export function readFailure(err: unknown, config: Pick<CleanerConfig, 'redis' | 
  * {@link ANSWER_TIMEOUT_MS}) and the etcd client (each call within {@link ETCD_CALL_TIMEOUT_MS} per member).
  */
 export function openStateStore(
-  config: Pick<CleanerConfig, 'redis' | 'etcdEndpoints' | 'queuePrefix'>,
+  config: Pick<CleanerConfig, 'redis' | 'etcdEndpoints' | 'etcdSecurity' | 'queuePrefix'>,
 ): StateStore {
   const redis = createRedisClient(config.redis, {
     connectTimeoutMs: ANSWER_TIMEOUT_MS,
@@ -101,7 +104,10 @@ export function openStateStore(
   redis.on('error', () => undefined); // the failed command reports it
   const etcd =
     config.etcdEndpoints.length > 0
-      ? createEtcdClient(config.etcdEndpoints, { callTimeoutMs: ETCD_CALL_TIMEOUT_MS })
+      ? createEtcdClient(config.etcdEndpoints, {
+          callTimeoutMs: ETCD_CALL_TIMEOUT_MS,
+          security: config.etcdSecurity,
+        })
       : undefined;
   const queues = new Map<string, Queue<StoredJobData>>();
   return {

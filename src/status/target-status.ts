@@ -59,6 +59,8 @@ export interface StatusSources {
   readonly redis: RedisClient;
   /** undefined: single-server mode, the leader is whoever consumes. */
   readonly etcd: Etcd3 | undefined;
+  /** The `etcdKeyPrefix` (default `spark-driver-cleaner/`). */
+  readonly etcdKeyPrefix?: string;
   readonly prefix: string;
   /** Epoch ms. */
   readonly nowMs: number;
@@ -124,7 +126,7 @@ export async function readTargetStatus(target: TargetRef, src: StatusSources): P
   const { queue } = src;
   const [counts, election, workers, firstDelayed, lastAccepted] = await Promise.all([
     queue.getJobCounts('delayed', 'waiting', 'active', 'failed', 'completed'),
-    src.etcd ? readElection(src.etcd, target) : undefined,
+    src.etcd ? readElection(src.etcd, target, src.etcdKeyPrefix) : undefined,
     queue.getWorkers() as Promise<{ rawname?: string; age?: string }[]>,
     queue.getDelayed(0, 0),
     readLastAccepted(src.redis, src.prefix, target),

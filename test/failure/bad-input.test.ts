@@ -51,6 +51,14 @@ const BAD: Record<string, Record<string, string>> = {
   redisPassword: { SDC_REDIS_PASSWORD: 'p' },
   redisSentinelPassword: { SDC_REDIS_SENTINEL_PASSWORD: 's' },
   etcdEndpoints: { SDC_ETCD_ENDPOINTS: 'etcd:2379' },
+  etcdCaFile: { SDC_ETCD_CA_FILE: '/nonexistent/ca.pem' }, // a Secret not mounted: exit 2 at start
+  etcdCertFile: { SDC_ETCD_CERT_FILE: '/nonexistent/client.pem' },
+  etcdKeyFile: { SDC_ETCD_KEY_FILE: '/nonexistent/client.key' },
+  etcdPasswordFile: { SDC_ETCD_PASSWORD_FILE: '/nonexistent/password' },
+  etcdKeyPrefix: { SDC_ETCD_KEY_PREFIX: 'no-trailing-slash' },
+  // Wrong only without etcdEndpoints (every valid run here has none), so alone.
+  etcdUsername: { SDC_ETCD_USERNAME: 'cleaner' },
+  etcdPassword: { SDC_ETCD_PASSWORD: 'pw' },
   electionTtlSeconds: { SDC_ELECTION_TTL_SECONDS: '1' },
   recheck: { SDC_RECHECK: 'sometimes' },
   apiQps: { SDC_API_QPS: '-5' },
@@ -122,6 +130,8 @@ describe('bad input', () => {
       'redisUsername',
       'redisPassword',
       'redisSentinelPassword',
+      'etcdUsername',
+      'etcdPassword',
     ];
     const runs: { keys: string[]; env: Record<string, string> }[] = SOAK
       ? Object.keys(BAD).map((k) => ({ keys: [k], env: BAD[k] ?? {} }))

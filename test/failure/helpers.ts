@@ -17,6 +17,7 @@ import { afterAll, beforeAll } from 'vitest';
 import { buildKubeconfig } from '../../harness/sandbox/apiserver/kubeconfig.ts';
 import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
 import {
+  type EtcdTlsOptions,
   type LocalEtcd,
   type LocalService,
   startEtcd,
@@ -43,6 +44,8 @@ export interface FailureClusterOptions {
   etcdMembers?: number;
   /** Context name of the sandbox API server (default `fm`). */
   context?: string;
+  /** etcd with TLS and client certificate authentication (harness/sandbox/local-services.ts). */
+  etcdTls?: EtcdTlsOptions;
 }
 
 /** One test file's world: its own Redis, etcd and sandbox API server. */
@@ -66,7 +69,7 @@ export async function startFailureCluster(opts: FailureClusterOptions = {}): Pro
   const context = opts.context ?? 'fm';
   const [redis, etcd, server] = await Promise.all([
     startRedis(),
-    startEtcd({ members: opts.etcdMembers ?? 1 }),
+    startEtcd({ members: opts.etcdMembers ?? 1, ...(opts.etcdTls ? { tls: opts.etcdTls } : {}) }),
     startSandboxApiServer({ contextName: context }),
   ]);
   const replicas: ReplicaProcess[] = [];

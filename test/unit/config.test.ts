@@ -1,6 +1,8 @@
+import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parseDurationMs } from '../../src/config/duration.ts';
 import { envName, FIELDS, NODE_TIMER_MAX_MS, rangeMs } from '../../src/config/fields.ts';
@@ -582,5 +584,141 @@ describe('secrets in URLs', () => {
       loadConfig({ env: { ...base, SDC_ETCD_ENDPOINTS: 'http://etcd-0:2379, https://etcd-1:2379/' } })
         .etcdEndpoints,
     ).toEqual(['http://etcd-0:2379', 'https://etcd-1:2379/']);
+  });
+});
+
+describe('secured etcd settings', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sdc-etcd-cfg-'));
+  const pem = join(dir, 'ca.pem');
+  writeFileSync(pem, '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n');
+  const notPem = join(dir, 'plain.txt');
+  writeFileSync(notPem, 'hello\n');
+  const password = join(dir, 'password');
+  writeFileSync(password, 'pw\n');
+  const tls = { ...base, SDC_ETCD_ENDPOINTS: 'https://etcd-0:2379' };
+
+  it('the defaults: no TLS files, no user, the keys of earlier releases', () => {
+    const c = loadConfig({ env: base });
+    expect(c.etcdKeyPrefix).toBe('spark-driver-cleaner/');
+    expect(Object.values(c.etcdSecurity).every((v) => v === undefined)).toBe(true);
+  });
+
+  it('TLS files, a user with a password file, and a prefix are taken', () => {
+    const c = loadConfig({
+      env: {
+        ...tls,
+        SDC_ETCD_CA_FILE: pem,
+        SDC_ETCD_CERT_FILE: pem,
+        SDC_ETCD_KEY_FILE: pem,
+        SDC_ETCD_USERNAME: 'cleaner',
+        SDC_ETCD_PASSWORD_FILE: password,
+        SDC_ETCD_KEY_PREFIX: 'teams/spark/cleaner/',
+      },
+    });
+    expect(c.etcdSecurity).toEqual({
+      caFile: pem,
+      certFile: pem,
+      keyFile: pem,
+      username: 'cleaner',
+      password: undefined,
+      passwordFile: password,
+    });
+    expect(c.etcdKeyPrefix).toBe('teams/spark/cleaner/');
+  });
+
+  it('run --check shows them from flags and from a config file, the password masked', async () => {
+    const cli = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
+    const check = (args: string[]) =>
+      new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
+        execFile(
+          process.execPath,
+          [cli, 'run', '--check', ...args],
+          { env: { PATH: process.env.PATH ?? '', SDC_TARGETS: 'ctx:ns' }, timeout: 30_000 },
+          (err, stdout, stderr) => resolve({ code: err ? Number(err.code) : 0, stdout, stderr }),
+        ),
+      );
+    const expected = {
+      etcdEndpoints: ['https://etcd-0:2379/'],
+      etcdSecurity: { caFile: pem, certFile: pem, keyFile: pem, username: 'cleaner', password: '***' },
+      etcdKeyPrefix: 'teams/spark/cleaner/',
+    };
+    const fromFlags = await check([
+      '--etcd-endpoints',
+      'https://etcd-0:2379',
+      '--etcd-ca-file',
+      pem,
+      '--etcd-cert-file',
+      pem,
+      '--etcd-key-file',
+      pem,
+      '--etcd-username',
+      'cleaner',
+      '--etcd-password',
+      'etcd-s3cret',
+      '--etcd-key-prefix',
+      'teams/spark/cleaner/',
+    ]);
+    expect(fromFlags.code, fromFlags.stderr).toBe(0);
+    expect(fromFlags.stdout).not.toContain('etcd-s3cret');
+    expect(JSON.parse(fromFlags.stdout)).toMatchObject(expected);
+    const file = join(dir, 'etcd.yaml');
+    writeFileSync(
+      file,
+      [
+        'etcdEndpoints: https://etcd-0:2379',
+        `etcdCaFile: ${pem}`,
+        `etcdCertFile: ${pem}`,
+        `etcdKeyFile: ${pem}`,
+        'etcdUsername: cleaner',
+        'etcdPassword: etcd-s3cret',
+        'etcdKeyPrefix: teams/spark/cleaner/',
+      ].join('\n'),
+    );
+    const fromFile = await check(['--config', file]);
+    expect(fromFile.code, fromFile.stderr).toBe(0);
+    expect(fromFile.stdout).not.toContain('etcd-s3cret');
+    expect(JSON.parse(fromFile.stdout)).toMatchObject(expected);
+  });
+
+  it('each mistake is named by its field', () => {
+    const cases: [Record<string, string>, RegExp][] = [
+      [
+        { ...tls, SDC_ETCD_CA_FILE: join(dir, 'missing.pem') },
+        /^SDC_ETCD_CA_FILE: ".*missing\.pem": cannot read the file \(ENOENT\)/,
+      ],
+      [{ ...tls, SDC_ETCD_CA_FILE: notPem }, /^SDC_ETCD_CA_FILE: ".*plain\.txt": not a PEM file/],
+      [
+        { ...tls, SDC_ETCD_CERT_FILE: pem },
+        /^etcdKeyFile .*: not set; set both etcdCertFile and etcdKeyFile/,
+      ],
+      [
+        { ...base, SDC_ETCD_ENDPOINTS: 'http://etcd-0:2379', SDC_ETCD_CA_FILE: pem },
+        /^SDC_ETCD_CA_FILE: set, but etcd endpoint http:\/\/etcd-0:2379\/? is not https:\/\//,
+      ],
+      [{ ...base, SDC_ETCD_USERNAME: 'u' }, /^SDC_ETCD_USERNAME: set, but etcdEndpoints is not/],
+      [{ ...tls, SDC_ETCD_USERNAME: 'u' }, /^etcdPassword .*: not set; etcdUsername is set/],
+      [{ ...tls, SDC_ETCD_PASSWORD: 'p' }, /^etcdUsername .*: not set; a password is set/],
+      [
+        { ...tls, SDC_ETCD_USERNAME: 'u', SDC_ETCD_PASSWORD: 'p', SDC_ETCD_PASSWORD_FILE: password },
+        /^SDC_ETCD_PASSWORD_FILE: set together with etcdPassword/,
+      ],
+      [
+        { ...tls, SDC_ETCD_KEY_PREFIX: 'cleaner' },
+        /^SDC_ETCD_KEY_PREFIX: expected path segments .* ending in \//,
+      ],
+    ];
+    for (const [env, line] of cases) {
+      const lines = problems(() => loadConfig({ env }));
+      expect(lines, JSON.stringify(env)).toHaveLength(1);
+      expect(lines[0]).toMatch(line);
+    }
+  });
+
+  it('the etcd password is masked in the logged configuration', () => {
+    const c = loadConfig({
+      env: { ...tls, SDC_ETCD_USERNAME: 'cleaner', SDC_ETCD_PASSWORD: 'Zq7-etcd-pw' },
+    });
+    expect(JSON.stringify(redactConfig(c))).not.toContain('Zq7-etcd-pw');
+    expect(JSON.stringify(redactConfig(c))).toContain('cleaner');
   });
 });

@@ -139,6 +139,31 @@ const COVERAGE: Record<string, Coverage> = {
       invocation: "'npm run bench -- --quick --only scale --scale-as-deployed --name scale-quick-deployed'",
       why: 'the 1,000 × 5 soak as deployed: the quick run with the same --scale-as-deployed (cluster scope is tested beside it)',
     },
+  'etcdctl role add spark-driver-cleaner': {
+    run: 'elsewhere',
+    file: 'test/failure/etcd-secured.test.ts',
+    invocation: "'etcdctl role add spark-driver-cleaner'",
+    why: 'needs an etcd with TLS and auth: the secured-etcd test gives the cleaner its role with these commands, as root',
+  },
+  'etcdctl role grant-permission spark-driver-cleaner --prefix=true readwrite spark-driver-cleaner/': {
+    run: 'elsewhere',
+    file: 'test/failure/etcd-secured.test.ts',
+    invocation:
+      "'etcdctl role grant-permission spark-driver-cleaner --prefix=true readwrite spark-driver-cleaner/'",
+    why: 'needs an etcd with TLS and auth: the secured-etcd test gives the cleaner its role with these commands, as root',
+  },
+  'etcdctl user add spark-driver-cleaner --new-user-password "$ETCD_CLEANER_PASSWORD"': {
+    run: 'elsewhere',
+    file: 'test/failure/etcd-secured.test.ts',
+    invocation: '\'etcdctl user add spark-driver-cleaner --new-user-password "$ETCD_CLEANER_PASSWORD"\'',
+    why: 'needs an etcd with TLS and auth: the secured-etcd test gives the cleaner its role with these commands, as root',
+  },
+  'etcdctl user grant-role spark-driver-cleaner spark-driver-cleaner': {
+    run: 'elsewhere',
+    file: 'test/failure/etcd-secured.test.ts',
+    invocation: "'etcdctl user grant-role spark-driver-cleaner spark-driver-cleaner'",
+    why: 'needs an etcd with TLS and auth: the secured-etcd test gives the cleaner its role with these commands, as root',
+  },
 };
 
 /** The environment of a fresh shell: none of the cleaner's settings. */
