@@ -71,6 +71,11 @@ describe('links between the documents', () => {
   });
 
   for (const doc of documents()) {
+    it(`${doc}: every fenced block is closed (an open one would swallow the rest of the page)`, () => {
+      const fences = readFileSync(path.join(ROOT, doc), 'utf8').match(/^\s*```/gm) ?? [];
+      expect(fences.length % 2).toBe(0);
+    });
+
     it(`${doc}: every relative link and #anchor resolves`, () => {
       const broken: string[] = [];
       for (const target of relativeLinks(readFileSync(path.join(ROOT, doc), 'utf8'))) {
