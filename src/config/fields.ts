@@ -55,7 +55,7 @@ export const FIELDS: readonly FieldSpec[] = [
   {
     key: 'labelSelector',
     default: 'spark-role=driver,kyuubi-unique-tag',
-    help: 'Server-side label selector of driver pods. Every pod it selects is deleted once finished, so it must require at least one label (`key`, `key=value`, `key in (a,b)`); an empty selector or one of exclusions only (`!key`, `key!=value`, `key notin (…)`) is refused.',
+    help: 'Server-side label selector of driver pods: every pod it selects is deleted once finished, so it must require at least one label (exclusions only, or empty, are refused).',
   },
   {
     key: 'policy',
@@ -83,7 +83,7 @@ export const FIELDS: readonly FieldSpec[] = [
   {
     key: 'redisMode',
     default: 'single',
-    help: 'How Redis is reached: `single` (one server at `redisUrl`), `sentinel` (the master that `redisSentinels` name for `redisMasterName`; followed across failovers) or `cluster` (a Redis Cluster found from `redisClusterNodes`). See docs/configuration.md, “Redis: one server, Sentinel or Cluster”.',
+    help: 'How Redis is reached: `single` (`redisUrl`), `sentinel` (`redisSentinels`, `redisMasterName`; followed across failovers) or `cluster` (`redisClusterNodes`).',
   },
   {
     key: 'redisSentinels',
@@ -114,7 +114,7 @@ export const FIELDS: readonly FieldSpec[] = [
   {
     key: 'redisTls',
     default: 'false',
-    help: 'Sentinel and cluster modes: TLS to Redis, and to the Sentinels (single mode: a `rediss://` URL). Certificates are checked against Node’s CAs plus `NODE_EXTRA_CA_CERTS`.',
+    help: 'Sentinel and cluster modes: TLS to Redis and the Sentinels, checked against Node’s CAs plus `NODE_EXTRA_CA_CERTS` (single mode: a `rediss://` URL).',
     flag: true,
   },
   {
@@ -136,23 +136,23 @@ export const FIELDS: readonly FieldSpec[] = [
   {
     key: 'recheck',
     default: 'resource-version',
-    help: 'How the pod is re-checked before its DELETE: `resource-version` (the informer’s copy, confirmed by the API server: DELETE with `preconditions.resourceVersion`; a 409 falls back to a GET — one request per pod), `live` (GET, then DELETE: two) or `cache` (the informer’s copy, DELETE with the UID precondition only).',
+    help: 'How the pod is re-checked before its DELETE: `resource-version` (the informer’s copy, confirmed by the DELETE’s preconditions: one request), `live` (GET, then DELETE: two) or `cache` (UID precondition only).',
   },
   {
     key: 'apiQps',
     default: '20',
-    help: 'API requests per second per context (as kube-controller-manager), every request counted: GET, DELETE, and the informers’ LIST pages and WATCHes; waiting GETs and DELETEs go first.',
+    help: 'API requests per second per context, every request counted (GETs, DELETEs, the informers’ LIST pages and WATCHes); waiting GETs and DELETEs go first.',
   },
   { key: 'apiBurst', default: '30', help: 'API request burst per context.' },
   {
     key: 'informerScope',
     default: 'namespace',
-    help: '`namespace`: one pod informer (list+watch) per target, needing list/watch on pods in each target namespace; `cluster`: one per context, watching pods of all namespaces and keeping those of its targets — one list+watch per context whatever the number of targets, but it needs list/watch on pods cluster-wide (a ClusterRole: docs/deployment.md).',
+    help: '`namespace`: one pod informer per target; `cluster`: one per context watching every namespace, which needs list/watch on pods cluster-wide (a ClusterRole).',
   },
   {
     key: 'apiHttp2',
     default: 'off',
-    help: '`off`: HTTP/1.1 to the API servers, one TCP connection per open watch (T per replica and context in namespace scope). `on`: offer HTTP/2 (ALPN, `https://` servers only; `http://` stays HTTP/1.1), so the watches of a context share one connection (up to 100 streams each; more open another). Off by default: one lost connection then drops every watch of the context at once, and `informerScope: cluster` already needs one watch per context.',
+    help: '`on` offers HTTP/2 to `https://` API servers so that a context’s watches share one connection; `off` keeps one HTTP/1.1 connection per watch, so that one lost connection never drops them all.',
   },
   {
     key: 'apiTimeout',
@@ -168,7 +168,7 @@ export const FIELDS: readonly FieldSpec[] = [
   {
     key: 'concurrency',
     default: '100',
-    help: 'Cleanup jobs in flight per target on its leader (waiting for the API rate limit counts): many in flight let one leader batch its Redis, etcd and API round trips in a burst (bench/README.md).',
+    help: 'Cleanup jobs in flight per target on its leader (jobs waiting for the API rate limit count).',
   },
   {
     key: 'retryBaseDelay',
@@ -195,7 +195,7 @@ export const FIELDS: readonly FieldSpec[] = [
   {
     key: 'dryRun',
     default: 'false',
-    help: 'Log `would-delete` instead of sending DELETE. Switched off later, those pods are deleted (their finished jobs are replaced).',
+    help: 'Log `would-delete` instead of sending DELETE; switched off later, those pods are deleted.',
     flag: true,
   },
   { key: 'replicaId', help: 'This replica’s identity in elections and logs; default `hostname-pid`.' },
@@ -225,7 +225,7 @@ export const FIELDS: readonly FieldSpec[] = [
   },
   {
     key: 'overdueGrace',
-    help: 'Self-check: a terminated driver pod still present this long after its deadline counts as overdue (`sdc_overdue_pods`); a leader stuck this long steps down; a follower logs an error at twice it. Unset → 2 × `electionTtlSeconds` + 30 s (one failover never counts).',
+    help: 'How long past its deadline a terminated driver pod counts as overdue (`sdc_overdue_pods`) and a stuck leader steps down; unset → 2 × `electionTtlSeconds` + 30 s.',
     range: {
       min: '1s',
       max: '24h',
