@@ -1,5 +1,5 @@
 /**
- * The image, built and run for real. `bash scripts/build-image.sh` (as the README shows it) builds the
+ * The image, built and run for real. `bash scripts/build-image.sh` (as docs/image.md shows it) builds the
  * Dockerfile with podman on a local stand-in for its base (Debian bookworm from Debian's packages, Node and
  * npm from the npm registry: no public base image is pulled), then the image runs as the Deployment in
  * infra/k8s/base runs it — read-only root filesystem, /tmp the only writable path, the image's non-root
@@ -29,10 +29,10 @@ import { waitFor } from '../helpers/wait.ts';
 import { type Container, engineProblem, podman, run, runContainer } from './podman.ts';
 import { REPO_ROOT } from './render.ts';
 
-/** The README's build command and image, run exactly as written. */
+/** docs/image.md's build command and image, run exactly as written. */
 const BUILD = 'bash scripts/build-image.sh';
 const IMAGE = 'spark-driver-cleaner:dev';
-/** The README's report command. */
+/** docs/image.md's report command. */
 const REPORT = 'bash scripts/image-report.sh spark-driver-cleaner:dev';
 /**
  * The operator commands as the README runs them in a replica's container

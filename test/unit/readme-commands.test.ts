@@ -343,6 +343,12 @@ const COVERAGE: Record<string, Record<string, Coverage>> = {
       invocation: "const BUILD = 'bash scripts/build-image.sh';",
       why: 'the image test builds the image with it as written (minutes on a cold cache), then runs the image',
     },
+    'bash scripts/image-report.sh spark-driver-cleaner:dev': {
+      run: 'elsewhere',
+      file: 'test/deploy/image.test.ts',
+      invocation: "const REPORT = 'bash scripts/image-report.sh spark-driver-cleaner:dev';",
+      why: 'the image test runs it as written on the image it built and checks each section',
+    },
     'podman run --rm --network host --user 1000:1000 --read-only --read-only-tmpfs=false --tmpfs /tmp:rw,mode=1777,size=64m --cap-drop=ALL --security-opt no-new-privileges --volume "$HOME/.kube/config:/kube/config:ro" --env KUBECONFIG=/kube/config --env SDC_TARGETS=kind-kind:spark --env SDC_REDIS_URL=redis://127.0.0.1:6379 --env SDC_ETCD_ENDPOINTS=http://127.0.0.1:2379 --env SDC_DRY_RUN=true spark-driver-cleaner:dev':
       {
         run: 'needs',
