@@ -34,7 +34,19 @@ function row(f: FieldSpec): string {
   return `| \`${f.key}\` | \`${flagName(f.key)}\` | ${env} | ${def} | ${range} | ${cell(f.help)}${secret} |`;
 }
 
-/** The generated table, markers included, for `fields` (every field by default). */
+/** Why each range is what it is: a list after the table, one line per field that has a range. */
+function ranges(fields: readonly FieldSpec[]): string[] {
+  const withRange = fields.filter((f) => f.range);
+  if (withRange.length === 0) return [];
+  return [
+    '',
+    'Why each range (a value outside it is refused with exit 2):',
+    '',
+    ...withRange.map((f) => `- \`${f.key}\`, \`${f.range?.min}\` to \`${f.range?.max}\`: ${f.range?.why}.`),
+  ];
+}
+
+/** The generated table and the ranges' reasons, markers included, for `fields` (every field by default). */
 export function configTable(fields: readonly FieldSpec[] = FIELDS): string {
   return [
     BEGIN_MARKER,
@@ -42,6 +54,7 @@ export function configTable(fields: readonly FieldSpec[] = FIELDS): string {
     '| Field (YAML) | Flag | Environment | Default | Range | Meaning |',
     '| --- | --- | --- | --- | --- | --- |',
     ...fields.map(row),
+    ...ranges(fields),
     '',
     END_MARKER,
   ].join('\n');

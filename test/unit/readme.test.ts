@@ -28,6 +28,7 @@ describe('the configuration reference (docs/configuration.md)', () => {
       for (const alias of f.envAliases ?? []) expect(row).toContain(`\`${alias}\``);
       if (f.default !== undefined) expect(row).toContain(`\`${f.default}\``);
       if (f.range) expect(row).toContain(`\`${f.range.min}\` to \`${f.range.max}\``);
+      if (f.range) expect(configDoc, `why ${f.key}'s range`).toContain(`${f.range.why}.`);
     }
   });
 
