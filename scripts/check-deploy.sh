@@ -12,7 +12,7 @@
 #      RBAC rules exactly get/list/watch/delete on pods (cluster-scope overlay: list/watch cluster-wide,
 #      get/delete per target namespace), the Deployment's required fields, the
 #      Dockerfile's base/user/entrypoint, the zone spread, the compose file and collector configuration,
-#      the alerts' severities, annotations and runbook links (anchors in the README), the PrometheusRule,
+#      the alerts' severities, annotations and runbook links (anchors in docs/troubleshooting.md), the PrometheusRule,
 #      the Grafana dashboard and its ConfigMap (equal to the file), and the metric names they use
 #      against a running replica (which needs redis-server: scripts/setup.sh installs it); not the
 #      image test (test/deploy/image.test.ts: podman builds and runs the image), which `npm test` runs.

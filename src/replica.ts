@@ -106,7 +106,7 @@ export async function startReplica(
   // The queues' own commands (enqueue probes, tombstones): one connection for every target, without BullMQ's
   // scripts on it (src/queue/cleanup-queue.ts). With `redis` (BullMQ's Queues and the Workers' commands, shared)
   // that makes two per replica; the only per-target connections are the blocking ones of the Workers of the
-  // targets this replica leads: clients = T + 2R across the fleet (README "Sizing").
+  // targets this replica leads: clients = T + 2R across the fleet (docs/sizing.md).
   const commands = duplicateClient(redis, `sdc:${config.replicaId}:commands`);
   commands.on('error', () => undefined); // `redis`'s listener reports Redis outages
   let stopping: Promise<void> | undefined;

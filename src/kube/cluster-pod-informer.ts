@@ -10,7 +10,7 @@
  * namespace's first list, one 410 relists once for all of them, one failure takes them all down together.
  *
  * Needs `list` and `watch` on pods cluster-wide (a ClusterRole); the cleanup's `get` and `delete` stay
- * namespaced (README, "Deployment").
+ * namespaced (docs/deployment.md, "Many target namespaces").
  */
 import type { DriverPod } from './driver-pod.ts';
 import type { PodEventHandler, PodInformer } from './pod-informer.ts';

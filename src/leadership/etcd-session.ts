@@ -242,7 +242,7 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
       } catch (err) {
         if (!running) break;
         failures += 1;
-        // The message operators look for (README, alerts) when a replica cannot campaign.
+        // The message operators look for (docs/troubleshooting.md, alerts) when a replica cannot campaign.
         log.warn(
           { err: { message: (err as Error).message }, step: 'session lease grant' },
           'campaign failed; retrying',

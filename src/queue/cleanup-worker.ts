@@ -45,7 +45,7 @@ import { markWorkerClosing, takeOverActiveJobs } from './take-over.ts';
 
 /**
  * The leader's Worker's schedule on Redis while it has nothing to do, ms (with BullMQ's defaults an idle target
- * costs ~3 commands/s; README "Sizing"). Measured on Redis 7 with BullMQ 6.7.0: one
+ * costs ~3 commands/s; docs/sizing.md). Measured on Redis 7 with BullMQ 6.7.0: one
  * fetch cycle (BZPOPMIN, then the moveToActive script) is 8 commands, one stalled-jobs check 7; at 60 s each an
  * idle target costs 0.25 commands/s (test/ops/redis-fleet-cost.test.ts).
  *

@@ -1,7 +1,7 @@
 /**
  * The log line of each cleanup outcome: one JSON line with `context`, `namespace`, `pod`, `uid` and `outcome`;
  * an accepted DELETE at info, no-ops at debug, real failures at warn with the API Status step, code, reason
- * and message (README "Logs and outcomes").
+ * and message (docs/operations.md, "Logs and outcomes").
  */
 import type { CleanupJobData } from '../cleanup/job-data.ts';
 import type { Outcome } from '../cleanup/outcome.ts';

@@ -1,5 +1,5 @@
 /**
- * CI smoke of the benchmarks, run exactly as the README shows it: `npm run bench -- --quick` from the
+ * CI smoke of the benchmarks, run exactly as bench/README.md shows it: `npm run bench -- --quick` from the
  * repository root runs every benchmark at small sizes (real Redis, etcd, sandbox API server, replica
  * processes) and writes `bench/results/quick.json` and its report in `bench/results/quick/` (the directory a
  * fresh clone lacks). Whatever was there before is set aside and put back afterwards. Timing targets are not
@@ -14,7 +14,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { BenchResults } from '../../bench/results.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-/** What the README's quick run writes. */
+/** What bench/README.md's quick run writes. */
 const OUTPUTS = [join(ROOT, 'bench/results/quick.json'), join(ROOT, 'bench/results/quick')];
 const aside = (path: string) => `${path}.before-test-${process.pid}`;
 
@@ -28,7 +28,7 @@ afterAll(() => {
   }
 });
 
-it('npm run bench -- --quick (as the README shows it) writes every benchmark’s figures, the machine facts and a report', async () => {
+it('npm run bench -- --quick (as bench/README.md shows it) writes every benchmark’s figures, the machine facts and a report', async () => {
   const child = spawn('bash', ['-c', 'npm run bench -- --quick'], {
     cwd: ROOT,
     stdio: ['ignore', 'ignore', 'pipe'],

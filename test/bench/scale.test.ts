@@ -50,7 +50,7 @@ async function sh(command: string): Promise<{ code: number | null; stderr: strin
   return { code, stderr };
 }
 
-it('npm run bench -- --quick --only scale --name scale-quick (as the README shows it) writes every scale figure and the report table', async () => {
+it('npm run bench -- --quick --only scale --name scale-quick (as bench/README.md shows it) writes every scale figure and the report table', async () => {
   const { code, stderr } = await sh('npm run bench -- --quick --only scale --name scale-quick');
   expect(code, stderr).toBe(0);
   const [json = '', reportDir = ''] = OUTPUTS;

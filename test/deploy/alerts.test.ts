@@ -1,8 +1,8 @@
 /**
- * The alerting rules (infra/monitoring/alerts.yaml), checked without Prometheus: the alerts the README
- * describes, each with its annotations, a runbook naming README troubleshooting rows that exist and a
- * runbook_url to the anchor of the first of them, severities that page only for what users feel (the
- * README's table says the same), and covered by promtool cases both ways (test/deploy/alerts.promtool.yaml). scripts/check-deploy.sh runs
+ * The alerting rules (infra/monitoring/alerts.yaml), checked without Prometheus: the alerts docs/operations.md
+ * describes, each with its annotations, a runbook naming rows of docs/troubleshooting.md that exist and a
+ * runbook_url to the anchor of the first of them in that page, severities that page only for what users feel
+ * (docs/operations.md's table says the same), and covered by promtool cases both ways (test/deploy/alerts.promtool.yaml). scripts/check-deploy.sh runs
  * `promtool check rules` and `promtool test rules` themselves; monitoring-metrics.test.ts checks the metric
  * names against a running replica.
  */
@@ -14,16 +14,19 @@ import {
   alertRules,
   alertTestCases,
   RULES_FILE,
-  RUNBOOK_README_URL,
+  RUNBOOK_PAGE,
+  RUNBOOK_PAGE_URL,
 } from './monitoring-files.ts';
 import { REPO_ROOT } from './render.ts';
 
-const readme = () => readFileSync(path.resolve(REPO_ROOT, 'README.md'), 'utf8');
+/** The operations page: the alerts table. */
+const OPERATIONS_PAGE = 'docs/operations.md';
+const read = (file: string) => readFileSync(path.resolve(REPO_ROOT, file), 'utf8');
 
-/** A README section's text, from its `## `/`### ` heading to the next heading of any level. */
-function readmeSection(title: string): string {
+/** A section of `file`'s text, from its `## `/`### ` heading to the next heading of any level. */
+function section(file: string, title: string): string {
   return (
-    readme()
+    read(file)
       .split(/^#{2,3} /m)
       .find((s) => s.startsWith(title)) ?? ''
   );
@@ -35,14 +38,14 @@ function tableRows(section: string): string[][] {
   return lines.slice(2).map((l) => l.slice(2, l.endsWith(' |') ? -2 : undefined).split(' | '));
 }
 
-/** A row of the README's Troubleshooting table: its first cell (backticks and anchor removed) and its anchor. */
+/** A row of the troubleshooting page's table: its first cell (backticks and anchor removed) and its anchor. */
 interface TroubleshootingRow {
   name: string;
   anchor: string | undefined;
 }
 
 function troubleshootingRows(): TroubleshootingRow[] {
-  return tableRows(readmeSection('Troubleshooting')).map(([first = '']) => {
+  return tableRows(read(RUNBOOK_PAGE)).map(([first = '']) => {
     const anchor = /^<a id="([^"]+)"><\/a>/.exec(first);
     return {
       name: first
@@ -60,7 +63,7 @@ const runbookRows = (runbook: string) => [...runbook.matchAll(/"([^"]+)"/g)].map
 describe('alerting rules (infra/monitoring/alerts.yaml)', () => {
   const rules = alertRules();
 
-  it('has the alerts the README describes', () => {
+  it('has the alerts docs/operations.md describes', () => {
     expect(rules.map((r) => r.alert).sort()).toEqual([
       'SparkDriverCleanerAbsent',
       'SparkDriverCleanerCleanupFailing',
@@ -76,13 +79,13 @@ describe('alerting rules (infra/monitoring/alerts.yaml)', () => {
   });
 
   it.each(rules.map((r) => [r.alert, r] as const))(
-    '%s has a severity, a summary, a description and a runbook naming README troubleshooting rows',
+    '%s has a severity, a summary, a description and a runbook naming rows of docs/troubleshooting.md',
     (_name, rule: AlertRule) => {
       expect(rule.labels?.severity).toMatch(/^(warning|critical)$/);
       expect(rule.annotations?.summary?.length ?? 0).toBeGreaterThan(10);
       expect(rule.annotations?.description?.length ?? 0).toBeGreaterThan(40);
       const runbook = rule.annotations?.runbook ?? '';
-      expect(runbook).toMatch(/^README\.md#troubleshooting, rows? "/);
+      expect(runbook).toMatch(/^docs\/troubleshooting\.md, rows? "/);
       const rows = runbookRows(runbook);
       expect(rows.length).toBeGreaterThan(0);
       const known = troubleshootingRows();
@@ -95,22 +98,23 @@ describe('alerting rules (infra/monitoring/alerts.yaml)', () => {
   );
 
   it.each(rules.map((r) => [r.alert, r] as const))(
-    '%s has a runbook_url: the README address, then the anchor of the first row its runbook names',
+    "%s has a runbook_url: the troubleshooting page's address, then the anchor of the first row its runbook names",
     (_name, rule: AlertRule) => {
       const url = rule.annotations?.runbook_url ?? '';
-      expect(url.startsWith(`${RUNBOOK_README_URL}#`), url).toBe(true);
-      const anchor = url.slice(RUNBOOK_README_URL.length + 1);
+      expect(url.startsWith(`${RUNBOOK_PAGE_URL}#`), url).toBe(true);
+      expect(RUNBOOK_PAGE_URL.endsWith(`/${RUNBOOK_PAGE}`)).toBe(true);
+      const anchor = url.slice(RUNBOOK_PAGE_URL.length + 1);
       const row = troubleshootingRows().find((r) => r.anchor === anchor);
       expect(row, `a Troubleshooting row with <a id="${anchor}">`).toBeDefined();
       expect(row?.name).toBe(runbookRows(rule.annotations?.runbook ?? '')[0]);
     },
   );
 
-  it('the README anchors are unique, and the rules file and README name the same default address', () => {
-    const anchors = [...readme().matchAll(/<a id="([^"]+)"><\/a>/g)].map((m) => m[1]);
+  it('the runbook anchors are unique, and the rules file and the operations page name the same default address', () => {
+    const anchors = [...read(RUNBOOK_PAGE).matchAll(/<a id="([^"]+)"><\/a>/g)].map((m) => m[1]);
     expect(new Set(anchors).size).toBe(anchors.length);
-    expect(readFileSync(path.resolve(REPO_ROOT, RULES_FILE), 'utf8')).toContain(RUNBOOK_README_URL);
-    expect(readmeSection('Alerts and dashboard')).toContain(RUNBOOK_README_URL);
+    expect(read(RULES_FILE)).toContain(RUNBOOK_PAGE_URL);
+    expect(section(OPERATIONS_PAGE, 'Alerts and dashboard')).toContain(RUNBOOK_PAGE_URL);
   });
 
   it('pages (critical) only for pods piling up and for no replica scraped; every other alert is a ticket', () => {
@@ -120,9 +124,9 @@ describe('alerting rules (infra/monitoring/alerts.yaml)', () => {
     expect(rules.filter((r) => !r.for).map((r) => r.alert)).toEqual([]);
   });
 
-  it('the README alerts table gives each alert its severity (page = critical, ticket = warning)', () => {
+  it("the operations page's alerts table gives each alert its severity (page = critical, ticket = warning)", () => {
     const table = new Map(
-      tableRows(readmeSection('Alerts and dashboard')).map(([alert = '', severity = '']) => [
+      tableRows(section(OPERATIONS_PAGE, 'Alerts and dashboard')).map(([alert = '', severity = '']) => [
         alert.replaceAll('`', ''),
         severity.replaceAll('*', ''),
       ]),

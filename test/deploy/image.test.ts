@@ -1,5 +1,5 @@
 /**
- * The image, built and run for real. `bash scripts/build-image.sh` (as the README shows it) builds the
+ * The image, built and run for real. `bash scripts/build-image.sh` (as docs/image.md shows it) builds the
  * Dockerfile with podman on a local stand-in for its base (Debian bookworm from Debian's packages, Node and
  * npm from the npm registry: no public base image is pulled), then the image runs as the Deployment in
  * infra/k8s/base runs it — read-only root filesystem, /tmp the only writable path, the image's non-root
@@ -29,11 +29,18 @@ import { waitFor } from '../helpers/wait.ts';
 import { type Container, engineProblem, podman, run, runContainer } from './podman.ts';
 import { REPO_ROOT } from './render.ts';
 
-/** The README's build command and image, run exactly as written. */
+/** docs/image.md's build command and image, run exactly as written. */
 const BUILD = 'bash scripts/build-image.sh';
 const IMAGE = 'spark-driver-cleaner:dev';
-/** The README's report command. */
+/** docs/image.md's report command. */
 const REPORT = 'bash scripts/image-report.sh spark-driver-cleaner:dev';
+/**
+ * The operator commands as the README runs them in a replica's container
+ * (`kubectl -n spark-driver-cleaner exec deploy/spark-driver-cleaner -- node dist/src/cli.js status`): the
+ * image has no npx, its working directory is /app, and exec inherits the container's SDC_* settings.
+ */
+const IN_CONTAINER_STATUS = 'node dist/src/cli.js status';
+const IN_CONTAINER_EXPLAIN = 'node dist/src/cli.js explain';
 
 const packageJson = JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as {
   dependencies: Record<string, string>;
@@ -246,6 +253,20 @@ describe.skipIf(problem !== undefined)(`the image (${problem ?? 'podman'})`, () 
       return line?.endsWith(' 5') ? text : undefined;
     });
     expect(metrics).toContain('# TYPE sdc_cleanup_outcomes_total counter');
+
+    // status and explain inside the running container, with its own settings, as an operator runs them.
+    const status = await podman(['exec', name, ...IN_CONTAINER_STATUS.split(' ')]);
+    expect(status.code, `${status.stdout}${status.stderr}`).toBe(0);
+    expect(status.stdout).toContain(name);
+    const firstName = first[0]?.metadata?.name ?? '';
+    const explain = await podman([
+      'exec',
+      name,
+      ...IN_CONTAINER_EXPLAIN.split(' '),
+      `${target}/${firstName}`,
+    ]);
+    expect(explain.code, `${explain.stdout}${explain.stderr}`).toBe(0);
+    expect(explain.stdout).toContain(`by ${name}`);
 
     // Handover: a replica process joins, then the container gets SIGTERM with the Deployment's grace period.
     const follower = cluster.startReplica('image-follower', {

@@ -13,11 +13,13 @@ export const RULES_TESTS_FILE = 'test/deploy/alerts.promtool.yaml';
 /** The Grafana dashboard. */
 export const DASHBOARD_FILE = 'infra/monitoring/grafana-dashboard.json';
 /**
- * The README address every `runbook_url` of the rules file starts with (then `#` and a row's anchor);
- * an overlay replaces it with its own (docs/deployment.md, "Monitoring").
+ * The troubleshooting page's address every `runbook_url` of the rules file starts with (then `#` and a
+ * row's anchor); an overlay replaces it with its own (docs/deployment.md, "Monitoring").
  */
-export const RUNBOOK_README_URL =
-  'https://github.com/spark-driver-cleaner/spark-driver-cleaner/blob/main/README.md';
+export const RUNBOOK_PAGE_URL =
+  'https://github.com/spark-driver-cleaner/spark-driver-cleaner/blob/main/docs/troubleshooting.md';
+/** The page the runbook rows and their anchors are in (relative to the repository root). */
+export const RUNBOOK_PAGE = 'docs/troubleshooting.md';
 
 /** One alerting rule, as the tests read it. */
 export interface AlertRule {

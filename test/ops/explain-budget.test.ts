@@ -58,7 +58,7 @@ describe('explain budget', () => {
       const ok = answers.filter((a) => a.status === 200).length;
       const refused = answers.filter((a) => a.status === 429);
       expect(ok + refused.length).toBe(100);
-      // The budget (README): a burst of 5, then 1 per second over the flood's duration.
+      // The budget (docs/operations.md): a burst of 5, then 1 per second over the flood's duration.
       expect(ok).toBeLessThanOrEqual(5 + Math.ceil(elapsedS));
       expect(refused.every((a) => Number(a.retryAfter) >= 1)).toBe(true);
       // Only admitted explains reached the API server: one live GET each.

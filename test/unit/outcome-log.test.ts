@@ -47,4 +47,17 @@ describe('outcome log lines', () => {
       uid: job.uid,
     });
   });
+
+  it('dry run: one info line "dry run: would delete" with the pod and its deadline (the line the README greps for)', () => {
+    const { log, lines } = memoryLogger();
+    logOutcome(log, job, 0, { outcome: 'would-delete', latenessMs: 3 } as Outcome);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({
+      level: 'info',
+      msg: 'dry run: would delete',
+      outcome: 'would-delete',
+      pod: job.pod,
+      deadline: new Date(job.deadlineMs).toISOString(),
+    });
+  });
 });

@@ -1,26 +1,35 @@
 /**
- * Every command the README shows in its fenced shell blocks works as written on a fresh clone. The cheap
- * ones run here exactly as written (from the repository root, without SDC_* or KUBECONFIG in the
- * environment); the long ones (demo, benchmarks, the test suite) are each mapped to the test or CI step
- * that runs them at their smallest size, and that file must still contain the invocation. A command added
- * to the README without an entry here fails this test, and so does an entry the README no longer shows.
+ * Every command the documentation shows in its fenced shell blocks (README.md, CONTRIBUTING.md, CHANGELOG.md,
+ * docs/*.md, bench/README.md) works as written on a fresh clone. The cheap ones run here exactly as written
+ * (from the repository root, without SDC_* or KUBECONFIG in the environment); the long ones (demo,
+ * benchmarks, the test suite) are each mapped to the test or CI step that runs them at their smallest size,
+ * and that file must still contain the invocation; the ones that need a real cluster, a Docker engine or a
+ * registry name what the tests check instead, in a file that must still contain it. A command added to a
+ * document without an entry here fails this test, and so does an entry the document no longer shows.
  */
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FIELDS, flagName } from '../../src/config/fields.ts';
 import { shellCommands } from '../helpers/readme-commands.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const readme = readFileSync(new URL('README.md', `file://${ROOT}`), 'utf8');
-const scripts = (
-  JSON.parse(readFileSync(new URL('package.json', `file://${ROOT}`), 'utf8')) as {
-    scripts: Record<string, string>;
-  }
-).scripts;
+const read = (file: string) => readFileSync(path.join(ROOT, file), 'utf8');
+const scripts = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts;
 
-/** How a README command is covered. */
+/** The documents whose shell commands are checked: the top-level Markdown files, docs/, bench/README.md. */
+function documents(): string[] {
+  const top = readdirSync(ROOT).filter((f) => f.endsWith('.md'));
+  const docs = readdirSync(path.join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`);
+  return [...top, ...docs, 'bench/README.md'].sort();
+}
+
+/** How a documented command is covered. */
 type Coverage =
   /** Run here exactly as written; `expect` checks its output. */
   | { run: 'as-written'; expect: (out: { stdout: string; stderr: string }) => void }
@@ -29,79 +38,106 @@ type Coverage =
    * `--check` validates every flag it shows and starts nothing.
    */
   | { run: 'with-check' }
+  /** Run here exactly as written, in a scratch copy of the `copy` folders (it writes into them); `expect` checks the copy. */
+  | { run: 'in-scratch-copy'; copy: string[]; expect: (dir: string) => void }
   /** Too long to run here: `file` runs it at its smallest size, and contains `invocation`. */
-  | { run: 'elsewhere'; file: string; invocation: string; why: string };
+  | { run: 'elsewhere'; file: string; invocation: string; why: string }
+  /**
+   * Needs what no test has (`needs`: a Kubernetes cluster, a Docker engine, a registry): `file`, which contains
+   * `invocation`, checks `instead` what can be checked without it.
+   */
+  | { run: 'needs'; needs: string; instead: string; file: string; invocation: string };
 
-const COVERAGE: Record<string, Coverage> = {
-  'npm run demo': {
-    run: 'elsewhere',
-    file: 'test/e2e/demo.test.ts',
-    invocation: "startDemo(['--pods', '60', '--replicas', '3', '--retention', '2s', '--json'])",
-    why: 'the demo command with 60 pods (npm run demo = scripts/setup.sh, which CI runs, then the same command)',
+const CLUSTER = 'a Kubernetes cluster';
+
+/** The in-cluster status and explain: the compiled CLI run inside the image, as the image test does. */
+const IN_CONTAINER: Coverage = {
+  run: 'needs',
+  needs: CLUSTER,
+  instead:
+    'the image test runs the same node dist/src/cli.js command inside the running container, with its settings',
+  file: 'test/deploy/image.test.ts',
+  invocation: "const IN_CONTAINER_STATUS = 'node dist/src/cli.js status';",
+};
+const IN_CONTAINER_EXPLAIN: Coverage = {
+  ...IN_CONTAINER,
+  invocation: "const IN_CONTAINER_EXPLAIN = 'node dist/src/cli.js explain';",
+};
+/** The kustomize overlay applied: the deploy tests render and validate it. */
+const RENDERED: Coverage = {
+  run: 'needs',
+  needs: CLUSTER,
+  instead:
+    'test/deploy renders the example overlay (the one copied) with kubectl kustomize and validates every object',
+  file: 'test/deploy/render.ts',
+  invocation: "'infra/k8s/overlays/example',",
+};
+const RBAC: Coverage = {
+  run: 'needs',
+  needs: CLUSTER,
+  instead: 'the RBAC test checks that the rendered Roles grant exactly get, list, watch, delete on pods',
+  file: 'test/deploy/rbac.test.ts',
+  invocation: "verbs: ['get', 'list', 'watch', 'delete']",
+};
+const DOCKER_BUILD: Coverage = {
+  run: 'needs',
+  needs: 'a Docker engine',
+  instead:
+    'the image test builds the same Dockerfile with podman (bash scripts/build-image.sh) and runs it as deployed',
+  file: 'test/deploy/image.test.ts',
+  invocation: "const BUILD = 'bash scripts/build-image.sh';",
+};
+const OVERLAY_COPY: Coverage = {
+  run: 'in-scratch-copy',
+  copy: ['infra/k8s/overlays/example'],
+  expect: (dir) => {
+    const prod = path.join(dir, 'infra/k8s/overlays/prod');
+    expect(readdirSync(prod).sort()).toEqual(
+      readdirSync(path.join(ROOT, 'infra/k8s/overlays/example')).sort(),
+    );
   },
-  'npm test': {
-    run: 'elsewhere',
-    file: '.ci/run',
-    invocation: '\nnpm test\n',
-    why: 'CI runs the whole suite as written',
+};
+const CLUSTER_APPLY: Record<string, Coverage> = {
+  'docker build -t registry.example.com/spark-driver-cleaner:0.1.0 .': DOCKER_BUILD,
+  'docker push registry.example.com/spark-driver-cleaner:0.1.0': {
+    ...DOCKER_BUILD,
+    needs: 'a registry',
+    instead: 'nothing is pushed; the image test builds and runs the image a push would upload',
   },
-  'npm run setup': {
-    run: 'elsewhere',
-    file: '.ci/run',
-    invocation: '\nbash scripts/setup.sh\n',
-    why: 'CI runs the script npm run setup runs; not here: it may run npm ci, which rewrites node_modules',
+  'cp -r infra/k8s/overlays/example infra/k8s/overlays/prod': OVERLAY_COPY,
+  'kubectl create namespace spark-driver-cleaner --dry-run=client -o yaml | kubectl apply -f -': {
+    run: 'needs',
+    needs: CLUSTER,
+    instead: 'the manifests test finds the spark-driver-cleaner Namespace in the rendered overlay',
+    file: 'test/deploy/manifests.test.ts',
+    invocation: "findOne(overlay, 'Namespace', 'spark-driver-cleaner')",
   },
-  'npx node src/cli.ts run --targets prod-eu:spark-jobs,prod-eu:spark-adhoc --redis-url redis://redis:6379 --etcd-endpoints http://etcd-0:2379,http://etcd-1:2379,http://etcd-2:2379 --retention PT5M --policy ALL':
-    { run: 'with-check' },
-  'npx node src/cli.ts run --help': {
-    run: 'as-written',
-    expect: ({ stdout }) => {
-      for (const f of FIELDS) expect(stdout, f.key).toContain(flagName(f.key));
-      expect(stdout).toContain('(range: 1s to 24h)');
+  'kubectl -n spark-driver-cleaner create secret generic spark-driver-cleaner-secrets --from-literal=SDC_DASHBOARD_USER=admin --from-literal=SDC_DASHBOARD_PASSWORD="$(openssl rand -base64 24)"':
+    {
+      run: 'needs',
+      needs: CLUSTER,
+      instead: 'the Deployment test checks that the pods read both keys from the Secret of that name',
+      file: 'test/deploy/deployment.test.ts',
+      invocation: "name: 'spark-driver-cleaner-secrets'",
     },
-  },
-  'npx node src/cli.ts run --check --targets kind-a:spark --retention PT5M': {
-    run: 'as-written',
-    expect: ({ stdout }) =>
-      expect(JSON.parse(stdout)).toMatchObject({ targets: ['kind-a:spark'], retentionMs: 300_000 }),
-  },
-  'npx node src/cli.ts explain prod-eu:spark-jobs/kyuubi-etl-0f3a9c2e-driver': {
-    run: 'elsewhere',
-    file: 'test/ops/status-explain.test.ts',
-    invocation: "cli(['explain', ref, '--json']",
-    why: 'explain needs Redis, etcd and a cluster: run against replica processes for each verdict',
-  },
-  'npx node src/cli.ts status': {
-    run: 'elsewhere',
-    file: 'test/ops/status-explain.test.ts',
-    invocation: "cli(['status'], env([NS]))",
-    why: 'status needs Redis and etcd: run against replica processes, a healthy and a leaderless target',
-  },
-  'npx node src/cli.ts status --json': {
-    run: 'elsewhere',
-    file: 'test/ops/status-explain.test.ts',
-    invocation: "cli(['status', '--json'], env([NS, ORPHAN]))",
-    why: 'the same, parsed as JSON, exit 0 and exit 1',
-  },
-  'npx node src/cli.ts status --help': {
-    run: 'as-written',
-    expect: ({ stdout }) => {
-      expect(stdout).toContain('--json');
-      for (const f of FIELDS) expect(stdout, f.key).toContain(flagName(f.key));
-    },
-  },
-  'bash scripts/build-image.sh': {
-    run: 'elsewhere',
+  'kubectl apply -k infra/k8s/overlays/prod': RENDERED,
+  'kubectl -n spark-driver-cleaner rollout status deployment/spark-driver-cleaner': {
+    run: 'needs',
+    needs: CLUSTER,
+    instead: 'the image test runs the image as the Deployment does and waits for /readyz 200',
     file: 'test/deploy/image.test.ts',
-    invocation: "const BUILD = 'bash scripts/build-image.sh';",
-    why: 'the image test builds the image with it as written (minutes on a cold cache), then runs the image',
+    invocation: "'/readyz 200'",
   },
-  'bash scripts/image-report.sh spark-driver-cleaner:dev': {
-    run: 'elsewhere',
-    file: 'test/deploy/image.test.ts',
-    invocation: "const REPORT = 'bash scripts/image-report.sh spark-driver-cleaner:dev';",
-    why: 'the image test runs it as written on the image it built and checks each section',
-  },
+};
+const NPM_TEST: Coverage = {
+  run: 'elsewhere',
+  file: '.ci/run',
+  invocation: '\nnpm test\n',
+  why: 'CI runs the whole suite as written',
+};
+const RUN_EXAMPLE =
+  'npx node src/cli.ts run --targets prod-eu:spark-jobs,prod-eu:spark-adhoc --redis-url redis://redis:6379 --etcd-endpoints http://etcd-0:2379,http://etcd-1:2379,http://etcd-2:2379 --retention PT5M --policy ALL';
+const BENCHMARKS: Record<string, Coverage> = {
   'npm run bench -- --quick': {
     run: 'elsewhere',
     file: 'test/bench/quick.test.ts',
@@ -139,6 +175,9 @@ const COVERAGE: Record<string, Coverage> = {
       invocation: "'npm run bench -- --quick --only scale --scale-as-deployed --name scale-quick-deployed'",
       why: 'the 1,000 × 5 soak as deployed: the quick run with the same --scale-as-deployed (cluster scope is tested beside it)',
     },
+};
+/** The secured-etcd role commands (docs/deployment.md). */
+const SECURED_ETCD: Record<string, Coverage> = {
   'etcdctl role add spark-driver-cleaner': {
     run: 'elsewhere',
     file: 'test/failure/etcd-secured.test.ts',
@@ -165,6 +204,190 @@ const COVERAGE: Record<string, Coverage> = {
     why: 'needs an etcd with TLS and auth: the secured-etcd test gives the cleaner its role with these commands, as root',
   },
 };
+/** A nemesis variant: npm test runs the suite at its CI size, and `file` reads the variable that changes it. */
+const NEMESIS = (
+  variable: string,
+  what: string,
+  file = 'test/nemesis/suite.ts',
+  invocation = `process.env.${variable}`,
+): Coverage => ({
+  run: 'elsewhere',
+  file,
+  invocation,
+  why: `npm test runs test/nemesis at its CI size; ${variable} only changes ${what}, read here`,
+});
+
+/** Every document's commands, by document. */
+const COVERAGE: Record<string, Record<string, Coverage>> = {
+  'README.md': {
+    'npm run demo': {
+      run: 'elsewhere',
+      file: 'test/e2e/demo.test.ts',
+      invocation: "startDemo(['--pods', '60', '--replicas', '3', '--retention', '2s', '--json'])",
+      why: 'the demo command with 60 pods (npm run demo = scripts/setup.sh, which CI runs, then the same command)',
+    },
+    'npm test': NPM_TEST,
+    ...CLUSTER_APPLY,
+    "kubectl -n spark-driver-cleaner logs -l app.kubernetes.io/name=spark-driver-cleaner --tail=-1 | grep 'would delete'":
+      {
+        run: 'needs',
+        needs: CLUSTER,
+        instead:
+          'the outcome log test checks the dry-run line it greps for: "dry run: would delete", with pod and deadline',
+        file: 'test/unit/outcome-log.test.ts',
+        invocation: "msg: 'dry run: would delete'",
+      },
+    'kubectl -n spark-driver-cleaner exec deploy/spark-driver-cleaner -- node dist/src/cli.js status':
+      IN_CONTAINER,
+    'kubectl -n spark-driver-cleaner exec deploy/spark-driver-cleaner -- node dist/src/cli.js explain spark-team-a/kyuubi-etl-0f3a9c2e-driver':
+      IN_CONTAINER_EXPLAIN,
+  },
+  'CONTRIBUTING.md': {
+    'npm run setup': {
+      run: 'elsewhere',
+      file: '.ci/run',
+      invocation: '\nbash scripts/setup.sh\n',
+      why: 'CI runs the script npm run setup runs; not here: it may run npm ci, which rewrites node_modules',
+    },
+    'npm test': NPM_TEST,
+    [RUN_EXAMPLE]: { run: 'with-check' },
+    ...BENCHMARKS,
+  },
+  'bench/README.md': BENCHMARKS,
+  'docs/configuration.md': {
+    'npx node src/cli.ts run --help': {
+      run: 'as-written',
+      expect: ({ stdout }) => {
+        for (const f of FIELDS) expect(stdout, f.key).toContain(flagName(f.key));
+        expect(stdout).toContain('(range: 1s to 24h)');
+      },
+    },
+    'npx node src/cli.ts run --check --targets kind-a:spark --retention PT5M': {
+      run: 'as-written',
+      expect: ({ stdout }) =>
+        expect(JSON.parse(stdout)).toMatchObject({ targets: ['kind-a:spark'], retentionMs: 300_000 }),
+    },
+  },
+  'docs/operations.md': {
+    'kubectl -n spark-driver-cleaner exec deploy/spark-driver-cleaner -- node dist/src/cli.js status':
+      IN_CONTAINER,
+    'kubectl -n spark-driver-cleaner exec deploy/spark-driver-cleaner -- node dist/src/cli.js explain spark-team-a/kyuubi-etl-0f3a9c2e-driver':
+      IN_CONTAINER_EXPLAIN,
+    'npx node src/cli.ts explain prod-eu:spark-jobs/kyuubi-etl-0f3a9c2e-driver': {
+      run: 'elsewhere',
+      file: 'test/ops/status-explain.test.ts',
+      invocation: "cli(['explain', ref, '--json']",
+      why: 'explain needs Redis, etcd and a cluster: run against replica processes for each verdict',
+    },
+    'npx node src/cli.ts status': {
+      run: 'elsewhere',
+      file: 'test/ops/status-explain.test.ts',
+      invocation: "cli(['status'], env([NS]))",
+      why: 'status needs Redis and etcd: run against replica processes, a healthy and a leaderless target',
+    },
+    'npx node src/cli.ts status --json': {
+      run: 'elsewhere',
+      file: 'test/ops/status-explain.test.ts',
+      invocation: "cli(['status', '--json'], env([NS, ORPHAN]))",
+      why: 'the same, parsed as JSON, exit 0 and exit 1',
+    },
+    'npx node src/cli.ts status --help': {
+      run: 'as-written',
+      expect: ({ stdout }) => {
+        expect(stdout).toContain('--json');
+        for (const f of FIELDS) expect(stdout, f.key).toContain(flagName(f.key));
+      },
+    },
+  },
+  'docs/deployment.md': {
+    ...CLUSTER_APPLY,
+    ...SECURED_ETCD,
+    'SA=system:serviceaccount:spark-driver-cleaner:spark-driver-cleaner': RBAC,
+    'kubectl auth can-i delete pods -n spark-team-a --as=$SA': RBAC,
+    'kubectl auth can-i watch pods -n spark-team-b --as=$SA': RBAC,
+    'kubectl auth can-i patch pods -n spark-team-a --as=$SA': RBAC,
+    'kubectl auth can-i delete pods -n default --as=$SA': RBAC,
+    'kubectl auth can-i get secrets -n spark-team-a --as=$SA': RBAC,
+    'SDC_TARGETS=kind-kind:spark docker compose -f infra/compose.yaml up --build': {
+      run: 'needs',
+      needs: 'a Docker engine and a cluster',
+      instead:
+        'the compose test checks the services, the build from the Dockerfile and the replicas run as in the pod',
+      file: 'test/deploy/compose.test.ts',
+      invocation: "it('runs Redis, etcd, a collector, Jaeger and three replicas'",
+    },
+    'bash scripts/check-deploy.sh': {
+      run: 'elsewhere',
+      file: '.ci/run',
+      invocation: '\nSKIP_DEPLOY_TESTS=1 bash scripts/check-deploy.sh\n',
+      why: 'CI runs it, leaving its vitest run of test/deploy to npm test, which runs that directory anyway',
+    },
+  },
+  'docs/failure-modes.md': {
+    'npx vitest run test/nemesis': {
+      run: 'elsewhere',
+      file: '.ci/run',
+      invocation: '\nnpm test\n',
+      why: 'npm test runs test/nemesis at this CI size',
+    },
+    'SEED=123 npx vitest run test/nemesis': NEMESIS('SEED', 'the seed', 'test/nemesis/prng.ts', 'env.SEED'),
+    'NEMESIS_MINUTES=30 npx vitest run test/nemesis': NEMESIS('NEMESIS_MINUTES', 'the duration'),
+    'SEED=123 NEMESIS_EXCLUDE=clock-step npx vitest run test/nemesis': NEMESIS(
+      'NEMESIS_EXCLUDE',
+      'the kinds of fault',
+    ),
+    'NEMESIS_REDIS=sentinel SEED=7 npx vitest run test/nemesis': NEMESIS(
+      'NEMESIS_REDIS',
+      'which Redis modes run (npm test runs every mode)',
+      'test/nemesis/nemesis.test.ts',
+    ),
+    'NEMESIS_REDIS=cluster SEED=7 npx vitest run test/nemesis': NEMESIS(
+      'NEMESIS_REDIS',
+      'which Redis modes run (npm test runs every mode)',
+      'test/nemesis/nemesis.test.ts',
+    ),
+    'npx vitest run test/failure': {
+      run: 'elsewhere',
+      file: '.ci/run',
+      invocation: '\nnpm test\n',
+      why: 'npm test runs test/failure as written (the CI variant)',
+    },
+    'SOAK=1 npx vitest run test/failure': {
+      run: 'elsewhere',
+      file: 'test/failure/helpers.ts',
+      invocation: "process.env.SOAK === '1'",
+      why: 'npm test runs test/failure at its CI size; SOAK=1 only raises the sizes, read here',
+    },
+  },
+  'docs/image.md': {
+    'bash scripts/install-test-tools.sh': {
+      run: 'elsewhere',
+      file: '.ci/run',
+      invocation: '\nbash scripts/install-test-tools.sh',
+      why: 'CI runs it as written (as root)',
+    },
+    'bash scripts/build-image.sh': {
+      run: 'elsewhere',
+      file: 'test/deploy/image.test.ts',
+      invocation: "const BUILD = 'bash scripts/build-image.sh';",
+      why: 'the image test builds the image with it as written (minutes on a cold cache), then runs the image',
+    },
+    'bash scripts/image-report.sh spark-driver-cleaner:dev': {
+      run: 'elsewhere',
+      file: 'test/deploy/image.test.ts',
+      invocation: "const REPORT = 'bash scripts/image-report.sh spark-driver-cleaner:dev';",
+      why: 'the image test runs it as written on the image it built and checks each section',
+    },
+    'podman run --rm --network host --user 1000:1000 --read-only --read-only-tmpfs=false --tmpfs /tmp:rw,mode=1777,size=64m --cap-drop=ALL --security-opt no-new-privileges --volume "$HOME/.kube/config:/kube/config:ro" --env KUBECONFIG=/kube/config --env SDC_TARGETS=kind-kind:spark --env SDC_REDIS_URL=redis://127.0.0.1:6379 --env SDC_ETCD_ENDPOINTS=http://127.0.0.1:2379 --env SDC_DRY_RUN=true spark-driver-cleaner:dev':
+      {
+        run: 'needs',
+        needs: 'a kind cluster in ~/.kube/config',
+        instead: 'the image test runs the image with the same flags against the sandbox API server',
+        file: 'test/deploy/image.test.ts',
+        invocation: 'function deploymentFlags(user: string): string[] {',
+      },
+  },
+};
 
 /** The environment of a fresh shell: none of the cleaner's settings. */
 function freshEnv(): NodeJS.ProcessEnv {
@@ -180,23 +403,12 @@ interface ShellResult {
   stderr: string;
 }
 
-/** Runs `command` with bash from the repository root in a fresh environment. */
-function sh(command: string): Promise<ShellResult> {
-  return new Promise((resolve, reject) => {
-    execFile('bash', ['-c', command], { cwd: ROOT, env: freshEnv() }, (err, stdout, stderr) => {
-      const status = err ? (typeof err.code === 'number' ? err.code : null) : 0;
-      if (err && status === null) reject(err);
-      else resolve({ status, stdout, stderr });
-    });
-  });
-}
-
 /** The commands run here, started together (each CLI start costs seconds of CPU), awaited by their test. */
 const runs = new Map<string, Promise<ShellResult>>();
 function started(command: string): Promise<ShellResult> {
   let run = runs.get(command);
   if (!run) {
-    run = sh(command);
+    run = shIn(ROOT, command);
     runs.set(command, run);
   }
   return run;
@@ -221,53 +433,101 @@ describe('shellCommands (the README parser)', () => {
   for (const [name, md, want] of cases) it(name, () => expect(shellCommands(md)).toEqual(want));
 });
 
-describe('README commands', () => {
-  const commands = shellCommands(readme);
+/** A scratch copy of `folders` (relative to the root) for a command that writes into them. */
+const scratch: string[] = [];
+function scratchCopy(folders: string[]): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'sdc-doc-command-'));
+  scratch.push(dir);
+  for (const f of folders) cpSync(path.join(ROOT, f), path.join(dir, f), { recursive: true });
+  return dir;
+}
+
+/** Runs `command` with bash in `cwd` in a fresh environment. */
+function shIn(cwd: string, command: string): Promise<ShellResult> {
+  return new Promise((resolve, reject) => {
+    execFile('bash', ['-c', command], { cwd, env: freshEnv() }, (err, stdout, stderr) => {
+      const status = err ? (typeof err.code === 'number' ? err.code : null) : 0;
+      if (err && status === null) reject(err);
+      else resolve({ status, stdout, stderr });
+    });
+  });
+}
+
+afterAll(() => {
+  for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('documented commands', () => {
   const commandLine = (command: string, how: Coverage) =>
     how.run === 'with-check' ? `${command} --check` : command;
 
   beforeAll(() => {
-    for (const [command, how] of Object.entries(COVERAGE))
-      if (how.run !== 'elsewhere') void started(commandLine(command, how)).catch(() => undefined);
+    for (const entries of Object.values(COVERAGE))
+      for (const [command, how] of Object.entries(entries))
+        if (how.run === 'as-written' || how.run === 'with-check')
+          void started(commandLine(command, how)).catch(() => undefined);
   });
 
-  it('every command in a fenced shell block has an entry here, and every entry is still in the README', () => {
-    expect(commands.length).toBeGreaterThan(0);
-    expect(
-      commands.filter((c) => !(c in COVERAGE)),
-      'README commands without an entry',
-    ).toEqual([]);
-    expect(
-      Object.keys(COVERAGE).filter((c) => !commands.includes(c)),
-      'entries the README no longer shows',
-    ).toEqual([]);
+  it('every document with shell commands has entries here, and every document named here exists', () => {
+    const withCommands = documents().filter((d) => shellCommands(read(d)).length > 0);
+    expect(withCommands).toContain('README.md');
+    expect(Object.keys(COVERAGE).sort()).toEqual(withCommands);
+    for (const d of Object.keys(COVERAGE)) expect(existsSync(path.join(ROOT, d)), d).toBe(true);
   });
 
-  it('every `npm run` script the README names exists in package.json', () => {
-    for (const c of commands) {
-      const script = /^npm run (?:-s )?([\w:-]+)/.exec(c)?.[1];
-      if (script) expect(scripts[script], c).toBeDefined();
-    }
-  });
+  for (const [doc, entries] of Object.entries(COVERAGE)) {
+    describe(doc, () => {
+      const commands = shellCommands(existsSync(path.join(ROOT, doc)) ? read(doc) : '');
 
-  for (const [command, how] of Object.entries(COVERAGE)) {
-    const short = command.length > 70 ? `${command.slice(0, 67)}…` : command;
-    if (how.run === 'elsewhere') {
-      it(`${short}: run by ${how.file} (${how.why})`, () => {
-        expect(readFileSync(new URL(how.file, `file://${ROOT}`), 'utf8')).toContain(how.invocation);
+      it('every command in a fenced shell block has an entry here, and every entry is still shown', () => {
+        expect(
+          commands.filter((c) => !(c in entries)),
+          `${doc}: commands without an entry`,
+        ).toEqual([]);
+        expect(
+          Object.keys(entries).filter((c) => !commands.includes(c)),
+          `${doc}: entries it no longer shows`,
+        ).toEqual([]);
       });
-    } else if (how.run === 'as-written') {
-      it(`${short}: runs as written`, async () => {
-        const r = await started(command);
-        expect(r.status, r.stderr).toBe(0);
-        how.expect(r);
+
+      it('every `npm run` script it names exists in package.json', () => {
+        for (const c of commands) {
+          const script = /^npm run (?:-s )?([\w:-]+)/.exec(c)?.[1];
+          if (script) expect(scripts[script], c).toBeDefined();
+        }
       });
-    } else {
-      it(`${short}: every flag it shows is valid (run with --check)`, async () => {
-        const r = await started(commandLine(command, how));
-        expect(r.status, r.stderr).toBe(0);
-        expect(JSON.parse(r.stdout)).toHaveProperty('targets');
-      });
-    }
+
+      for (const [command, how] of Object.entries(entries)) {
+        const short = command.length > 70 ? `${command.slice(0, 67)}…` : command;
+        if (how.run === 'elsewhere') {
+          it(`${short}: run by ${how.file} (${how.why})`, () => {
+            expect(read(how.file)).toContain(how.invocation);
+          });
+        } else if (how.run === 'needs') {
+          it(`${short}: needs ${how.needs}; instead, ${how.instead} (${how.file})`, () => {
+            expect(read(how.file)).toContain(how.invocation);
+          });
+        } else if (how.run === 'in-scratch-copy') {
+          it(`${short}: runs as written in a scratch copy of ${how.copy.join(', ')}`, async () => {
+            const dir = scratchCopy(how.copy);
+            const r = await shIn(dir, command);
+            expect(r.status, r.stderr).toBe(0);
+            how.expect(dir);
+          });
+        } else if (how.run === 'as-written') {
+          it(`${short}: runs as written`, async () => {
+            const r = await started(command);
+            expect(r.status, r.stderr).toBe(0);
+            how.expect(r);
+          });
+        } else {
+          it(`${short}: every flag it shows is valid (run with --check)`, async () => {
+            const r = await started(commandLine(command, how));
+            expect(r.status, r.stderr).toBe(0);
+            expect(JSON.parse(r.stdout)).toHaveProperty('targets');
+          });
+        }
+      }
+    });
   }
 });
