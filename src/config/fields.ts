@@ -45,7 +45,11 @@ export interface FieldSpec {
 export const FIELDS: readonly FieldSpec[] = [
   {
     key: 'targets',
-    help: 'Comma-separated `context:namespace` pairs to clean (a bare `namespace` uses the current context, or in-cluster).',
+    help: 'Comma-separated `context:namespace` pairs to clean (a bare `namespace` uses the current context, or in-cluster); `context:*` (or `*`) cleans every namespace of that context matching `namespaceSelector`, followed as namespaces are created, labelled, unlabelled or deleted. Both kinds can be mixed.',
+  },
+  {
+    key: 'namespaceSelector',
+    help: 'Label selector of the namespaces a `context:*` target cleans (e.g. `spark-cleanup=enabled`), watched per context; required with a `context:*` target, refused without one. Each change of the matched set restarts the replica’s cleaning for a moment (README “Discovered namespaces”).',
   },
   {
     key: 'kubeconfig',
