@@ -65,6 +65,15 @@ const COVERAGE: Record<string, Coverage> = {
     expect: ({ stdout }) =>
       expect(JSON.parse(stdout)).toMatchObject({ targets: ['kind-a:spark'], retentionMs: 300_000 }),
   },
+  "npx node src/cli.ts run --check --targets 'kind-a:spark,kind-a:*' --namespace-selector spark-cleanup=enabled":
+    {
+      run: 'as-written',
+      expect: ({ stdout }) =>
+        expect(JSON.parse(stdout)).toMatchObject({
+          targets: ['kind-a:spark', 'kind-a:*'],
+          namespaceSelector: 'spark-cleanup=enabled',
+        }),
+    },
   'npx node src/cli.ts explain prod-eu:spark-jobs/kyuubi-etl-0f3a9c2e-driver': {
     run: 'elsewhere',
     file: 'test/ops/status-explain.test.ts',
