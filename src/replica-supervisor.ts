@@ -86,14 +86,20 @@ export async function startReplicaSupervisor(
     return { spec: d.context, context: access.context, http, discovery };
   });
 
-  const fixed = new Set(config.targets.map((t) => `${t.context ?? ''}\u0000${t.namespace}`));
-  /** The fixed targets, then the discovered namespaces not already fixed (as written). */
+  // Compared by resolved context name: `spark` (current context kind-a) and a discovered kind-a:spark are one
+  // target, cleaned once, as the fixed one.
+  const resolved = new Map<string | undefined, string>(opened.map((o) => [o.spec, o.context]));
+  for (const t of config.targets)
+    if (!resolved.has(t.context))
+      resolved.set(t.context, loadClusterAccess(path, t.context, { now: deps.now, monotonicNow }).context);
+  const fixed = new Set(config.targets.map((t) => `${resolved.get(t.context)}\u0000${t.namespace}`));
+  /** The fixed targets, then the discovered namespaces not already fixed. */
   const desired = (): TargetSpec[] => [
     ...config.targets,
     ...opened.flatMap((o) =>
       o.discovery
         .namespaces()
-        .filter((ns) => !fixed.has(`${o.spec ?? ''}\u0000${ns}`))
+        .filter((ns) => !fixed.has(`${o.context}\u0000${ns}`))
         .map((namespace) => ({ context: o.spec, namespace })),
     ),
   ];
