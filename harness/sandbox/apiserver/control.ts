@@ -101,6 +101,7 @@ export async function handleControl(
       res.writeHead(204).end();
     } else if (sub === 'watches/drop' && method === 'POST') {
       t.hub.dropAll();
+      t.namespaces.dropWatches();
       res.writeHead(204).end();
     } else if (sub === 'namespaces' && method === 'POST') {
       const body = (await jsonBody(req)) as { name?: unknown; labels?: unknown };

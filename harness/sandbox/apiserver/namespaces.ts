@@ -62,6 +62,8 @@ export class NamespaceStore {
   readonly #items = new Map<string, V1Namespace>();
   readonly #window: EventWindow<NamespaceEvent>;
   readonly #listeners = new Set<(ev: NamespaceEvent) => void>();
+  /** The open watches' `end`, for {@link NamespaceStore.dropWatches}. */
+  readonly openWatches = new Set<() => void>();
 
   constructor(revisions: RevisionSource, now: () => number) {
     this.#revisions = revisions;
@@ -165,6 +167,11 @@ export class NamespaceStore {
   eventsSince(rv: number): NamespaceEvent[] {
     if (rv < this.compactedResourceVersion) throw expired(rv, this.compactedResourceVersion + 1);
     return this.#window.since(rv);
+  }
+
+  /** Ends every open namespace watch cleanly (the client resumes from its last resourceVersion). */
+  dropWatches(): void {
+    for (const end of [...this.openWatches]) end();
   }
 
   subscribe(listener: (ev: NamespaceEvent) => void): () => void {
@@ -345,11 +352,13 @@ function watchNamespaces(
   const end = () => {
     if (ended) return;
     ended = true;
+    store.openWatches.delete(end);
     unsubscribe();
     for (const t of timers) clearTimeout(t);
     res.end();
   };
   res.on('close', end);
+  store.openWatches.add(end);
   if (lo.allowWatchBookmarks) {
     const t = setInterval(() => write(bookmarkLine(revisions.resourceVersion, false)), bookmarkIntervalMs);
     t.unref();

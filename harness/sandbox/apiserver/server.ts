@@ -140,7 +140,7 @@ export interface SandboxApiServer {
   podCount(): number;
   /** Drops retained events: the next watch from an older resourceVersion gets 410 Expired. */
   compact(): void;
-  /** Ends every open watch stream cleanly, mid-stream. */
+  /** Ends every open watch stream (pods and namespaces) cleanly, mid-stream. */
   dropWatches(): void;
   /**
    * Stalls the watch streams of `namespace` (and all-namespaces ones; undefined: all) for `durationMs` ms:
@@ -392,7 +392,10 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
     openConnections: () => sockets.size,
     podCount: () => store.size,
     compact: () => store.compact(),
-    dropWatches: () => hub.dropAll(),
+    dropWatches: () => {
+      hub.dropAll();
+      namespaces.dropWatches();
+    },
     stallWatches: (durationMs, namespace) => hub.stall(durationMs, namespace),
     close() {
       closing ??= (async () => {
