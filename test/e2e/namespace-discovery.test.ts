@@ -5,11 +5,14 @@
  * longer led (no election key in etcd, absent from every replica's /api/v1/leaders) and its later pods are
  * left alone; with no namespace matched a replica runs and is ready.
  */
+import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLI_PATH } from '../../harness/sandbox/replica-process.ts';
 import { httpUrl } from '../failure/helpers.ts';
 import {
   createTerminatedDrivers,
   deletesPer,
+  serviceEnv,
   startTestCluster,
   type TestCluster,
 } from '../helpers/cluster.ts';
@@ -49,6 +52,29 @@ const leaders = async (url: string) =>
     discovery: { context: string; namespaces: string[] }[];
   };
 
+/** `spark-driver-cleaner status --json` with this configuration and the test services. */
+function status(
+  extra: Record<string, string>,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [CLI_PATH, 'status', '--json'],
+      {
+        env: {
+          ...process.env,
+          ...serviceEnv(cluster.kubeconfig, cluster.redis, cluster.etcd),
+          ...extra,
+          SDC_LOG_LEVEL: 'silent',
+        },
+        timeout: 60_000,
+      },
+      (err, stdout, stderr) =>
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, stdout, stderr }),
+    );
+  });
+}
+
 describe('namespace discovery', () => {
   it('two replicas: a labelled namespace is cleaned (each pod once); unlabelled or deleted, it is dropped', async () => {
     const replicas = ['r1', 'r2'].map((id) => cluster.startReplica(id, env('kube:fixed,kube:*', 'd1')));
@@ -69,6 +95,12 @@ describe('namespace discovery', () => {
       ]);
     }
     expect(await cluster.leaderOf('kube', 'disc-a')).toMatch(/^r[12]$/);
+    // `status` (Redis and etcd only) shows the discovered namespace beside the fixed one, led.
+    const st = await status(env('kube:fixed,kube:*', 'd1'));
+    expect(st.code, st.stderr).toBe(0);
+    const rows = (JSON.parse(st.stdout) as { targets: { target: string; leader: string | null }[] }).targets;
+    expect(rows.map((r) => r.target)).toEqual(['kube:fixed', 'kube:disc-a']);
+    expect(rows.every((r) => /^r[12]$/.test(r.leader ?? ''))).toBe(true);
 
     // The label removed: every replica restarts without it, its election key goes, its pods stay.
     kube().namespaces.setLabels('disc-a', { 'spark-cleanup': 'off' });
