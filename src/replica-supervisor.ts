@@ -154,8 +154,16 @@ export async function startReplicaSupervisor(
     try {
       current = await startReplica({ ...config, targets: next }, deps);
     } catch (err) {
-      log.error({ err }, 'replica could not start for the new set of targets; retrying in 5 s');
-      targets = [];
+      // Not left idle: back to the set that ran (if that fails too, none), and the new one tried again later.
+      log.error(
+        { err },
+        'replica could not start for the new set of targets; back to the previous set, retrying in 5 s',
+      );
+      current = await startReplica({ ...config, targets }, deps).catch((again: unknown) => {
+        log.error({ err: again }, 'replica could not start for the previous set either');
+        targets = [];
+        return current;
+      });
       schedule(5000);
       return;
     }

@@ -77,7 +77,7 @@ function status(
 
 describe('namespace discovery', () => {
   it('two replicas: a labelled namespace is cleaned (each pod once); unlabelled or deleted, it is dropped', async () => {
-    const replicas = ['r1', 'r2'].map((id) => cluster.startReplica(id, env('kube:fixed,kube:*', 'd1')));
+    const replicas = ['r1', 'r2'].map((id) => cluster.startReplica(id, env('fixed,kube:*', 'd1')));
     const urls = await Promise.all(replicas.map(httpUrl));
     for (const r of replicas) await r.waitForLine((l) => l.msg === 'targets of this replica', 20_000);
 
@@ -85,18 +85,26 @@ describe('namespace discovery', () => {
     const a = createTerminatedDrivers(kube(), 'disc-a', 3, 'a').map((p) => p.metadata?.uid as string);
     kube().namespaces.create('disc-a', { 'spark-cleanup': 'on' });
     kube().namespaces.create('quiet', { 'spark-cleanup': 'off' });
+    // The fixed target `fixed` (current context: kube) matching as well stays one target: no duplicate.
+    kube().namespaces.create('fixed', { 'spark-cleanup': 'on' });
     await waitFor('the pods of the labelled namespace deleted', () => gone('disc-a', a), BOUND_MS);
     expect(deletesPer(kube(), a)).toEqual([1, 1, 1]);
     for (const url of urls) {
       const view = await leaders(url);
       expect(Object.keys(view.targets).sort()).toEqual(['kube:disc-a', 'kube:fixed']);
       expect(view.discovery).toEqual([
-        { context: 'kube', namespaceSelector: SELECTOR, synced: true, namespaces: ['disc-a'] },
+        { context: 'kube', namespaceSelector: SELECTOR, synced: true, namespaces: ['disc-a', 'fixed'] },
       ]);
     }
     expect(await cluster.leaderOf('kube', 'disc-a')).toMatch(/^r[12]$/);
+    for (const r of replicas)
+      expect(
+        r.lines
+          .filter((l) => l.msg === 'replica restarted for the discovered namespaces')
+          .map((l) => l.added),
+      ).toEqual([['kube:disc-a']]);
     // `status` (Redis and etcd only) shows the discovered namespace beside the fixed one, led.
-    const st = await status(env('kube:fixed,kube:*', 'd1'));
+    const st = await status(env('fixed,kube:*', 'd1'));
     expect(st.code, st.stderr).toBe(0);
     const rows = (JSON.parse(st.stdout) as { targets: { target: string; leader: string | null }[] }).targets;
     expect(rows.map((r) => r.target)).toEqual(['kube:fixed', 'kube:disc-a']);
@@ -142,13 +150,14 @@ describe('namespace discovery', () => {
       'no leader of kube:disc-a after its deletion',
       async () => (await cluster.leaderOf('kube', 'disc-a')) === undefined,
     );
-    for (const url of urls) expect((await leaders(url)).discovery[0]?.namespaces).toEqual([]);
+    for (const url of urls) expect((await leaders(url)).discovery[0]?.namespaces).toEqual(['fixed']);
     for (const r of replicas) r.kill('SIGTERM');
     expect(await Promise.all(replicas.map((r) => r.exited))).toEqual([0, 0]);
   }, 180_000);
 
   it('no namespace matched: the replica runs, says so, and is ready', async () => {
-    const r = cluster.startReplica('r3', env('kube:*', 'd2'));
+    // A selector no namespace of the shared sandbox carries.
+    const r = cluster.startReplica('r3', { ...env('kube:*', 'd2'), SDC_NAMESPACE_SELECTOR: 'nobody=here' });
     const url = await httpUrl(r);
     await r.waitForLine(
       (l) => l.msg === 'no target: no namespace matches namespaceSelector yet; waiting for one',
@@ -160,7 +169,7 @@ describe('namespace discovery', () => {
     };
     expect(res.status).toBe(200);
     expect(body.discovery).toEqual([
-      { context: 'kube', namespaceSelector: SELECTOR, synced: true, namespaces: [] },
+      { context: 'kube', namespaceSelector: 'nobody=here', synced: true, namespaces: [] },
     ]);
     r.kill('SIGTERM');
     expect(await r.exited).toBe(0);
