@@ -10,7 +10,8 @@
 #      package, which scripts/install-test-tools.sh installs);
 #   5. test/deploy (vitest): every rendered object validated against the Kubernetes schemas, the
 #      RBAC rules exactly get/list/watch/delete on pods (cluster-scope overlay: list/watch cluster-wide,
-#      get/delete per target namespace), the Deployment's required fields, the
+#      get/delete per target namespace; namespace-discovery overlay: one ClusterRole, list/watch on
+#      namespaces and get/list/watch/delete on pods), the Deployment's required fields, the
 #      Dockerfile's base/user/entrypoint, the zone spread, the compose file and collector configuration,
 #      the alerts' severities, annotations and runbook links (anchors in docs/troubleshooting.md), the PrometheusRule,
 #      the Grafana dashboard and its ConfigMap (equal to the file), and the metric names they use
@@ -52,7 +53,7 @@ echo "check-deploy: $("$kubectl" version --client 2>/dev/null | tr '\n' ' ')"
 export PATH="$PWD/node_modules/.bin:$PATH"
 
 status=0
-for dir in infra/k8s/base infra/k8s/backends infra/k8s/overlays/example infra/k8s/overlays/cluster-scope test/deploy/with-monitoring; do
+for dir in infra/k8s/base infra/k8s/backends infra/k8s/overlays/example infra/k8s/overlays/cluster-scope infra/k8s/overlays/namespace-discovery test/deploy/with-monitoring; do
   err=$(mktemp)
   if out=$("$kubectl" kustomize "$dir" 2>"$err"); then
     echo "check-deploy: $dir renders $(grep -c '^kind:' <<<"$out") objects"

@@ -12,7 +12,8 @@ import { startHttpServer } from '../http/server.ts';
 import { KubeconfigError } from '../kube/kubeconfig.ts';
 import { EtcdAccessError } from '../leadership/etcd-access-check.ts';
 import { createLogger } from '../log.ts';
-import { startReplica } from '../replica.ts';
+import { type Replica, startReplica } from '../replica.ts';
+import { startReplicaSupervisor } from '../replica-supervisor.ts';
 import { createTelemetry } from '../telemetry/telemetry.ts';
 import { addConfigOptions, loadConfigOrExit } from './config-options.ts';
 
@@ -56,9 +57,14 @@ export async function runReplica(flags: Record<string, unknown>): Promise<void> 
   });
   for (const w of telemetry.tracing.warnings) log.warn(w);
   if (telemetry.tracing.enabled) log.info('exporting traces over OTLP/HTTP');
-  let replica: Awaited<ReturnType<typeof startReplica>>;
+  let replica: Replica;
   try {
-    replica = await startReplica(config, { log, now: systemClock, monotonicNow: monotonicClock, telemetry });
+    const deps = { log, now: systemClock, monotonicNow: monotonicClock, telemetry };
+    // `context:*` targets: a supervisor follows the discovered namespaces, restarting the replica on a change.
+    replica =
+      config.discover.length > 0
+        ? await startReplicaSupervisor(config, deps)
+        : await startReplica(config, deps);
   } catch (err) {
     if (err instanceof KubeconfigError || err instanceof EtcdAccessError) {
       process.stderr.write(`spark-driver-cleaner: invalid configuration:\n  - ${err.message}\n`);

@@ -2,15 +2,18 @@
  * `spark-driver-cleaner status`: one block per target from Redis and etcd alone (no API server) — leader and
  * since when, jobs by state, next deadline, overdue jobs, last accepted DELETE — then, with etcd, how
  * leaderships are balanced (members, cap, per replica leads vs. assigned); `--json` for scripts. Same
- * configuration as `run` (flags, `SDC_*`, `--config`). A check: exit 0 when every target has a leader and no
+ * configuration as `run` (flags, `SDC_*`, `--config`); for `context:*` targets, the namespaces some replica
+ * campaigns for in etcd (src/status/discovered-targets.ts). A check: exit 0 when every target has a leader and no
  * overdue job, 1 otherwise, 2 for bad configuration, 3 when Redis or etcd cannot be reached.
  */
 import type { Command } from 'commander';
 import { selfCheckSettings } from '../cleaner/self-check.ts';
 import { systemClock } from '../clock.ts';
-import { KubeconfigError } from '../kube/kubeconfig.ts';
+import { KubeconfigError, kubeconfigPath, loadClusterAccess } from '../kube/kubeconfig.ts';
 import { readBalance } from '../status/balance-read.ts';
+import { discoveredTargets } from '../status/discovered-targets.ts';
 import {
+  ANSWER_TIMEOUT_MS,
   checkReachable,
   openStateStore,
   readFailure,
@@ -53,6 +56,20 @@ async function status(flags: Record<string, unknown>): Promise<number> {
   const { graceMs } = selfCheckSettings(config.electionTtlSeconds, config.overdueGraceMs);
   try {
     await checkReachable(store, config);
+    // `context:*` targets: the namespaces some replica campaigns for now (no API server here).
+    if (config.discover.length > 0) {
+      if (store.etcd) {
+        const path = kubeconfigPath(config.kubeconfig);
+        const contexts = config.discover.map((d) => d.context ?? loadClusterAccess(path, undefined).context);
+        targets = [
+          ...targets,
+          ...(await discoveredTargets(store.etcd, contexts, targets, ANSWER_TIMEOUT_MS)),
+        ];
+      } else
+        process.stderr.write(
+          'spark-driver-cleaner: status: discovered namespaces (context:* targets) are read from etcd; without etcdEndpoints only the fixed targets are shown\n',
+        );
+    }
     const rows = await Promise.all(
       targets.map((t) =>
         readTargetStatus(t, {

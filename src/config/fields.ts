@@ -48,7 +48,11 @@ export const DEFAULT_ETCD_KEY_PREFIX = 'spark-driver-cleaner/';
 export const FIELDS: readonly FieldSpec[] = [
   {
     key: 'targets',
-    help: 'Comma-separated `context:namespace` pairs to clean (a bare `namespace` uses the current context, or in-cluster).',
+    help: 'Comma-separated `context:namespace` pairs to clean (a bare `namespace` uses the current context, or in-cluster); `context:*` (or `*`) cleans every namespace of that context matching `namespaceSelector`.',
+  },
+  {
+    key: 'namespaceSelector',
+    help: 'Label selector of the namespaces a `context:*` target cleans (e.g. `spark-cleanup=enabled`), watched per context; required with a `context:*` target, refused without one.',
   },
   {
     key: 'kubeconfig',

@@ -39,7 +39,11 @@ export function maskUrl(url: string): string {
 export function redactConfig(config: CleanerConfig): Record<string, unknown> {
   return {
     ...config,
-    targets: config.targets.map((t) => `${t.context ?? '(current)'}:${t.namespace}`),
+    targets: [
+      ...config.targets.map((t) => `${t.context ?? '(current)'}:${t.namespace}`),
+      ...config.discover.map((d) => `${d.context ?? '(current)'}:*`),
+    ],
+    discover: undefined,
     redis: redactRedis(config.redis),
     etcdEndpoints: config.etcdEndpoints.map(maskUrl),
     etcdSecurity: { ...config.etcdSecurity, password: config.etcdSecurity.password ? MASK : undefined },

@@ -9,6 +9,7 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { formatDurationMs, parseDurationMs } from './duration.ts';
 import { fieldSpec, rangeMs } from './fields.ts';
+import { parseLabelSelector } from './label-selector.ts';
 import { maskUrl } from './redact.ts';
 import { labelSelectorProblem } from './selector-scope.ts';
 
@@ -38,6 +39,23 @@ export function parseTarget(text: string): TargetSpec | string {
   if (context === '') return `"${t}": the context before ":" is empty`;
   if (!NAMESPACE.test(namespace)) return `"${t}": "${namespace}" is not a namespace name (RFC 1123 label)`;
   return { context, namespace };
+}
+
+/**
+ * A context whose namespaces are discovered, written `context:*` (or `*` for the current context) in
+ * `targets`: every namespace of it matching `namespaceSelector` is a target while it matches
+ * (src/kube/namespace-discovery.ts).
+ */
+export interface DiscoverySpec {
+  readonly context: string | undefined;
+}
+
+/** `context:*` or `*`: the context whose namespaces are discovered; undefined when `text` names a namespace. */
+function parseDiscovery(text: string): DiscoverySpec | undefined {
+  const t = text.trim();
+  if (t === '*') return { context: undefined };
+  if (!t.endsWith(':*') || t.length < 3) return undefined;
+  return { context: t.slice(0, -2) };
 }
 
 const list = z
@@ -292,17 +310,50 @@ export interface EtcdSecurity {
 export const configSchema = z
   .object({
     targets: list.transform((items, ctx) => {
-      const targets: TargetSpec[] = [];
+      const fixed: TargetSpec[] = [];
+      const discover: DiscoverySpec[] = [];
       for (const item of items) {
+        const d = parseDiscovery(item);
+        if (d) {
+          if (discover.some((x) => x.context === d.context))
+            ctx.addIssue({
+              code: 'custom',
+              message: `"${item}" is given twice; expected each context:* once`,
+            });
+          else discover.push(d);
+          continue;
+        }
         const t = parseTarget(item);
         if (typeof t === 'string')
-          ctx.addIssue({ code: 'custom', message: `${t}; expected context:namespace` });
-        else targets.push(t);
+          ctx.addIssue({ code: 'custom', message: `${t}; expected context:namespace or context:*` });
+        else fixed.push(t);
       }
       if (items.length === 0)
-        ctx.addIssue({ code: 'custom', message: 'no target given; expected at least one context:namespace' });
-      return targets;
+        ctx.addIssue({
+          code: 'custom',
+          message:
+            'no target given; expected at least one context:namespace, or context:* with namespaceSelector',
+        });
+      return { fixed, discover };
     }),
+    // Which namespaces of a `context:*` target are cleaned (src/kube/namespace-discovery.ts).
+    namespaceSelector: z
+      .string()
+      .superRefine((v, ctx) => {
+        if (v.trim() === '') {
+          ctx.addIssue({
+            code: 'custom',
+            message: 'empty; expected a label selector such as spark-cleanup=enabled, or leave it unset',
+          });
+          return;
+        }
+        try {
+          parseLabelSelector(v);
+        } catch (err) {
+          ctx.addIssue({ code: 'custom', message: `${(err as Error).message}; expected a label selector` });
+        }
+      })
+      .optional(),
     kubeconfig: z.string().min(1).optional(),
     // Refused unless it narrows: every selected pod is deleted once terminal (src/config/selector-scope.ts).
     labelSelector: z.string().superRefine((v, ctx) => {
@@ -366,6 +417,20 @@ export const configSchema = z
   })
   .strict()
   .superRefine((c, ctx) => {
+    // Discovery takes both halves: `context:*` targets and the selector of their namespaces.
+    if (c.targets.discover.length > 0 && c.namespaceSelector === undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['namespaceSelector'],
+        message: `not set; required with a context:* target (${c.targets.discover.map(discoveryLabel).join(', ')}): the labels of the namespaces to clean, e.g. spark-cleanup=enabled`,
+      });
+    if (c.targets.discover.length === 0 && c.namespaceSelector !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['namespaceSelector'],
+        message:
+          'set, but no target is context:*; add one (e.g. my-context:*) or leave namespaceSelector unset',
+      });
     if ((c.dashboardUser === undefined) !== (c.dashboardPassword === undefined)) {
       // Named by the half that is missing, so the message points at what to add.
       const missing = c.dashboardUser === undefined ? 'dashboardUser' : 'dashboardPassword';
@@ -441,7 +506,14 @@ export const configSchema = z
       });
   })
   .transform((c) => ({
-    targets: c.targets,
+    /** The fixed targets (`context:namespace`). */
+    targets: c.targets.fixed,
+    /**
+     * The contexts written `context:*`: their namespaces matching `namespaceSelector` are targets while they
+     * match (src/replica-supervisor.ts).
+     */
+    discover: c.targets.discover,
+    namespaceSelector: c.namespaceSelector,
     kubeconfig: c.kubeconfig,
     labelSelector: c.labelSelector,
     policy: c.policy,
@@ -482,6 +554,11 @@ export const configSchema = z
     logLevel: c.logLevel,
     dashboard: { readOnly: c.dashboardReadOnly, user: c.dashboardUser, password: c.dashboardPassword },
   }));
+
+/** `context:*`, as written (`*` for the current context). */
+export function discoveryLabel(d: DiscoverySpec): string {
+  return d.context === undefined ? '*' : `${d.context}:*`;
+}
 
 /** The validated Redis fields as one {@link RedisConnection} (the cross-field checks ran before). */
 function redisConnection(c: {

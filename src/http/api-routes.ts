@@ -137,6 +137,7 @@ export function registerApiRoutes(
       leaders: Object.fromEntries(rows.map((r) => [r.target, r.leader])),
       targets: Object.fromEntries(rows.map(({ target, ...row }) => [target, row])),
       ...(owners ? { balance } : {}),
+      ...(replica.discovery ? { discovery: replica.discovery() } : {}),
     };
   });
 

@@ -37,8 +37,16 @@ export interface DashboardOptions {
  */
 export function registerDashboard(app: FastifyInstance, opts: DashboardOptions): void {
   let dashboard: Promise<FastifyInstance> | undefined;
+  /** The cleaners the dashboard was built for: a replica following discovered namespaces replaces them. */
+  let builtFor: readonly unknown[] | undefined;
   const timeoutMs = opts.timeoutMs ?? 10_000;
   const forward = async (req: FastifyRequest, reply: FastifyReply) => {
+    if (dashboard && builtFor !== opts.replica.cleaners) {
+      const old = dashboard;
+      dashboard = undefined;
+      void old.then((d) => d.close()).catch(() => undefined);
+    }
+    builtFor = opts.replica.cleaners;
     dashboard ??= buildDashboard(opts).catch((err: unknown) => {
       dashboard = undefined; // a later request tries again
       throw err;

@@ -109,6 +109,8 @@ export function registerHealthRoutes(app: FastifyInstance, opts: HealthOptions):
       ...(notReady.length ? { notReady } : {}),
       ...(unsynced.length ? { unsynced } : {}),
       ...(down.length ? { informersDown: down } : {}),
+      // Information: the namespaces discovered per `context:*` target (none matched is ready, with no target).
+      ...(replica.discovery ? { discovery: replica.discovery() } : {}),
     });
   });
 }

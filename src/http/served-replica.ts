@@ -5,6 +5,7 @@
  */
 import type { Etcd3 } from 'etcd3';
 import type { TargetCleaner } from '../cleaner/target-cleaner.ts';
+import type { DiscoveryView } from '../kube/namespace-discovery.ts';
 import type { LeadershipBalance } from '../leadership/etcd-leadership-group.ts';
 import type { RedisClient } from '../queue/redis-client.ts';
 
@@ -18,4 +19,6 @@ export interface ServedReplica {
   readonly etcd: Etcd3 | undefined;
   /** How leaderships are balanced over the live replicas (for /api/v1/leaders); undefined with local leadership. */
   leadershipBalance?(): LeadershipBalance | undefined;
+  /** Per `context:*` target, the namespaces discovered (src/replica-supervisor.ts); absent without discovery. */
+  discovery?(): readonly DiscoveryView[];
 }

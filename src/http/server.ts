@@ -64,7 +64,10 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
     get cleaners() {
       return replica.cleaners;
     },
-    redis: replica.redis,
+    // Read at scrape time: a replica following discovered namespaces is restarted with new connections.
+    get redis() {
+      return replica.redis;
+    },
     backends: () => checkBackends(replica, 1000),
   });
 

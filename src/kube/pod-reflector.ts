@@ -56,6 +56,12 @@ export interface PodReflectorOptions {
   acceptNamespace?: (namespace: string) => boolean;
   /** Applied server-side to the list and the watch ('' for none). */
   labelSelector: string;
+  /**
+   * Lists and watches this cluster-scoped collection instead of pods (`/api/v1/namespaces` for
+   * src/kube/namespace-discovery.ts): its objects are trimmed as pods are (metadata, `status.phase`) and
+   * cached under the namespace ''. `namespace` must then be undefined.
+   */
+  clusterScopedPath?: string;
   log: Logger;
   /** First restart delay, ms (default 500); doubles up to `maxBackoffMs` (default 30 000). */
   backoffMs?: number;
@@ -130,12 +136,14 @@ export function createPodReflector(opts: PodReflectorOptions): PodReflector {
   /** Consecutive failures less than this apart keep growing the backoff (client-go's reset duration). */
   const backoffResetMs = 120_000;
   const path =
-    opts.namespace === undefined
+    opts.clusterScopedPath ??
+    (opts.namespace === undefined
       ? '/api/v1/pods'
-      : `/api/v1/namespaces/${encodeURIComponent(opts.namespace)}/pods`;
+      : `/api/v1/namespaces/${encodeURIComponent(opts.namespace)}/pods`);
   const accept = opts.acceptNamespace ?? (() => true);
   /** The namespace a pod is cached and reported under; undefined: dropped (another namespace, or none). */
   const namespaceOf = (pod: DriverPod): string | undefined => {
+    if (opts.clusterScopedPath !== undefined) return '';
     if (opts.namespace !== undefined) return opts.namespace;
     const ns = pod.metadata?.namespace;
     return ns && accept(ns) ? ns : undefined;

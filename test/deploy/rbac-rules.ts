@@ -162,3 +162,54 @@ function clusterInformerProblems(
     );
   return problems;
 }
+
+/** With discovered namespaces (infra/k8s/overlays/namespace-discovery): the one ClusterRole's rules. */
+export const NAMESPACE_DISCOVERY_RULES = [
+  { apiGroups: [''], resources: ['namespaces'], verbs: ['list', 'watch'] },
+  { apiGroups: [''], resources: ['pods'], verbs: ['delete', 'get', 'list', 'watch'] },
+] as const;
+
+/**
+ * Discovered namespaces: exactly one ClusterRole holding exactly {@link NAMESPACE_DISCOVERY_RULES} (the
+ * namespaces to clean are not known in advance), one ClusterRoleBinding to the cleaner's ServiceAccount alone,
+ * and no Role nor RoleBinding (a namespace labelled later must need none).
+ * @returns one line per violation; empty when the grant is exactly that.
+ */
+export function discoveryRbacProblems(
+  objects: readonly KubeObject[],
+  serviceAccount: RbacExpectation['serviceAccount'],
+): string[] {
+  const rbac = objects.filter((o) => o.apiVersion.startsWith('rbac.authorization.k8s.io/'));
+  const problems = rbac
+    .filter((o) => o.kind === 'Role' || o.kind === 'RoleBinding')
+    .map((o) => `${o.kind} ${o.metadata.namespace}/${o.metadata.name}: no namespaced RBAC with discovery`);
+  const roles = rbac.filter((o) => o.kind === 'ClusterRole');
+  const bindings = rbac.filter((o) => o.kind === 'ClusterRoleBinding');
+  if (roles.length !== 1 || bindings.length !== 1)
+    return [
+      ...problems,
+      `${roles.length} ClusterRoles and ${bindings.length} ClusterRoleBindings, want exactly 1 each`,
+    ];
+  const [role, binding] = [roles[0] as KubeObject, bindings[0] as KubeObject];
+  const want = NAMESPACE_DISCOVERY_RULES.map((r) => JSON.stringify(canonicalRule(r))).sort();
+  const rules = (role.rules as PolicyRule[] | undefined) ?? [];
+  const got = rules.map((r) => JSON.stringify(canonicalRule(r))).sort();
+  if (JSON.stringify(got) !== JSON.stringify(want))
+    problems.push(
+      `ClusterRole ${role.metadata.name}: rules ${JSON.stringify(rules)}, want ${JSON.stringify(want)}`,
+    );
+  const roleRef = binding.roleRef as { kind: string; name: string };
+  if (roleRef.kind !== 'ClusterRole' || roleRef.name !== role.metadata.name)
+    problems.push(`ClusterRoleBinding ${binding.metadata.name}: roleRef ${roleRef.kind}/${roleRef.name}`);
+  const subjects = (binding.subjects as Subject[] | undefined) ?? [];
+  if (
+    subjects.length !== 1 ||
+    subjects[0]?.kind !== 'ServiceAccount' ||
+    subjects[0].name !== serviceAccount.name ||
+    subjects[0].namespace !== serviceAccount.namespace
+  )
+    problems.push(
+      `ClusterRoleBinding ${binding.metadata.name}: subjects ${JSON.stringify(subjects)}, want only the ServiceAccount`,
+    );
+  return problems;
+}

@@ -5,7 +5,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import { configMapEnv, findOne, targetNamespaces, type Workload } from './find-objects.ts';
-import { type POD_CLEANUP_RULE, podRbacProblems, type RbacExpectation } from './rbac-rules.ts';
+import {
+  discoveryRbacProblems,
+  type POD_CLEANUP_RULE,
+  podRbacProblems,
+  type RbacExpectation,
+} from './rbac-rules.ts';
 import { renderKustomization } from './render.ts';
 import type { KubeObject } from './validate-object.ts';
 
@@ -198,5 +203,62 @@ describe('RBAC of the cluster-scope overlay (informerScope: cluster)', () => {
     ['the namespace overlay (no cluster grant) under cluster scope', () => overlay],
   ])('%s → reported', (_name, make) => {
     expect(podRbacProblems(make(), clusterExpected).length).toBeGreaterThan(0);
+  });
+});
+
+describe('RBAC of the namespace-discovery overlay (SDC_TARGETS=* with SDC_NAMESPACE_SELECTOR)', () => {
+  const discoveryOverlay = renderKustomization('infra/k8s/overlays/namespace-discovery');
+
+  it('sets SDC_TARGETS=* and a namespace selector, and the configuration loads', async () => {
+    const d = findOne<Workload>(discoveryOverlay, 'Deployment', 'spark-driver-cleaner');
+    const env = configMapEnv(
+      discoveryOverlay,
+      d.spec.template.spec.containers[0] as Workload['spec']['template']['spec']['containers'][0],
+    );
+    expect(env.SDC_TARGETS).toBe('*');
+    expect(env.SDC_NAMESPACE_SELECTOR).toBe('spark-driver-cleaner/clean=enabled');
+    const { loadConfig } = await import('../../src/config/load.ts');
+    const c = loadConfig({ env: { ...env, SDC_KUBECONFIG: '/k' } });
+    expect(c.discover).toEqual([{ context: undefined }]);
+    expect(c.targets).toEqual([]);
+  });
+
+  it('grants list, watch on namespaces and get, list, watch, delete on pods cluster-wide; no Role', () => {
+    expect(discoveryRbacProblems(discoveryOverlay, expected.serviceAccount)).toEqual([]);
+    expect(discoveryOverlay.filter((o) => o.kind === 'Role' || o.kind === 'RoleBinding')).toEqual([]);
+  });
+
+  const widen = (change: (o: KubeObject & Record<string, unknown>) => void, kind = 'ClusterRole') => {
+    const copy = structuredClone(discoveryOverlay);
+    change(copy.find((o) => o.kind === kind) as KubeObject & Record<string, unknown>);
+    return copy;
+  };
+  it.each<[string, () => KubeObject[]]>([
+    [
+      'namespaces get as well',
+      () =>
+        widen(
+          (r) =>
+            (r.rules = [
+              rule({ resources: ['namespaces'], verbs: ['get', 'list', 'watch'] }),
+              rule({ verbs: ['get', 'list', 'watch', 'delete'] }),
+            ]),
+        ),
+    ],
+    [
+      'no namespaces rule',
+      () => widen((r) => (r.rules = [rule({ verbs: ['get', 'list', 'watch', 'delete'] })])),
+    ],
+    [
+      'the ClusterRole bound to every ServiceAccount',
+      () =>
+        widen(
+          (b) => (b.subjects = [{ kind: 'Group', name: 'system:serviceaccounts' }]),
+          'ClusterRoleBinding',
+        ),
+    ],
+    ['the example overlay (Roles per namespace)', () => overlay],
+  ])('%s → reported', (_name, make) => {
+    expect(discoveryRbacProblems(make(), expected.serviceAccount).length).toBeGreaterThan(0);
   });
 });

@@ -19,6 +19,7 @@ export const KUSTOMIZATIONS = [
   'infra/k8s/backends',
   'infra/k8s/overlays/example',
   'infra/k8s/overlays/cluster-scope',
+  'infra/k8s/overlays/namespace-discovery',
   'infra/k8s/overlays/redis-sentinel',
 ] as const;
 

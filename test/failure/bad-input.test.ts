@@ -37,6 +37,7 @@ const cluster = useFailureCluster();
 const BAD: Record<string, Record<string, string>> = {
   targets: { SDC_TARGETS: ':spark' },
   kubeconfig: { SDC_KUBECONFIG: '/nonexistent/kc.yaml' },
+  namespaceSelector: { SDC_NAMESPACE_SELECTOR: 'team in (spark' },
   labelSelector: { SDC_LABEL_SELECTOR: 'spark-role in (driver' },
   policy: { SDC_POLICY: 'SOME' },
   retention: { SDC_RETENTION: 'five minutes' },

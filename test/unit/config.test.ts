@@ -297,6 +297,74 @@ describe('loadConfig', () => {
     ]);
   });
 
+  describe('discovered namespaces (context:* and namespaceSelector)', () => {
+    it('kube:* with a selector from the environment: discovered, beside the fixed targets', () => {
+      const c = loadConfig({
+        env: { SDC_TARGETS: 'kube:fixed,kube:*', SDC_NAMESPACE_SELECTOR: 'spark-cleanup=on' },
+      });
+      expect(c.targets).toEqual([{ context: 'kube', namespace: 'fixed' }]);
+      expect(c.discover).toEqual([{ context: 'kube' }]);
+      expect(c.namespaceSelector).toBe('spark-cleanup=on');
+      expect(redactConfig(c).targets).toEqual(['kube:fixed', 'kube:*']);
+    });
+
+    it('a bare * is the current context; flags and the file set them too', () => {
+      const flags = loadConfig({ env: {}, flags: { targets: '*', namespaceSelector: 'team in (a,b)' } });
+      expect(flags.discover).toEqual([{ context: undefined }]);
+      expect(flags.targets).toEqual([]);
+      const dir = mkdtempSync(join(tmpdir(), 'sdc-cfg-'));
+      const file = join(dir, 'c.yaml');
+      writeFileSync(
+        file,
+        'targets: [ "a:*", "arn:aws:eks:eu-west-1:1:cluster/x:*" ]\nnamespaceSelector: spark\n',
+      );
+      const c = loadConfig({ file, env: {} });
+      expect(c.discover).toEqual([{ context: 'a' }, { context: 'arn:aws:eks:eu-west-1:1:cluster/x' }]);
+      expect(c.namespaceSelector).toBe('spark');
+    });
+
+    const wrong: [string, Record<string, string>, RegExp][] = [
+      [
+        'kube:* without namespaceSelector',
+        { SDC_TARGETS: 'kube:*' },
+        /namespaceSelector \(--namespace-selector or SDC_NAMESPACE_SELECTOR\): not set; required with a context:\* target \(kube:\*\)/,
+      ],
+      [
+        'namespaceSelector without a context:* target',
+        { SDC_TARGETS: 'kube:spark', SDC_NAMESPACE_SELECTOR: 'a=b' },
+        /SDC_NAMESPACE_SELECTOR.*: set, but no target is context:\*; add one/,
+      ],
+      [
+        'a namespaceSelector that does not parse',
+        { SDC_TARGETS: 'kube:*', SDC_NAMESPACE_SELECTOR: 'team in (a' },
+        /SDC_NAMESPACE_SELECTOR.*expected a label selector/,
+      ],
+      [
+        'the same context:* twice',
+        { SDC_TARGETS: 'kube:*, kube:*', SDC_NAMESPACE_SELECTOR: 'a=b' },
+        /SDC_TARGETS.*"kube:\*" is given twice/,
+      ],
+      [
+        'a namespace pattern other than *',
+        { SDC_TARGETS: 'kube:spark-*', SDC_NAMESPACE_SELECTOR: 'a=b' },
+        /SDC_TARGETS.*"spark-\*" is not a namespace name.*expected context:namespace or context:\*/,
+      ],
+    ];
+    for (const [name, env, message] of wrong)
+      it(`${name} → ConfigError naming the field`, () => {
+        expect(() => loadConfig({ env })).toThrow(message);
+      });
+
+    it('an empty namespaceSelector in the file is refused (it would select every namespace)', () => {
+      const dir = mkdtempSync(join(tmpdir(), 'sdc-cfg-'));
+      const file = join(dir, 'c.yaml');
+      writeFileSync(file, 'targets: [ "kube:*" ]\nnamespaceSelector: ""\n');
+      expect(() => loadConfig({ file, env: {} })).toThrow(
+        /namespaceSelector.*empty; expected a label selector/,
+      );
+    });
+  });
+
   const bad: [string, Record<string, string>, RegExp][] = [
     [
       'no target',

@@ -176,6 +176,18 @@ const BENCHMARKS: Record<string, Coverage> = {
       why: 'the 1,000 × 5 soak as deployed: the quick run with the same --scale-as-deployed (cluster scope is tested beside it)',
     },
 };
+/** The discovered-namespaces example (docs/deployment.md). */
+const DISCOVERY: Record<string, Coverage> = {
+  "npx node src/cli.ts run --check --targets 'kind-a:spark,kind-a:*' --namespace-selector spark-cleanup=enabled":
+    {
+      run: 'as-written',
+      expect: ({ stdout }) =>
+        expect(JSON.parse(stdout)).toMatchObject({
+          targets: ['kind-a:spark', 'kind-a:*'],
+          namespaceSelector: 'spark-cleanup=enabled',
+        }),
+    },
+};
 /** The secured-etcd role commands (docs/deployment.md). */
 const SECURED_ETCD: Record<string, Coverage> = {
   'etcdctl role add spark-driver-cleaner': {
@@ -302,6 +314,7 @@ const COVERAGE: Record<string, Record<string, Coverage>> = {
   'docs/deployment.md': {
     ...CLUSTER_APPLY,
     ...SECURED_ETCD,
+    ...DISCOVERY,
     'SA=system:serviceaccount:spark-driver-cleaner:spark-driver-cleaner': RBAC,
     'kubectl auth can-i delete pods -n spark-team-a --as=$SA': RBAC,
     'kubectl auth can-i watch pods -n spark-team-b --as=$SA': RBAC,

@@ -8,13 +8,17 @@
  *   `DELETE /_sandbox/requests` resets the log
  * - `GET /_sandbox/clock` → `{ nowMs }`; `POST /_sandbox/clock/advance` `{ ms }` → `{ nowMs }`
  * - `POST /_sandbox/compact`, `POST /_sandbox/watches/drop` → 204
+ * - `POST /_sandbox/namespaces` `{ name, labels? }` → 201 the Namespace; `PUT /_sandbox/namespaces/<name>/labels`
+ *   `{ labels }` → 200 the Namespace; `DELETE /_sandbox/namespaces/<name>` → 200 (namespaces.ts)
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { SandboxClock } from './clock.ts';
 import type { FaultRegistry, FaultSpec } from './faults.ts';
 import { FaultSpecError } from './faults.ts';
 import { readBody, sendJson } from './http-io.ts';
+import type { NamespaceStore } from './namespaces.ts';
 import type { RequestLog } from './request-log.ts';
+import { KubeStatusError } from './status.ts';
 import type { PodStore } from './store.ts';
 import type { WatchHub } from './watch.ts';
 
@@ -28,6 +32,7 @@ export interface ControlTargets {
   faults: FaultRegistry;
   log: RequestLog;
   clock: SandboxClock;
+  namespaces: NamespaceStore;
 }
 
 function controlError(res: ServerResponse, code: number, message: string): void {
@@ -96,11 +101,36 @@ export async function handleControl(
       res.writeHead(204).end();
     } else if (sub === 'watches/drop' && method === 'POST') {
       t.hub.dropAll();
+      t.namespaces.dropWatches();
       res.writeHead(204).end();
+    } else if (sub === 'namespaces' && method === 'POST') {
+      const body = (await jsonBody(req)) as { name?: unknown; labels?: unknown };
+      if (typeof body.name !== 'string')
+        throw new FaultSpecError('namespaces needs {"name": string, "labels"?: {}}');
+      const ns = t.namespaces.create(body.name, (body.labels ?? {}) as Record<string, string>);
+      sendJson(res, 201, JSON.stringify(ns));
+    } else if (/^namespaces\/[^/]+\/labels$/.test(sub) && method === 'PUT') {
+      const body = (await jsonBody(req)) as { labels?: unknown };
+      const name = decodeURIComponent(sub.split('/')[1] as string);
+      sendJson(
+        res,
+        200,
+        JSON.stringify(t.namespaces.setLabels(name, (body.labels ?? {}) as Record<string, string>)),
+      );
+    } else if (/^namespaces\/[^/]+$/.test(sub) && method === 'DELETE') {
+      sendJson(
+        res,
+        200,
+        JSON.stringify(t.namespaces.delete(decodeURIComponent(sub.split('/')[1] as string))),
+      );
     } else {
       controlError(res, 404, `no control endpoint ${method} ${pathname}`);
     }
   } catch (err) {
+    if (err instanceof KubeStatusError) {
+      sendJson(res, err.code, JSON.stringify(err.status));
+      return;
+    }
     const bad = err instanceof TypeError || err instanceof SyntaxError;
     controlError(res, bad ? 400 : 500, (err as Error).message);
   }

@@ -20,7 +20,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { V1DeleteOptions, V1Pod } from '@kubernetes/client-node';
+import type { V1DeleteOptions, V1Namespace, V1Pod } from '@kubernetes/client-node';
 import { createSandboxClock } from './clock.ts';
 import { compactionInterval, startCompactor } from './compactor.ts';
 import { CONTROL_PREFIX, handleControl } from './control.ts';
@@ -29,6 +29,7 @@ import { type ApiVerb, FaultRegistry, type FaultSpec } from './faults.ts';
 import { resetRequest } from './h2.ts';
 import { markPretty, sendError, sendJson } from './http-io.ts';
 import { buildKubeconfig } from './kubeconfig.ts';
+import { handleNamespaceRequest, matchNamespaceRoute, NamespaceStore, namespaceVerb } from './namespaces.ts';
 import { mergePatch } from './patch.ts';
 import { wantsPretty } from './query-params.ts';
 import { type DeleteDetails, RequestLog, type RequestLogView } from './request-log.ts';
@@ -94,6 +95,22 @@ export interface SandboxPods {
   delete(namespace: string, name: string, opts?: V1DeleteOptions): DeleteResult;
 }
 
+/**
+ * In-process namespace writes (harness/sandbox/apiserver/namespaces.ts): each one a watch event at the next
+ * global resourceVersion, as through the API.
+ */
+export interface SandboxNamespaces {
+  /** Creates a namespace with these labels. @throws KubeStatusError 409 AlreadyExists. */
+  create(name: string, labels?: Record<string, string>): V1Namespace;
+  /** Replaces its labels (`kubernetes.io/metadata.name` kept). @throws KubeStatusError 404. */
+  setLabels(name: string, labels: Record<string, string>): V1Namespace;
+  /** Deletes it: Terminating (MODIFIED), then gone (DELETED); its pods stay. @throws KubeStatusError 404. */
+  delete(name: string): V1Namespace;
+  get(name: string): V1Namespace | undefined;
+  /** Every namespace, by name. */
+  list(): V1Namespace[];
+}
+
 /** A running sandbox API server. */
 export interface SandboxApiServer {
   /** `http://127.0.0.1:PORT` or `https://…`. */
@@ -105,6 +122,7 @@ export interface SandboxApiServer {
   /** PEM CA certificate when serving HTTPS. */
   caCertPem: string | undefined;
   pods: SandboxPods;
+  namespaces: SandboxNamespaces;
   faults: { inject(f: FaultSpec): string; clear(id?: string): void };
   requests: RequestLogView;
   /** Sandbox clock (epoch ms); advancing it ends grace periods at once. */
@@ -122,7 +140,7 @@ export interface SandboxApiServer {
   podCount(): number;
   /** Drops retained events: the next watch from an older resourceVersion gets 410 Expired. */
   compact(): void;
-  /** Ends every open watch stream cleanly, mid-stream. */
+  /** Ends every open watch stream (pods and namespaces) cleanly, mid-stream. */
   dropWatches(): void;
   /**
    * Stalls the watch streams of `namespace` (and all-namespaces ones; undefined: all) for `durationMs` ms:
@@ -150,6 +168,7 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
   const contextName = opts.contextName ?? 'sandbox';
   const clock = createSandboxClock();
   const store = new PodStore({ now: clock.now, watchWindow: opts.watchWindow });
+  const namespaces = new NamespaceStore(store, clock.now);
   const hub = new WatchHub(store, { bookmarkIntervalMs: opts.bookmarkIntervalMs, now: clock.now });
   const faults = new FaultRegistry(clock.now);
   const log = new RequestLog();
@@ -172,7 +191,31 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
     // written at arrival, so never later than the time the answer leaves (node's own Date is replaced).
     res.setHeader('Date', new Date(clock.now()).toUTCString());
     if (pathname.startsWith(CONTROL_PREFIX)) {
-      await handleControl(req, res, pathname, { store, hub, faults, log, clock });
+      await handleControl(req, res, pathname, { store, hub, faults, log, clock, namespaces });
+      return;
+    }
+    const nsName = matchNamespaceRoute(pathname);
+    if (nsName !== undefined) {
+      const nsVerb = namespaceVerb(nsName, query);
+      const finishNs = log.arrive(nsVerb, method, pathname, clock.now());
+      res.on('close', () => finishNs(res.headersSent ? res.statusCode : 0, undefined, {}));
+      if (token !== undefined && req.headers.authorization !== `Bearer ${token}`) {
+        sendError(res, unauthorized());
+        return;
+      }
+      if (wantsPretty(query)) markPretty(res);
+      const fault = faults.take(nsVerb, pathname);
+      if (fault?.latencyMs) await delay(fault.latencyMs);
+      if (fault?.status !== undefined) {
+        sendError(
+          res,
+          faultStatus(fault.status, nsVerb, undefined, nsName || undefined, fault.retryAfterSeconds),
+        );
+        return;
+      }
+      handleNamespaceRequest(req, res, nsName, query, namespaces, store, {
+        bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 60_000,
+      });
       return;
     }
 
@@ -334,6 +377,13 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
         return { ...r, pod: { apiVersion: 'v1', kind: 'Pod', ...structuredClone(r.pod) } };
       },
     },
+    namespaces: {
+      create: (name, labels) => namespaces.create(name, labels),
+      setLabels: (name, labels) => namespaces.setLabels(name, labels),
+      delete: (name) => namespaces.delete(name),
+      get: (name) => namespaces.get(name),
+      list: () => namespaces.at().map((ns) => structuredClone(ns)),
+    },
     faults: { inject: (f) => faults.inject(f), clear: (id) => faults.clear(id) },
     requests: log,
     clock: { now: clock.now, advance: clock.advance },
@@ -342,7 +392,10 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
     openConnections: () => sockets.size,
     podCount: () => store.size,
     compact: () => store.compact(),
-    dropWatches: () => hub.dropAll(),
+    dropWatches: () => {
+      hub.dropAll();
+      namespaces.dropWatches();
+    },
     stallWatches: (durationMs, namespace) => hub.stall(durationMs, namespace),
     close() {
       closing ??= (async () => {
