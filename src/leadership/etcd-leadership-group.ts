@@ -93,7 +93,10 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
             client.if(key, 'Create', '==', createRevision.toString()).then(client.delete().key(key)).commit(),
           )
           .catch((err: unknown) =>
-            log.warn({ err: { message: (err as Error).message }, key }, 'cannot delete a stray candidate key'),
+            log.warn(
+              { err: { message: (err as Error).message }, key },
+              'cannot delete a stray candidate key',
+            ),
           )
           .finally(() => {
             deleting.delete(key);
@@ -125,7 +128,8 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
           const lease = s.lease;
           if (lease && !e.wanted && e.idle)
             for (const c of v.candidates(e.prefix))
-              if (c.lease === lease.id && c.replicaId === replicaId) deleteStray(c.key, c.createRevision, done);
+              if (c.lease === lease.id && c.replicaId === replicaId)
+                deleteStray(c.key, c.createRevision, done);
           return [...deleting].some((k) => k.startsWith(e.prefix));
         },
         start() {
@@ -133,10 +137,7 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
           v.start();
         },
         async close(elections) {
-          await Promise.all([
-            s.close().then(() => Promise.all(elections.map((e) => e.resign()))),
-            v.close(),
-          ]);
+          await Promise.all([s.close().then(() => Promise.all(elections.map((e) => e.resign()))), v.close()]);
         },
         closeTimeoutMs: LEADERSHIP_CLOSE_TIMEOUT_MS,
       };

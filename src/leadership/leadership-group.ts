@@ -261,7 +261,10 @@ export function createLeadershipGroup<E extends BackendElection>(
         backend.closeTimeoutMs,
         'leadership close',
       ).catch((err: unknown) =>
-        log.warn({ err: { message: (err as Error).message } }, 'leadership close incomplete; sessions expire'),
+        log.warn(
+          { err: { message: (err as Error).message } },
+          'leadership close incomplete; sessions expire',
+        ),
       );
     },
     balance() {
