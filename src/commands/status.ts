@@ -58,7 +58,7 @@ async function status(flags: Record<string, unknown>): Promise<number> {
         readTargetStatus(t, {
           queue: store.queueOf(t),
           redis: store.redis,
-          etcd: store.etcd,
+          elections: store.elections,
           prefix: store.prefix,
           nowMs,
           overdueGraceMs: graceMs,
@@ -66,9 +66,9 @@ async function status(flags: Record<string, unknown>): Promise<number> {
       ),
     );
     // With etcd: the live members and the assignment, from the same keys the replicas balance with.
-    const balance = store.etcd
+    const balance = store.elections
       ? await readBalance(
-          store.etcd,
+          store.elections,
           rows.map((r) => r.target),
           rows.map((r) => r.leader),
         )

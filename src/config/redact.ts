@@ -42,6 +42,11 @@ export function redactConfig(config: CleanerConfig): Record<string, unknown> {
     targets: config.targets.map((t) => `${t.context ?? '(current)'}:${t.namespace}`),
     redis: redactRedis(config.redis),
     etcdEndpoints: config.etcdEndpoints.map(maskUrl),
+    zookeeper: config.zookeeper && {
+      ...config.zookeeper,
+      auth:
+        config.zookeeper.auth === undefined ? undefined : `${config.zookeeper.auth.split(':')[0]}:${MASK}`,
+    },
     dashboard: { ...config.dashboard, password: config.dashboard.password ? MASK : undefined },
   };
 }

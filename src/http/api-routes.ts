@@ -197,7 +197,7 @@ export function registerApiRoutes(
         target: c.target,
         queue: c.queue.bullQueue,
         redis: replica.redis,
-        etcd: replica.etcd,
+        elections: replica.elections,
         getPod: (ns, name) => c.pods.get(ns, name),
       },
       { name: pod },
