@@ -29,7 +29,7 @@ export interface LocalZooKeeper {
 }
 
 /** Sends a four-letter word to `port`; resolves with the answer ('' when none). */
-function fourLetters(port: number, word: string): Promise<string> {
+export function fourLetters(port: number, word: string): Promise<string> {
   return new Promise((resolve) => {
     const sock = new Socket();
     let got = '';

@@ -64,7 +64,10 @@ export interface BackendContext {
 /** A replica's leadership backend. */
 export interface LeadershipBackend<E extends BackendElection = BackendElection> {
   readonly view: MembersView;
-  /** True while the replica's session lives (etcd: a granted lease; ZooKeeper: a connected session). */
+  /**
+   * True while the replica's session lives (etcd: a granted lease; ZooKeeper: a session connected, or
+   * suspended and not yet given up). The balancer withdraws every candidacy otherwise.
+   */
   readonly live: boolean;
   /** Calls `cb` whenever the session becomes live (a new lease, a new or reconnected session). */
   onLive(cb: () => void): void;

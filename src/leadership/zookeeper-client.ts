@@ -76,10 +76,21 @@ export function zkCode(err: unknown): number | undefined {
 
 /**
  * Creates a handle (not connected: `init` connects). The C client's own log goes to stderr, so it is turned
- * off (`debug_level` 0): the session logs its state changes itself.
+ * off (`debug_level` 0): the session logs its state changes itself. The binding closes a handle as if its
+ * session had expired once the C client's processing has returned "nothing" 10 times in a row (its
+ * `response_counter_limit`), which happens while it tries a server that was just killed: sessions the server
+ * still held were ended on the client, and a new handle could not get past a dead server in the list. That
+ * limit is lifted here: a session is lost when the server says it expired, or when the session
+ * (src/leadership/zookeeper-session.ts) has been disconnected for a whole session timeout.
  * @param connect `host:port,...[/chroot]`
  * @param timeoutMs the session timeout asked for, ms (the server bounds it)
  */
 export function createZkHandle(connect: string, timeoutMs: number): ZkHandle {
-  return new ZooKeeper({ connect, timeout: timeoutMs, debug_level: 0, host_order_deterministic: false });
+  return new ZooKeeper({
+    connect,
+    timeout: timeoutMs,
+    debug_level: 0,
+    host_order_deterministic: false,
+    response_counter_limit: 2 ** 31 - 1,
+  });
 }

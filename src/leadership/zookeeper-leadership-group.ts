@@ -105,8 +105,9 @@ export function createZooKeeperLeadershipGroup(
       };
       const backend: LeadershipBackend<BackendElection> = {
         view: v,
+        // Suspended is still live: the session may come back with its nodes, so the candidacies stay.
         get live() {
-          return s.connection !== undefined;
+          return s.sessionId !== undefined;
         },
         onLive: (cb) => s.onConnection(() => cb()),
         refreshMemberValue: () => s.refreshMemberValue(),

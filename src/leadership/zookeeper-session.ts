@@ -75,6 +75,12 @@ export interface ZooKeeperSession {
   /** The live connection, or undefined while suspended, starting, or closed. */
   readonly connection: ZkConnection | undefined;
   /**
+   * The id (hex) of the session that may still live — connected, or suspended and not yet given up — or
+   * undefined (none yet, expired, closed). Its candidate nodes may still stand: the balancer keeps its
+   * candidacies while it is defined.
+   */
+  readonly sessionId: string | undefined;
+  /**
    * Resolves with the live connection, waiting for the next one if none is.
    * @throws the signal's reason when it aborts first, or an Error when the session closes.
    */
@@ -145,7 +151,10 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
     const c = current;
     if (!c) return;
     current = undefined;
-    disconnectedAt ??= opts.monotonicNow();
+    if (disconnectedAt === undefined) {
+      disconnectedAt = opts.monotonicNow();
+      giveUpAt = disconnectedAt + timeoutMs;
+    }
     if (how === 'lost') log.warn({ sessionId: c.sessionId, reason: why }, 'zookeeper connection lost');
     c.end.abort(new Error(why));
   }
@@ -178,6 +187,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
   async function connected(h: ZkHandle): Promise<void> {
     const sessionId = h.client_id;
     const fresh = sessionId !== knownSession;
+    log.debug({ sessionId, newSession: fresh }, 'zookeeper handle connected');
     try {
       if (fresh) {
         for (const dir of [`${settings.root}/members`, ...opts.directories()])
@@ -192,6 +202,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
     if (handle !== h || !running || h.client_id !== sessionId) return;
     knownSession = sessionId;
     disconnectedAt = undefined;
+    giveUpAt = undefined;
     const end = new AbortController();
     current = { handle: h, sessionId, lost: end.signal, end };
     log.info({ sessionId, newSession: fresh, timeoutMs }, 'zookeeper session connected');
@@ -216,6 +227,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
     });
     h.on('close', (_h, code) => {
       if (handle !== h || !running) return;
+      log.info({ code, sessionId: knownSession }, 'zookeeper handle closed by the client');
       endConnection(
         code === ZK_EXPIRED_SESSION_STATE ? 'zookeeper session expired' : `zookeeper handle closed (${code})`,
         'lost',
@@ -235,6 +247,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
     const old = handle;
     handle = undefined;
     knownSession = undefined;
+    giveUpAt = opts.monotonicNow() + (servers + 1) * timeoutMs;
     try {
       old?.close();
     } catch {
@@ -247,8 +260,12 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
   }
 
   // Suspended for a whole session timeout: the server has expired the session (or will before we could use
-  // it), and the client learns it only once it reaches a server. Treat it as lost now.
+  // it), and the client learns it only once it reaches a server. Treat it as lost now. A new handle tries the
+  // servers one after another, waiting up to a session timeout on each that accepts and does not answer:
+  // it gets that long per server before it is replaced in turn.
   let watchdog: NodeJS.Timeout | undefined;
+  const servers = settings.connect.replace(/\/.*$/, '').split(',').length;
+  let giveUpAt: number | undefined;
 
   async function refresh(): Promise<void> {
     refreshing = true;
@@ -282,6 +299,9 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
   return {
     get connection() {
       return current;
+    },
+    get sessionId() {
+      return closed ? undefined : knownSession;
     },
     nextConnection(signal) {
       if (closed) return Promise.reject(new Error('resigned'));
@@ -318,12 +338,12 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
       open();
       watchdog = setInterval(
         () => {
-          if (!current && disconnectedAt !== undefined && opts.monotonicNow() - disconnectedAt >= timeoutMs) {
+          const now = opts.monotonicNow();
+          if (!current && giveUpAt !== undefined && now >= giveUpAt) {
             log.warn(
-              { timeoutMs },
+              { timeoutMs, disconnectedForMs: now - (disconnectedAt ?? now) },
               'disconnected from zookeeper for a session timeout: opening a new session',
             );
-            disconnectedAt = opts.monotonicNow();
             reopen();
           }
         },
