@@ -4,9 +4,11 @@
  * (the server expires its session; woken, it sends no DELETE from the old term), and the whole ensemble down
  * and back. DELETEs are counted from the sandbox's request log, and per replica through proxies.
  */
+import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalZooKeeper, startZooKeeper } from '../../harness/sandbox/local-zookeeper.ts';
-import { deletesPer } from '../helpers/cluster.ts';
+import { CLI_PATH } from '../../harness/sandbox/replica-process.ts';
+import { deletesPer, serviceEnv } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
 import {
   bystandersIntact,
@@ -15,6 +17,7 @@ import {
   createBystanders,
   createDrivers,
   firstLeader,
+  httpUrl,
   linesSince,
   replicaEnv,
   startApiProxy,
@@ -38,6 +41,18 @@ afterAll(async () => {
 const zkEnv = (ns: string, prefix: string, extra: Record<string, string> = {}) =>
   replicaEnv(cluster(), ns, prefix, { SDC_ETCD_ENDPOINTS: '', SDC_ZOOKEEPER: zk.connect, ...extra });
 
+/** Runs `src/cli.ts <args>` as an operator beside the replicas; resolves with its exit code and stdout. */
+function cli(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [CLI_PATH, ...args],
+      { env: { ...process.env, ...env, SDC_LOG_LEVEL: 'silent' }, timeout: 60_000 },
+      (err, stdout) => resolve({ code: err ? Number(err.code ?? 1) : 0, stdout }),
+    );
+  });
+}
+
 describe('replicas on ZooKeeper', () => {
   it('three replicas, 60 terminated drivers → each deleted exactly once, by the leader; one session per replica', async () => {
     const ns = 'zk-e2e';
@@ -54,6 +69,26 @@ describe('replicas on ZooKeeper', () => {
       expect(bystandersIntact(server, bystanders)).toBe(true);
       const deleted = replicas.map((r) => r.lines.filter((l) => l.msg === 'driver pod deleted').length);
       expect(deleted[replicas.indexOf(leader)]).toBe(60);
+      // status, /api/v1/leaders and explain read the same election and members from ZooKeeper.
+      const c = cluster();
+      const env = { ...serviceEnv(c.server.kubeconfigPath, c.redis, c.etcd), ...zkEnv(ns, 'zk1') };
+      const st = await cli(['status', '--json'], env);
+      const json = JSON.parse(st.stdout) as {
+        targets: { leader: string | null; candidates: string[] }[];
+        balance?: { members: string[] };
+      };
+      expect(json.targets[0]?.leader).toBe(leader.id);
+      expect(json.targets[0]?.candidates).toEqual([]); // balanced: the others wait out of line
+      expect(json.balance?.members).toEqual(['z1', 'z2', 'z3']);
+      const url = await httpUrl(replicas[0] as (typeof replicas)[number]);
+      const leaders = (await (await fetch(`${url}/api/v1/leaders`)).json()) as {
+        targets: Record<string, { leader: string | null }>;
+        balance?: { members: string[] };
+      };
+      expect(Object.values(leaders.targets).map((t) => t.leader)).toEqual([leader.id]);
+      expect(leaders.balance?.members).toEqual(['z1', 'z2', 'z3']);
+      const ex = await cli(['explain', '--offline', `${ns}/${pods[0]?.metadata?.name}`], env);
+      expect(ex.stdout).toContain(`${leader.id} (zookeeper election)`);
       // One ZooKeeper session per replica, none lost.
       for (const r of replicas) {
         expect(
