@@ -94,3 +94,22 @@ export function createZkHandle(connect: string, timeoutMs: number): ZkHandle {
     response_counter_limit: 2 ** 31 - 1,
   });
 }
+
+/**
+ * The stat of `path`, or null when it does not exist (the binding rejects with ZNONODE where the C client
+ * answers "no node").
+ * @param watch called once when the node is created, changed or deleted (the watch is set either way).
+ * @throws the call's error otherwise (connection loss, session expired).
+ */
+export async function statOf(
+  h: ZkHandle,
+  path: string,
+  watch?: (type: number, state: number, path: string) => void,
+): Promise<ZkStat | null> {
+  try {
+    return await (watch ? h.w_exists(path, watch) : h.exists(path, false));
+  } catch (err) {
+    if (zkCode(err) === ZK_ERR.noNode) return null;
+    throw err;
+  }
+}

@@ -24,7 +24,7 @@ import { withTimeout } from '../with-timeout.ts';
 import type { BackendElection } from './backend.ts';
 import { FencedError } from './fenced-error.ts';
 import { leadershipSubscribers } from './leadership.ts';
-import { ZK_ERR, ZK_MODE, zkCode } from './zookeeper-client.ts';
+import { statOf, ZK_ERR, ZK_MODE, type ZkStat, zkCode } from './zookeeper-client.ts';
 import type { ZkConnection, ZooKeeperSession } from './zookeeper-session.ts';
 import { electionDir, parseCandidateName, type ZooKeeperView } from './zookeeper-view.ts';
 
@@ -110,7 +110,7 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
   /** Waits until `path` is gone (or its watch fires for another reason), the signal aborts. */
   async function waitForPredecessor(c: ZkConnection, path: string, signal: AbortSignal): Promise<void> {
     const fired = Promise.withResolvers<void>();
-    const stat = await opts.limit(() => c.handle.w_exists(path, () => fired.resolve()));
+    const stat = await opts.limit(() => statOf(c.handle, path, () => fired.resolve()));
     if (!stat) return;
     await new Promise<void>((resolve) => {
       const done = () => resolve();
@@ -145,7 +145,7 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
         }
         if (at === 0) {
           // CURATOR-696: the node must be of our live session, not one the server is still expiring.
-          const stat = await opts.limit(() => c.handle.exists(node.path, false));
+          const stat = await opts.limit(() => statOf(c.handle, node.path));
           if (stat?.ephemeralOwner !== c.sessionId) {
             own = undefined;
             throw new Error(`candidate node ${node.path} is not of our session`);
@@ -289,9 +289,9 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
       if (!c || c.lost.aborted) throw new FencedError('disconnected from zookeeper');
       if (!node) throw new FencedError('no leader node');
       signal.throwIfAborted();
-      let stat: Awaited<ReturnType<typeof c.handle.exists>>;
+      let stat: ZkStat | null;
       try {
-        stat = await withTimeout(c.handle.exists(node.path, false), opts.fenceTimeoutMs, 'fencing read');
+        stat = await withTimeout(statOf(c.handle, node.path), opts.fenceTimeoutMs, 'fencing read');
       } catch (err) {
         throw new FencedError(`cannot confirm the leader node: ${(err as Error).message}`);
       }

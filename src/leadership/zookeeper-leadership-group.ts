@@ -9,7 +9,7 @@ import type { Logger } from '../log.ts';
 import type { TargetRef } from '../queue/job-identity.ts';
 import type { BackendElection, LeadershipBackend } from './backend.ts';
 import { createLeadershipGroup, type LeadershipGroup } from './leadership-group.ts';
-import { ZK_ERR, zkCode } from './zookeeper-client.ts';
+import { statOf, ZK_ERR, zkCode } from './zookeeper-client.ts';
 import { createZooKeeperElection } from './zookeeper-election.ts';
 import {
   createZooKeeperSession,
@@ -86,7 +86,7 @@ export function createZooKeeperLeadershipGroup(
         deleting.add(path);
         void ctx
           .limit(async () => {
-            const stat = await c.handle.exists(path, false);
+            const stat = await statOf(c.handle, path);
             if (stat?.ephemeralOwner !== c.sessionId) return;
             log.info({ node: path }, 'deleting a candidate node no term holds');
             await c.handle.delete_(path, -1);

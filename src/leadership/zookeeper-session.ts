@@ -26,6 +26,7 @@ import { MEMBER_VALUE_MIN_GAP_MS } from './etcd-session.ts';
 import {
   CREATOR_ALL_ACL,
   createZkHandle,
+  statOf,
   ZK_ERR,
   ZK_EXPIRED_SESSION_STATE,
   ZK_MODE,
@@ -171,7 +172,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
       } catch (err) {
         if (zkCode(err) !== ZK_ERR.nodeExists) throw err;
       }
-      const stat = await h.exists(memberPath, false);
+      const stat = await statOf(h, memberPath);
       if (stat?.ephemeralOwner === sessionId) {
         await h.set(memberPath, value, -1);
         writtenValue = value;

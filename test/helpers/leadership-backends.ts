@@ -10,7 +10,7 @@ import { monotonicClock } from '../../src/clock.ts';
 import type { BackendElection } from '../../src/leadership/backend.ts';
 import { createEtcdLeadershipGroup } from '../../src/leadership/etcd-leadership-group.ts';
 import type { LeadershipGroup } from '../../src/leadership/leadership-group.ts';
-import { createZkHandle } from '../../src/leadership/zookeeper-client.ts';
+import { createZkHandle, type ZkHandle } from '../../src/leadership/zookeeper-client.ts';
 import {
   createZooKeeperLeadershipGroup,
   zookeeperElectionPrefix,
@@ -43,22 +43,28 @@ export interface TestBackend {
   sessions(): Promise<number>;
   /** Candidates in an election now, read from the store. */
   candidates(prefix: string): Promise<number>;
+  /** Deletes the election's first candidate (the leader's key or node) behind the replicas' backs. */
+  deleteLeader(prefix: string): Promise<void>;
   /** The first argument of test/helpers/leadership-group-process.ts for this backend. */
   processTarget(): string;
 }
 
-/** A promise-returning read of a ZooKeeper node's children ([] when it does not exist). */
-async function zkChildren(connect: string, path: string): Promise<string[]> {
+/** Runs `fn` on a short-lived ZooKeeper handle of its own. */
+async function withZk<T>(connect: string, fn: (h: ZkHandle) => Promise<T>): Promise<T> {
   const h = createZkHandle(connect, 4000);
   const ready = new Promise<void>((resolve) => h.on('connect', () => resolve()));
   h.init({});
   try {
     await ready;
-    return await h.get_children(path, false).catch(() => []);
+    return await fn(h);
   } finally {
     h.close();
   }
 }
+
+/** A read of a ZooKeeper node's children ([] when it does not exist). */
+const zkChildren = (connect: string, path: string) =>
+  withZk(connect, (h) => h.get_children(path, false).catch(() => [] as string[]));
 
 export function etcdBackend(): TestBackend {
   let etcd: LocalEtcd | undefined;
@@ -102,6 +108,10 @@ export function etcdBackend(): TestBackend {
     async candidates(prefix) {
       return (await need().probe.getAll().prefix(prefix).keys()).length;
     },
+    async deleteLeader(prefix) {
+      const first = (await need().probe.getAll().prefix(prefix).sort('Create', 'Ascend').limit(1).keys())[0];
+      if (first) await need().probe.delete().key(first).exec();
+    },
     processTarget: () => `etcd:${need().etcd.endpoints.join(',')}`,
   };
 }
@@ -141,6 +151,14 @@ export function zookeeperBackend(): TestBackend {
     async candidates(prefix) {
       return (await zkChildren(connect(), prefix.replace(/\/$/, ''))).length;
     },
+    deleteLeader: (prefix) =>
+      withZk(connect(), async (h) => {
+        const dir = prefix.replace(/\/$/, '');
+        const line = (await h.get_children(dir, false)).sort(
+          (a, b) => Number(a.slice(-10)) - Number(b.slice(-10)),
+        );
+        if (line[0]) await h.delete_(`${dir}/${line[0]}`, -1);
+      }),
     processTarget: () => `zookeeper:${connect()}`,
   };
 }

@@ -139,6 +139,34 @@ describe.each(leadershipBackends())('leadership contract on $name (real server)'
     }
   });
 
+  it("the leader's entry deleted behind its back → fence() refuses, the term ends once, the next candidate leads", async () => {
+    const ts = targetsOf('behind', 1);
+    const t = ts[0] as { context: string; namespace: string };
+    const prefix = backend.prefix(t);
+    const a = replica('ba', ts, false);
+    await waitFor('ba leads', () => a.elections[0]?.isLeader);
+    const b = replica('bb', ts, false);
+    try {
+      await waitFor('bb in line', async () => (await backend.candidates(prefix)) === 2);
+      await backend.deleteLeader(prefix);
+      // Concurrent fences: every one refused, the term lost once.
+      const fences = await Promise.allSettled(
+        Array.from({ length: 5 }, () => a.elections[0]?.fence(AbortSignal.timeout(2000))),
+      );
+      expect(fences.map((f) => f.status)).toEqual(fences.map(() => 'rejected'));
+      await waitFor('bb leads', () => b.elections[0]?.isLeader);
+      expect(
+        a.events.filter((e) => e.startsWith('lost')),
+        a.events.join('; ') +
+          String(fences.map((f) => (f.status === 'rejected' ? (f.reason as Error).message : 'ok'))),
+      ).toHaveLength(1);
+      expect(a.events.filter((e) => e === 'elected')).toHaveLength(1);
+      await b.elections[0]?.fence(new AbortController().signal);
+    } finally {
+      for (const c of [a, b]) await c.g.close();
+    }
+  });
+
   it('12 targets, 3 replicas: one session each, every target led once, none over ceil(12/3) = 4', async () => {
     const T = 12;
     const targets = targetsOf('bal', T);
