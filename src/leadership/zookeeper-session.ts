@@ -228,7 +228,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
     });
     h.on('close', (_h, code) => {
       if (handle !== h || !running) return;
-      log.info({ code, sessionId: knownSession }, 'zookeeper handle closed by the client');
+      log.info({ code, sessionId: knownSession }, 'zookeeper handle closed');
       endConnection(
         code === ZK_EXPIRED_SESSION_STATE ? 'zookeeper session expired' : `zookeeper handle closed (${code})`,
         'lost',
