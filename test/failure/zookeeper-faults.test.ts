@@ -56,7 +56,11 @@ function cli(args: string[], env: Record<string, string>): Promise<{ code: numbe
 describe('replicas on ZooKeeper', () => {
   it('three replicas, 60 terminated drivers → each deleted exactly once, by the leader; one session per replica', async () => {
     const ns = 'zk-e2e';
-    const replicas = ['z1', 'z2', 'z3'].map((id) => cluster().startReplica(id, zkEnv(ns, 'zk1')));
+    // A 10 s session: this case is about one leader's work, not failover (a busy machine can stall a replica's
+    // pings past a 3 s session's 2 s read timeout).
+    const replicas = ['z1', 'z2', 'z3'].map((id) =>
+      cluster().startReplica(id, zkEnv(ns, 'zk1', { SDC_ELECTION_TTL_SECONDS: '10' })),
+    );
     const server = cluster().server;
     try {
       const leader = await firstLeader(replicas, ns);
@@ -71,7 +75,10 @@ describe('replicas on ZooKeeper', () => {
       expect(deleted[replicas.indexOf(leader)]).toBe(60);
       // status, /api/v1/leaders and explain read the same election and members from ZooKeeper.
       const c = cluster();
-      const env = { ...serviceEnv(c.server.kubeconfigPath, c.redis, c.etcd), ...zkEnv(ns, 'zk1') };
+      const env = {
+        ...serviceEnv(c.server.kubeconfigPath, c.redis, c.etcd),
+        ...zkEnv(ns, 'zk1', { SDC_ELECTION_TTL_SECONDS: '10' }),
+      };
       const st = await cli(['status', '--json'], env);
       const json = JSON.parse(st.stdout) as {
         targets: { leader: string | null; candidates: string[] }[];
