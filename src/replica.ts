@@ -1,8 +1,8 @@
 /**
  * One replica process: wires the configuration into a {@link TargetCleaner} per target, sharing two Redis
  * connections (BullMQ's and the queues' own commands; each Worker of a target it leads adds its blocking one),
- * one etcd client with one session lease and one watch for all elections
- * (src/leadership/etcd-leadership-group.ts), and per context one connection pool (src/kube/kube-http.ts), rate
+ * one leadership backend session — an etcd lease or a ZooKeeper session — and one view for all elections
+ * (src/leadership/leadership-group.ts), and per context one connection pool (src/kube/kube-http.ts), rate
  * limiter and pod API (and, with `informerScope: cluster`, one pod informer: src/kube/target-informers.ts).
  *
  * Shutdown (SIGTERM) resigns every leadership first and at once (the session lease is revoked), so other
@@ -22,13 +22,20 @@ import type { PodInformer } from './kube/pod-informer.ts';
 import { createTargetInformers } from './kube/target-informers.ts';
 import { checkEtcdAccess } from './leadership/etcd-access-check.ts';
 import { createEtcdClient } from './leadership/etcd-client.ts';
-import { createEtcdLeadershipGroup, type LeadershipBalance } from './leadership/etcd-leadership-group.ts';
+import { createEtcdLeadershipGroup } from './leadership/etcd-leadership-group.ts';
+import type { LeadershipBalance } from './leadership/leadership-group.ts';
 import { createLocalLeadership } from './leadership/local-leadership.ts';
+import {
+  createZooKeeperLeadershipGroup,
+  zookeeperElectionPrefix,
+} from './leadership/zookeeper-leadership-group.ts';
 import type { Logger } from './log.ts';
 import { createCleanupQueue } from './queue/cleanup-queue.ts';
 import { createDataMarker } from './queue/data-marker.ts';
-import { dataMarkerKey, electionPrefix, targetLabel } from './queue/job-identity.ts';
+import { dataMarkerKey, electionPrefix, type TargetRef, targetLabel } from './queue/job-identity.ts';
 import { createRedisClient, duplicateClient, type RedisClient } from './queue/redis-client.ts';
+import { type ElectionReader, etcdElectionReader } from './status/election-read.ts';
+import { zookeeperElectionReader } from './status/zookeeper-read.ts';
 import type { Telemetry } from './telemetry/telemetry.ts';
 import { VERSION } from './version.ts';
 
@@ -38,6 +45,10 @@ export interface Replica {
   readonly cleaners: readonly TargetCleaner[];
   readonly redis: RedisClient;
   readonly etcd: Etcd3 | undefined;
+  /** The leadership backend's elections (for /api/v1/explain); undefined with local leadership. */
+  readonly elections: ElectionReader | undefined;
+  /** With ZooKeeper: whether the session is connected now; undefined otherwise. */
+  zookeeperConnected?(): boolean;
   /** How leaderships are balanced over the live replicas; undefined with local leadership. */
   leadershipBalance(): LeadershipBalance | undefined;
   /** Resigns all leaderships, stops workers and informers, closes connections. Idempotent. */
@@ -125,9 +136,24 @@ export async function startReplica(
     });
   }
 
-  if (!etcd) log.warn('no etcdEndpoints: single-server mode, this replica leads every target');
+  const zk = config.zookeeper;
+  if (!etcd && !zk)
+    log.warn('no etcdEndpoints and no zookeeper: single-server mode, this replica leads every target');
 
-  // One session lease, one watch and a balancer for all targets (src/leadership/etcd-leadership-group.ts).
+  // One session, one view and a balancer for all targets (src/leadership/leadership-group.ts).
+  const zkGroup = zk
+    ? createZooKeeperLeadershipGroup({
+        settings: {
+          connect: zk.connect,
+          root: zk.root,
+          sessionTimeoutMs: config.electionTtlSeconds * 1000,
+          digest: zk.auth,
+        },
+        replicaId: config.replicaId,
+        log,
+        monotonicNow,
+      })
+    : undefined;
   const leaderships = etcd
     ? createEtcdLeadershipGroup({
         client: etcd,
@@ -137,7 +163,9 @@ export async function startReplica(
         monotonicNow,
         root: config.etcdKeyPrefix,
       })
-    : undefined;
+    : zkGroup;
+  const prefixOf = (ref: TargetRef) =>
+    zk ? zookeeperElectionPrefix(zk.root, ref) : electionPrefix(ref, config.etcdKeyPrefix);
   // Per target its own informer, or (informerScope: cluster) a view of its context's one shared informer;
   // every list and watch through the context's rate limiter.
   const informers = createTargetInformers(contexts.targets, {
@@ -160,7 +188,7 @@ export async function startReplica(
       now,
     });
     const leadership = leaderships
-      ? leaderships.election(targetLabel(ref), electionPrefix(ref, config.etcdKeyPrefix), tlog)
+      ? leaderships.election(targetLabel(ref), prefixOf(ref), tlog)
       : createLocalLeadership({ replicaId: config.replicaId });
     const cleaner = createTargetCleaner({
       target: ref,
@@ -184,7 +212,7 @@ export async function startReplica(
       selfCheck: selfCheckSettings(config.electionTtlSeconds, config.overdueGraceMs),
       backoffMs: config.retryBaseDelayMs,
       maxBackoffMs: config.retryMaxDelayMs,
-      warnIfNotAlone: !etcd,
+      warnIfNotAlone: !leaderships,
       telemetry: deps.telemetry?.forTarget(ref),
       informer: informers[i] as PodInformer,
       leadership,
@@ -202,6 +230,12 @@ export async function startReplica(
     cleaners,
     redis,
     etcd,
+    elections: etcd
+      ? etcdElectionReader(etcd, config.etcdKeyPrefix)
+      : zk && zkGroup
+        ? zookeeperElectionReader(zk.root, () => zkGroup.session.connection?.handle)
+        : undefined,
+    ...(zkGroup ? { zookeeperConnected: () => zkGroup.session.connection !== undefined } : {}),
     leadershipBalance: () => leaderships?.balance(),
     stop() {
       stopping ??= (async () => {

@@ -79,7 +79,7 @@ export async function freePort(): Promise<number> {
 }
 
 /** Starts a service on fresh ports, again (up to 3 times) when a port was taken between the pick and the bind. */
-async function withPortRetry<T>(start: () => Promise<T>): Promise<T> {
+export async function withPortRetry<T>(start: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await start();
@@ -161,7 +161,7 @@ interface Launch {
   what: string;
 }
 
-function makeService(
+export function makeService(
   initial: Ports,
   scheme: 'redis' | 'http' | 'https',
   dir: string,

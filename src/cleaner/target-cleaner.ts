@@ -402,7 +402,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       if (names.size > 1 && !term.signal.aborted) {
         log.warn(
           { workers: [...names] },
-          'another worker consumes this queue: replicas are uncoordinated (configure etcdEndpoints)',
+          'another worker consumes this queue: replicas are uncoordinated (configure etcdEndpoints or zookeeper)',
         );
       }
       await sleep(30_000, term.signal, { unref: true });

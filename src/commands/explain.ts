@@ -104,14 +104,7 @@ async function explainCommand(text: string, flags: Record<string, unknown>): Pro
             return (opened.targets[0]?.clients.pods ?? failNoClient()).get(namespace, name);
           };
     const facts = await gatherFacts(
-      {
-        target: t,
-        queue: store.queueOf(t),
-        redis: store.redis,
-        etcd: store.etcd,
-        etcdKeyPrefix: config.etcdKeyPrefix,
-        getPod,
-      },
+      { target: t, queue: store.queueOf(t), redis: store.redis, elections: store.elections, getPod },
       'uid' in ref ? { uid: ref.uid } : { name: ref.name },
     );
     const e = explain(facts, {

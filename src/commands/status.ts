@@ -58,16 +58,16 @@ async function status(flags: Record<string, unknown>): Promise<number> {
     await checkReachable(store, config);
     // `context:*` targets: the namespaces some replica campaigns for now (no API server here).
     if (config.discover.length > 0) {
-      if (store.etcd) {
+      if (store.elections) {
         const path = kubeconfigPath(config.kubeconfig);
         const contexts = config.discover.map((d) => d.context ?? loadClusterAccess(path, undefined).context);
         targets = [
           ...targets,
-          ...(await discoveredTargets(store.etcd, contexts, targets, ANSWER_TIMEOUT_MS)),
+          ...(await discoveredTargets(store.elections, contexts, targets, ANSWER_TIMEOUT_MS)),
         ];
       } else
         process.stderr.write(
-          'spark-driver-cleaner: status: discovered namespaces (context:* targets) are read from etcd; without etcdEndpoints only the fixed targets are shown\n',
+          'spark-driver-cleaner: status: discovered namespaces (context:* targets) are read from the elections in etcd or ZooKeeper; without either only the fixed targets are shown\n',
         );
     }
     const rows = await Promise.all(
@@ -75,8 +75,7 @@ async function status(flags: Record<string, unknown>): Promise<number> {
         readTargetStatus(t, {
           queue: store.queueOf(t),
           redis: store.redis,
-          etcd: store.etcd,
-          etcdKeyPrefix: config.etcdKeyPrefix,
+          elections: store.elections,
           prefix: store.prefix,
           nowMs,
           overdueGraceMs: graceMs,
@@ -84,12 +83,11 @@ async function status(flags: Record<string, unknown>): Promise<number> {
       ),
     );
     // With etcd: the live members and the assignment, from the same keys the replicas balance with.
-    const balance = store.etcd
+    const balance = store.elections
       ? await readBalance(
-          store.etcd,
+          store.elections,
           rows.map((r) => r.target),
           rows.map((r) => r.leader),
-          config.etcdKeyPrefix,
         )
       : undefined;
     process.stdout.write(

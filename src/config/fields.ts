@@ -160,9 +160,27 @@ export const FIELDS: readonly FieldSpec[] = [
     help: 'Prefix of every etcd key the cleaner reads or writes (elections, membership), ending in `/`: grant the cleaner’s etcd role this prefix only. Every replica of a deployment must use the same.',
   },
   {
+    key: 'zookeeper',
+    help: 'Comma-separated ZooKeeper servers `host:port`, optionally followed by a chroot (`zk1:2181,zk2:2181/chroot`): leadership on ZooKeeper (e.g. the quorum of `kyuubi.ha.addresses`) instead of etcd. Set `etcdEndpoints` or `zookeeper`, not both; neither → single-server mode.',
+  },
+  {
+    key: 'zookeeperRoot',
+    default: '/spark-driver-cleaner',
+    help: "With `zookeeper`: the path (inside the chroot) under which the cleaner creates its nodes; keep it outside Kyuubi's `kyuubi.ha.namespace` (Kyuubi reads every child there as a server address), so `/kyuubi…` is refused.",
+  },
+  {
+    key: 'zookeeperAuth',
+    help: 'With `zookeeper`: digest authentication `user:password`; every node the cleaner creates then gets `CREATOR_ALL_ACL`. Unset → no authentication, open ACLs.',
+    secret: true,
+  },
+  {
+    key: 'zookeeperAuthFile',
+    help: 'With `zookeeper`: a file holding `user:password` (a mounted Secret), instead of `zookeeperAuth`.',
+  },
+  {
     key: 'electionTtlSeconds',
     default: '10',
-    help: "TTL of the replica's etcd lease (one for all its targets) in seconds (integer).",
+    help: "TTL of the replica's etcd lease, or its ZooKeeper session timeout (one for all its targets), in seconds (integer). ZooKeeper bounds session timeouts to 2–20 ticks (4–40 s by default).",
     range: {
       min: '2',
       max: '3600',

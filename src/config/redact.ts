@@ -47,6 +47,11 @@ export function redactConfig(config: CleanerConfig): Record<string, unknown> {
     redis: redactRedis(config.redis),
     etcdEndpoints: config.etcdEndpoints.map(maskUrl),
     etcdSecurity: { ...config.etcdSecurity, password: config.etcdSecurity.password ? MASK : undefined },
+    zookeeper: config.zookeeper && {
+      ...config.zookeeper,
+      auth:
+        config.zookeeper.auth === undefined ? undefined : `${config.zookeeper.auth.split(':')[0]}:${MASK}`,
+    },
     dashboard: { ...config.dashboard, password: config.dashboard.password ? MASK : undefined },
   };
 }

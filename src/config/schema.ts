@@ -384,6 +384,46 @@ export const configSchema = z
         /^[A-Za-z0-9_.-]+(\/[A-Za-z0-9_.-]+)*\/$/,
         'expected path segments of letters, digits, - _ . separated by / and ending in / (e.g. spark-driver-cleaner/)',
       ),
+    zookeeper: z
+      .string()
+      .regex(
+        /^[A-Za-z0-9.\-[\]:]+:\d{1,5}(,[A-Za-z0-9.\-[\]:]+:\d{1,5})*(\/[^/\s]+)*$/,
+        'expected host:port[,host:port…] with an optional chroot /path',
+      )
+      .optional(),
+    zookeeperRoot: z
+      .string()
+      .regex(
+        /^(\/[A-Za-z0-9_.-]+)+$/,
+        'expected an absolute path such as /spark-driver-cleaner (no trailing /)',
+      )
+      .refine(
+        (v) => !/^\/kyuubi(\/|$)/.test(v),
+        "inside Kyuubi's default kyuubi.ha.namespace (/kyuubi): Kyuubi reads every child there as a server address; expected a path outside it, such as /spark-driver-cleaner",
+      ),
+    zookeeperAuth: z
+      .string()
+      .regex(/^[^:\s]+:\S+$/, 'expected user:password')
+      .optional(),
+    // Read here, so that `run --check` and the start refuse an unreadable or malformed file (exit 2).
+    zookeeperAuthFile: z
+      .string()
+      .min(1)
+      .transform((path, ctx) => {
+        let text: string;
+        try {
+          text = readFileSync(path, 'utf8').trim();
+        } catch (err) {
+          ctx.addIssue({ code: 'custom', message: `cannot read ${path}: ${(err as Error).message}` });
+          return z.NEVER;
+        }
+        if (!/^[^:\s]+:\S+$/.test(text)) {
+          ctx.addIssue({ code: 'custom', message: `${path}: expected one line user:password` });
+          return z.NEVER;
+        }
+        return { path, auth: text };
+      })
+      .optional(),
     electionTtlSeconds: int(...secondsRange('electionTtlSeconds')),
     recheck: lowerEnum(['resource-version', 'live', 'cache']),
     apiQps: positive,
@@ -498,6 +538,26 @@ export const configSchema = z
       if (c.etcdUsername !== undefined && !hasPassword)
         etcdIssue('etcdPassword', 'not set; etcdUsername is set: set etcdPassword or etcdPasswordFile');
     }
+    if (c.zookeeper !== undefined && (c.etcdEndpoints?.length ?? 0) > 0)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['zookeeper'],
+        message:
+          'set together with etcdEndpoints; leadership uses one backend: set etcdEndpoints or zookeeper, not both',
+      });
+    for (const key of ['zookeeperAuth', 'zookeeperAuthFile'] as const)
+      if (c[key] !== undefined && c.zookeeper === undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: [key],
+          message: 'only used with zookeeper, and zookeeper is not set',
+        });
+    if (c.zookeeperAuth !== undefined && c.zookeeperAuthFile !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['zookeeperAuthFile'],
+        message: 'set together with zookeeperAuth; set one of them',
+      });
     if (c.retryBaseDelay > c.retryMaxDelay)
       ctx.addIssue({
         code: 'custom',
@@ -531,6 +591,17 @@ export const configSchema = z
     } satisfies EtcdSecurity,
     /** Prefix of every etcd key (ends in `/`). */
     etcdKeyPrefix: c.etcdKeyPrefix,
+    /** Leadership on ZooKeeper (src/leadership/zookeeper-leadership-group.ts); undefined: etcd or none. */
+    zookeeper:
+      c.zookeeper === undefined
+        ? undefined
+        : {
+            connect: c.zookeeper,
+            root: c.zookeeperRoot,
+            /** Digest `user:password`, from zookeeperAuth or zookeeperAuthFile. */
+            auth: c.zookeeperAuth ?? c.zookeeperAuthFile?.auth,
+            authFile: c.zookeeperAuthFile?.path,
+          },
     electionTtlSeconds: c.electionTtlSeconds,
     recheck: c.recheck,
     apiQps: c.apiQps,

@@ -7,7 +7,7 @@
  *   src/cleaner/self-check.ts); with etcd, each target's `assigned` replica and `balance: { rule, members,
  *   targets, cap, share: { replicaId: { assigned, leading } }, notReady: { "context:namespace": [replicaId] } }`:
  *   how leaderships are balanced over the live replicas, as this replica sees it
- *   (src/leadership/etcd-leadership-group.ts);
+ *   (src/leadership/leadership-group.ts);
  * - `GET /api/v1/applications?tag=T` → the application of the driver pod labelled `kyuubi-unique-tag=T`,
  *   as Kyuubi's `getApplicationInfoByTag` answers it (newest pod when several carry the tag);
  * - `GET /api/v1/applications/{namespace}/{pod}[?context=C]` → the application of that driver pod;
@@ -199,8 +199,7 @@ export function registerApiRoutes(
         target: c.target,
         queue: c.queue.bullQueue,
         redis: replica.redis,
-        etcd: replica.etcd,
-        ...(rules.etcdKeyPrefix ? { etcdKeyPrefix: rules.etcdKeyPrefix } : {}),
+        elections: replica.elections,
         getPod: (ns, name) => c.pods.get(ns, name),
       },
       { name: pod },

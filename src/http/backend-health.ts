@@ -12,6 +12,8 @@ export interface BackendHealth {
   readonly redis: boolean;
   /** Absent when the replica does not use etcd (local leadership). */
   readonly etcd?: boolean;
+  /** Absent when the replica does not use ZooKeeper: its session is connected now. */
+  readonly zookeeper?: boolean;
 }
 
 /** Resolves `true` when `p` fulfils within `ms` (ms), `false` when it rejects or takes longer. */
@@ -35,13 +37,18 @@ function answersWithin(p: () => Promise<unknown>, ms: number): Promise<boolean> 
  * Never throws.
  */
 export async function checkBackends(
-  replica: Pick<ServedReplica, 'redis' | 'etcd'>,
+  replica: Pick<ServedReplica, 'redis' | 'etcd' | 'zookeeperConnected'>,
   timeoutMs: number,
 ): Promise<BackendHealth> {
   const { redis, etcd } = replica;
+  const zookeeper = replica.zookeeperConnected?.();
   const [redisUp, etcdUp] = await Promise.all([
     redis.status === 'ready' ? answersWithin(() => redis.ping(), timeoutMs) : false,
     etcd ? answersWithin(() => etcd.maintenance.status(), timeoutMs) : undefined,
   ]);
-  return etcdUp === undefined ? { redis: redisUp } : { redis: redisUp, etcd: etcdUp };
+  return {
+    redis: redisUp,
+    ...(etcdUp === undefined ? {} : { etcd: etcdUp }),
+    ...(zookeeper === undefined ? {} : { zookeeper }),
+  };
 }

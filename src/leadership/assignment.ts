@@ -79,7 +79,7 @@ export function assignTargets(
 /**
  * The target set part of a replica's membership value: its set of targets, as a hash of the sorted,
  * de-duplicated labels — `targets:<16 hex digits of SHA-256>`. Replicas balance only with the members whose
- * target set equals theirs (src/leadership/etcd-leadership-group.ts); `status` computes the same value from the
+ * target set equals theirs (src/leadership/leadership-group.ts); `status` computes the same value from the
  * configuration to find them.
  * @param targets target labels (`context:namespace`), in any order
  */

@@ -1,50 +1,17 @@
 /**
- * All the etcd leaderships of one replica: one session (one lease, one keepalive stream, the membership key),
- * one watch (src/leadership/election-view.ts), one bound on concurrent campaign calls, an election per target
- * — and the **balancer** that decides which elections this replica campaigns in.
- *
- * How leadership is balanced (the same rule on every replica, from its view of etcd):
- * - the live members are the replicas whose membership key `spark-driver-cleaner/members/<id>` exists (it is
- *   on their session lease, so it goes when they leave or their lease expires); its value names the replica's
- *   set of targets (a hash), and a replica balances with the members that serve the same set — its **peers**
- *   (two deployments sharing one etcd, or replicas of a rollout that changes the targets, are balanced apart;
- *   every target still has one leader at a time);
- * - a replica can clean a target once its informer has listed the pods, and until the informer has been down
- *   (unable to list or watch) for a while (the target cleaner's readiness probe, `readyWhen`); the targets it
- *   cannot clean now are in its membership value (usually none: `targets:<hash>` alone), so every replica knows;
- * - a pure function assigns each target to one live member ready for it, at most ⌈T / R⌉ each
- *   (src/leadership/assignment.ts); a target no member is ready for is assigned as if all were;
- * - a replica campaigns for the targets assigned to it, and for no other — except as a **fallback**: a target
- *   that has had no candidate at all for `fallbackMs` (views disagree, the owner is stuck or does not serve
- *   it) is campaigned for by every replica ready for it (by all when none is), and the ones not elected
- *   withdraw as soon as there is a leader;
- * - a replica leading a target assigned to another live member that has a candidate key **steps down**: its
- *   term ends (the worker stops, in-flight jobs are aborted before their DELETE), its key is deleted, and the
- *   owner, already waiting in line, is elected. The etcd election keeps one leader at a time; each DELETE is
- *   fenced on the leader key.
- * So a replica leads at most ⌈T / R⌉ targets, plus those it still holds while their new owner is on its way
- * in; an added or restarted replica campaigns for its share as soon as its informers have listed; a replica
- * whose informer cannot list or watch hands its targets over to ready replicas and stays out of their line
- * until it is ready again.
+ * The etcd backend of the balancer (src/leadership/leadership-group.ts): one session (one lease, one keepalive
+ * stream, the membership key `spark-driver-cleaner/members/<id>` on the lease, src/leadership/etcd-session.ts),
+ * one watch over every election and member (src/leadership/election-view.ts), and an etcd election per target
+ * (src/leadership/etcd-leadership.ts).
  */
 import type { Etcd3 } from 'etcd3';
-import pLimit from 'p-limit';
 import type { MonotonicClock } from '../clock.ts';
 import type { Logger } from '../log.ts';
-import { withTimeout } from '../with-timeout.ts';
-import {
-  type Assignment,
-  assignTargets,
-  describeBalance,
-  type LeadershipBalance,
-  memberValue,
-  parseMemberValue,
-  targetSetValue,
-  unreadyOf,
-} from './assignment.ts';
+import type { LeadershipBackend } from './backend.ts';
 import { createElectionView, type ElectionView } from './election-view.ts';
 import { createEtcdLeadership, type EtcdLeadership, type EtcdLeadershipOptions } from './etcd-leadership.ts';
 import { createEtcdSession, type EtcdSession, REVOKE_TIMEOUT_MS } from './etcd-session.ts';
+import { createLeadershipGroup, type LeadershipGroup } from './leadership-group.ts';
 
 /** Options of {@link createEtcdLeadershipGroup}. */
 export interface EtcdLeadershipGroupOptions {
@@ -75,25 +42,8 @@ export interface EtcdLeadershipGroupOptions {
 /** The balance as this replica sees it, for `/api/v1/leaders` (its peers, its targets). */
 export type { LeadershipBalance } from './assignment.ts';
 
-/** A replica's etcd leaderships. */
-export interface EtcdLeadershipGroup {
-  /**
-   * The election of one target; call once per target, before `start()`.
-   * @param target the target's label (`context:namespace`), what the assignment hashes
-   * @param prefix its election key prefix (ends with `/`)
-   */
-  election(target: string, prefix: string, log: Logger): EtcdLeadership;
-  /** Grants the session lease, starts the watch and the balancer (idempotent). */
-  start(): void;
-  /**
-   * Leaves: every term ends (`resigned`), the session lease is revoked — all candidate keys and the
-   * membership key go at once, so other replicas take over without waiting for the TTL. Idempotent; never
-   * rejects. Takes at most {@link LEADERSHIP_CLOSE_TIMEOUT_MS}: when etcd is down or frozen, the terms have
-   * still ended at once (here, before any wait) and the lease is left to expire within its TTL.
-   */
-  close(): Promise<void>;
-  /** The balance as this replica sees it. */
-  balance(): LeadershipBalance;
+/** A replica's etcd leaderships: the balancer's group, with the etcd session and view at hand. */
+export interface EtcdLeadershipGroup extends LeadershipGroup<EtcdLeadership> {
   readonly session: EtcdSession;
   readonly view: ElectionView;
 }
@@ -105,240 +55,98 @@ export interface EtcdLeadershipGroup {
  */
 export const LEADERSHIP_CLOSE_TIMEOUT_MS = REVOKE_TIMEOUT_MS + 3000;
 
-interface Entry {
-  readonly target: string;
-  readonly election: EtcdLeadership;
-  /** Since when (monotonic ms) the view shows no candidate; undefined while there is one. */
-  noCandidateSince: number | undefined;
-}
-
 /** Creates the etcd leaderships of a replica. */
 export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): EtcdLeadershipGroup {
   const { client, replicaId, log } = opts;
-  const balanced = opts.balanced ?? true;
-  const fallbackMs = opts.fallbackMs ?? opts.ttlSeconds * 1000;
-  const session = createEtcdSession({
-    client,
+  let session: EtcdSession | undefined;
+  let view: ElectionView | undefined;
+  const group = createLeadershipGroup<EtcdLeadership>({
     replicaId,
-    ttlSeconds: opts.ttlSeconds,
     log,
     monotonicNow: opts.monotonicNow,
-    ...(opts.root ? { root: opts.root } : {}),
-    memberValue: () =>
-      memberValue(
-        targetSet,
-        entries.filter((e) => !e.election.ready).map((e) => e.target),
-        entries.length,
-      ),
-  });
-  const view = createElectionView({ client, log, ...(opts.root ? { root: opts.root } : {}) });
-  /** The membership value's target set: a hash of this replica's sorted target labels, fixed at `start()`. */
-  let targetSet = '';
-  /** Parsed membership values, by raw value (they change rarely; parsing a 1,000-label list is not free). */
-  const parsed = new Map<string, ReturnType<typeof parseMemberValue>>();
-  const parse = (raw: string) => {
-    let v = parsed.get(raw);
-    if (!v) {
-      if (parsed.size > 64) parsed.clear();
-      v = parseMemberValue(raw);
-      parsed.set(raw, v);
-    }
-    return v;
-  };
-  /**
-   * Live members serving the same targets as this replica (its peers, itself included), sorted, with the
-   * targets each reports not ready.
-   */
-  const peers = () => {
-    const values = view.members().map((m) => [m, parse(view.memberValue(m) ?? '')] as const);
-    const same = values.filter(([, v]) => v.targetSet === targetSet);
-    const raw = same.map(([m]) => `${m}=${view.memberValue(m)}`).join('\n');
-    return {
-      members: same.map(([m]) => m),
-      key: raw,
-      unready: () =>
-        unreadyOf(
-          same,
-          entries.map((e) => e.target),
-        ),
-    };
-  };
-  // Campaign calls (candidate puts, predecessor reads, candidate deletes) a few at a time: 1,000 targets
-  // campaigning at start in one burst would queue thousands of calls on one connection.
-  const limit = pLimit(opts.campaignConcurrency ?? 16);
-  const entries: Entry[] = [];
-  let started = false;
-  let closed = false;
-  let tick: NodeJS.Timeout | undefined;
-  let cached:
-    | { key: string; assignment: Assignment; unready: ReadonlyMap<string, ReadonlySet<string>> }
-    | undefined;
-
-  /** The assignment over `p` (recomputed only when the members or their values changed). */
-  const assignment = (p: ReturnType<typeof peers>) => {
-    const key = `${entries.length}|${p.key}`;
-    if (cached?.key !== key) {
-      const unready = p.unready();
-      cached = {
-        key,
-        unready,
-        assignment: assignTargets(
-          entries.map((e) => e.target),
-          p.members,
-          unready,
-        ),
-      };
-    }
-    return cached;
-  };
-
-  /** Decides, for every election, whether this replica campaigns, and hands over what is not its own. */
-  function evaluate(): void {
-    if (closed || !started) return;
-    if (!balanced) {
-      for (const e of entries) if (e.election.active) e.election.setWanted(true);
-      return;
-    }
-    // Readiness changed since the membership key was written: write it again (coalesced by the session).
-    session.refreshMemberValue();
-    if (!view.synced) return;
-    const now = opts.monotonicNow();
-    const p = peers();
-    const members = p.members;
-    const live = session.lease !== undefined && members.includes(replicaId);
-    const { assignment: a, unready } = assignment(p);
-    const { owners } = a;
-    const lease = session.lease;
-    /** This replica may take `target` as a fallback: it is ready for it as published, or no peer is. */
-    const mayFallBack = (target: string) =>
-      !unready.get(replicaId)?.has(target) || members.every((m) => unready.get(m)?.has(target));
-    for (const x of entries) {
-      const e = x.election;
-      const candidates = view.candidates(e.prefix);
-      if (lease && !e.wanted && e.idle)
-        for (const c of candidates)
-          if (c.lease === lease.id && c.replicaId === replicaId) deleteStray(c.key, c.createRevision);
-      // Not while a stray key of this election is being deleted: a campaign now would adopt that very key.
-      if (!e.active || [...deleting].some((k) => k.startsWith(e.prefix))) continue;
-      if (candidates.length > 0) x.noCandidateSince = undefined;
-      else x.noCandidateSince ??= now;
-      const owner = owners.get(x.target);
-      const fallback =
-        x.noCandidateSince !== undefined && now - x.noCandidateSince >= fallbackMs && mayFallBack(x.target);
-      if (live && (owner === replicaId || fallback)) {
-        if (!e.wanted && owner !== replicaId)
-          log.info({ target: x.target, owner }, 'no candidate for this target: campaigning as a fallback');
-        e.setWanted(true);
-      } else if (e.isLeader) {
-        // Keep leading until the owner is in line, so that the target is never without a leader.
-        if (owner !== undefined && owner !== replicaId && candidates.some((c) => c.replicaId === owner)) {
-          e.setWanted(false);
-          e.stepDown(`handing over to ${owner}, its assigned replica`);
-        }
-      } else if (e.wanted && (!live || (candidates[0] && candidates[0].replicaId !== replicaId))) {
-        // Not ours and another replica is first in line: the fallback is no longer needed.
-        e.setWanted(false);
-      }
-    }
-  }
-
-  /** Stray keys being deleted. */
-  const deleting = new Set<string>();
-  /**
-   * Deletes a candidate key of our lease that no term holds (a put whose answer was lost after the campaign
-   * gave up): left alone, it would stand in line for a target nobody here campaigns for. Best effort: the
-   * next evaluation tries again.
-   */
-  function deleteStray(key: string, createRevision: bigint): void {
-    if (deleting.has(key)) return;
-    deleting.add(key);
-    log.info({ key }, 'deleting a candidate key no term holds');
-    void limit(() =>
-      client.if(key, 'Create', '==', createRevision.toString()).then(client.delete().key(key)).commit(),
-    )
-      .catch((err: unknown) =>
-        log.warn({ err: { message: (err as Error).message }, key }, 'cannot delete a stray candidate key'),
-      )
-      .finally(() => {
-        deleting.delete(key);
-        schedule();
-      });
-  }
-
-  let scheduled = false;
-  const schedule = () => {
-    if (scheduled) return;
-    scheduled = true;
-    setImmediate(() => {
-      scheduled = false;
-      evaluate();
-    });
-  };
-  view.onChange(schedule);
-  session.onLease(schedule);
-
-  return {
-    election(target, prefix, elog) {
-      const election = createEtcdLeadership({
+    balanced: opts.balanced,
+    campaignConcurrency: opts.campaignConcurrency,
+    fallbackMs: opts.fallbackMs ?? opts.ttlSeconds * 1000,
+    backend: (ctx) => {
+      const s = createEtcdSession({
         client,
-        session,
-        view,
-        prefix,
         replicaId,
         ttlSeconds: opts.ttlSeconds,
-        log: elog,
+        log,
         monotonicNow: opts.monotonicNow,
-        limit,
-        fenceTimeoutMs: opts.fenceTimeoutMs,
-        readLeaderKey: opts.readLeaderKey,
+        memberValue: ctx.memberValue,
+        ...(opts.root ? { root: opts.root } : {}),
       });
-      entries.push({ target, election, noCandidateSince: undefined });
-      // An election started after the group: decide for it at once.
-      const start = election.start.bind(election);
-      election.start = () => {
-        start();
-        schedule();
+      const v = createElectionView({ client, log, ...(opts.root ? { root: opts.root } : {}) });
+      session = s;
+      view = v;
+      /** Stray keys being deleted. */
+      const deleting = new Set<string>();
+      /**
+       * Deletes a candidate key of our lease that no term holds (a put whose answer was lost after the
+       * campaign gave up): left alone, it would stand in line for a target nobody here campaigns for. Best
+       * effort: the next evaluation tries again.
+       */
+      const deleteStray = (key: string, createRevision: bigint, done: () => void) => {
+        if (deleting.has(key)) return;
+        deleting.add(key);
+        log.info({ key }, 'deleting a candidate key no term holds');
+        void ctx
+          .limit(() =>
+            client.if(key, 'Create', '==', createRevision.toString()).then(client.delete().key(key)).commit(),
+          )
+          .catch((err: unknown) =>
+            log.warn(
+              { err: { message: (err as Error).message }, key },
+              'cannot delete a stray candidate key',
+            ),
+          )
+          .finally(() => {
+            deleting.delete(key);
+            done();
+          });
       };
-      return election;
+      const backend: LeadershipBackend<EtcdLeadership> = {
+        view: v,
+        get live() {
+          return s.lease !== undefined;
+        },
+        onLive: (cb) => s.onLease(() => cb()),
+        refreshMemberValue: () => s.refreshMemberValue(),
+        election: (prefix, elog) =>
+          createEtcdLeadership({
+            client,
+            session: s,
+            view: v,
+            prefix,
+            replicaId,
+            ttlSeconds: opts.ttlSeconds,
+            log: elog,
+            monotonicNow: opts.monotonicNow,
+            limit: ctx.limit,
+            fenceTimeoutMs: opts.fenceTimeoutMs,
+            readLeaderKey: opts.readLeaderKey,
+          }),
+        tidy(e, done) {
+          const lease = s.lease;
+          if (lease && !e.wanted && e.idle)
+            for (const c of v.candidates(e.prefix))
+              if (c.lease === lease.id && c.replicaId === replicaId)
+                deleteStray(c.key, c.createRevision, done);
+          return [...deleting].some((k) => k.startsWith(e.prefix));
+        },
+        start() {
+          s.start();
+          v.start();
+        },
+        async close(elections) {
+          await Promise.all([s.close().then(() => Promise.all(elections.map((e) => e.resign()))), v.close()]);
+        },
+        closeTimeoutMs: LEADERSHIP_CLOSE_TIMEOUT_MS,
+      };
+      return backend;
     },
-    start() {
-      if (started || closed) return;
-      started = true;
-      targetSet = targetSetValue(entries.map((e) => e.target));
-      session.start();
-      view.start();
-      // The fallback waits on time, not on a change: look again a few times per fallback period.
-      tick = setInterval(evaluate, Math.max(250, Math.min(1000, fallbackMs / 4)));
-      schedule();
-    },
-    async close() {
-      if (closed) return;
-      closed = true;
-      clearInterval(tick);
-      // Every etcd call below is bounded on its own; this bounds the whole, whatever a future step adds.
-      await withTimeout(
-        Promise.all([
-          session.close().then(() => Promise.all(entries.map((x) => x.election.resign()))),
-          view.close(),
-        ]),
-        LEADERSHIP_CLOSE_TIMEOUT_MS,
-        'leadership close',
-      ).catch((err: unknown) =>
-        log.warn({ err: { message: (err as Error).message } }, 'leadership close incomplete; leases expire'),
-      );
-    },
-    balance() {
-      const p = peers();
-      const { assignment: a, unready } = assignment(p);
-      return describeBalance(
-        entries.map((e) => e.target),
-        p.members,
-        entries.map((x) => view.candidates(x.election.prefix)[0]?.replicaId),
-        unready,
-        a,
-      );
-    },
-    session,
-    view,
-  };
+  });
+  if (!session || !view) throw new Error('unreachable: the etcd backend was not created');
+  return Object.assign(group, { session, view });
 }

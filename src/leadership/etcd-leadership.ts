@@ -23,10 +23,11 @@ import type { MonotonicClock } from '../clock.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
 import { withTimeout } from '../with-timeout.ts';
+import type { BackendElection } from './backend.ts';
 import type { ElectionView } from './election-view.ts';
 import { type EtcdSession, LeaseEnd, type SessionLease } from './etcd-session.ts';
 import { FencedError } from './fenced-error.ts';
-import { type Leadership, leadershipSubscribers } from './leadership.ts';
+import { leadershipSubscribers } from './leadership.ts';
 
 /** Options of {@link createEtcdLeadership}. */
 export interface EtcdLeadershipOptions {
@@ -58,26 +59,7 @@ export interface EtcdLeadershipOptions {
 }
 
 /** An etcd election: a {@link Leadership} whose candidacy the balancer turns on and off. */
-export interface EtcdLeadership extends Leadership {
-  /** The election prefix. */
-  readonly prefix: string;
-  /** Started and not resigned. */
-  readonly active: boolean;
-  /** Whether this replica should be a candidate. */
-  readonly wanted: boolean;
-  /** The readiness probe's answer now ({@link Leadership.readyWhen}; true without a probe). */
-  readonly ready: boolean;
-  /**
-   * Neither campaigning nor leading, nor deleting a key after a term: a candidate key of this replica's lease
-   * seen now in this election belongs to no term (a put applied with its answer lost), and may be deleted.
-   */
-  readonly idle: boolean;
-  /**
-   * Becomes a candidate (true) or withdraws (false): withdrawing ends a campaign not yet elected and deletes
-   * its key; a term already won goes on until `stepDown` or `resign`.
-   */
-  setWanted(wanted: boolean): void;
-}
+export type EtcdLeadership = BackendElection;
 
 /** The result of one shared fencing read: the key and revision it confirmed, or why it could not. */
 type FenceRead =

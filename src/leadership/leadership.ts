@@ -1,8 +1,9 @@
 /**
  * Leadership of one target (context, namespace): only the leader's worker consumes the target's queue.
- * Two implementations: an etcd election ({@link createEtcdLeadership}, on the replica's shared session lease,
- * balanced by src/leadership/etcd-leadership-group.ts) and, without etcd, local
- * leadership ({@link createLocalLeadership}) where this replica always leads.
+ * Implementations: an election on a leadership backend — etcd (src/leadership/etcd-leadership.ts, on the
+ * replica's shared session lease) or ZooKeeper (src/leadership/zookeeper-election.ts, on its shared session) —
+ * balanced by src/leadership/leadership-group.ts; and, without a backend, local leadership
+ * (src/leadership/local-leadership.ts) where this replica always leads.
  */
 
 /** Callbacks of a leadership ({@link Leadership.addEventHandler}); they must not throw. */
@@ -24,7 +25,7 @@ export interface Leadership {
    * Tells the leadership how to ask whether this replica can clean the target now (its informer has listed the
    * pods and is not down for long): the etcd election campaigns, and counts this replica as a member the
    * target may be assigned to, only while `probe()` is true, and hands the target over to a ready replica when
-   * it turns false (src/leadership/etcd-leadership-group.ts). Local leadership has no one to hand over to and
+   * it turns false (src/leadership/leadership-group.ts). Local leadership has no one to hand over to and
    * ignores it. Call before `start()`; without a probe the replica counts as ready. `probe` must be cheap: it
    * is asked about once a second.
    */
@@ -39,7 +40,7 @@ export interface Leadership {
    * again at the back of the line (alone, it begins a new term); local leadership ends the term and begins a
    * new one (a fresh worker). A no-op when not leading. Used by the self-check when this leader is stuck
    * (src/cleaner/self-check.ts) and by the balancer to hand a target over
-   * (src/leadership/etcd-leadership-group.ts).
+   * (src/leadership/leadership-group.ts).
    */
   stepDown(reason: string): void;
   readonly isLeader: boolean;

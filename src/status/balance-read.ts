@@ -1,14 +1,14 @@
 /**
- * How leaderships are balanced, read from etcd the way the replicas' balancer decides it
- * (src/leadership/etcd-leadership-group.ts), for `status`: the live members are the keys
- * `spark-driver-cleaner/members/<replica id>` (on each replica's session lease); a replica balances with the
+ * How leaderships are balanced, read from the leadership backend the way the replicas' balancer decides it
+ * (src/leadership/leadership-group.ts), for `status`: the live members are the membership entries (etcd: the
+ * keys `spark-driver-cleaner/members/<replica id>` on each replica's session lease; ZooKeeper: the ephemeral
+ * nodes `<root>/members/<replica id>`, src/status/election-read.ts); a replica balances with the
  * members whose key's value names the same set of targets (a hash of the labels,
  * src/leadership/assignment.ts `targetSetValue`), so `status` counts those whose value matches the configured
  * targets. The value also names the targets a replica cannot clean now (not ready: its informer has not listed
  * or is down); the assignment is the replicas' own pure function (`assignTargets`, skipping those), so `status`
  * shows what they compute from the same keys. Read-only.
  */
-import type { Etcd3 } from 'etcd3';
 import {
   describeBalance,
   type LeadershipBalance,
@@ -16,29 +16,18 @@ import {
   targetSetValue,
   unreadyOf,
 } from '../leadership/assignment.ts';
-import { MEMBERS_PREFIX } from '../leadership/etcd-session.ts';
+import type { ElectionReader } from './election-read.ts';
 
-/** The balance as etcd has it for the configured targets. */
+/** The balance as the backend has it for the configured targets. */
 export interface BalanceStatus extends LeadershipBalance {
   /** Live members that serve another set of targets (another deployment, a rollout changing targets), sorted. */
   readonly otherMembers: readonly string[];
 }
 
 /**
- * Reads the live members (id → their key's value) from etcd, under `root` (the `etcdKeyPrefix`, default
- * `spark-driver-cleaner/`).
- * @throws the etcd client's error when etcd cannot be reached.
- */
-export async function readMembers(etcd: Etcd3, root?: string): Promise<Map<string, string>> {
-  const prefix = root ? `${root}members/` : MEMBERS_PREFIX;
-  const kvs = (await etcd.getAll().prefix(prefix).exec()).kvs;
-  return new Map(kvs.map((kv) => [kv.key.toString().slice(prefix.length), kv.value.toString()]));
-}
-
-/**
  * The balance of `targets` over the members serving exactly these targets. Pure.
  * @param targets the configured target labels (`context:namespace`)
- * @param members the live members, id → membership value ({@link readMembers})
+ * @param members the live members, id → membership value (`ElectionReader.members`)
  * @param leaders the leader of each target in `targets` order (null or undefined: none)
  */
 export function balanceOf(
@@ -65,14 +54,13 @@ export function balanceOf(
 }
 
 /**
- * Reads the members from etcd (under `root`, the `etcdKeyPrefix`) and computes the balance of `targets` (see {@link balanceOf}).
- * @throws the etcd client's error when etcd cannot be reached.
+ * Reads the members from the backend and computes the balance of `targets` (see {@link balanceOf}).
+ * @throws the client's error when the backend cannot be reached.
  */
 export async function readBalance(
-  etcd: Etcd3,
+  elections: ElectionReader,
   targets: readonly string[],
   leaders: readonly (string | null | undefined)[],
-  root?: string,
 ): Promise<BalanceStatus> {
-  return balanceOf(targets, await readMembers(etcd, root), leaders);
+  return balanceOf(targets, await elections.members(), leaders);
 }

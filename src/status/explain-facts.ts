@@ -4,13 +4,12 @@
  * (its own connections) and the `/api/v1/explain` route (the replica's).
  */
 import type { Job, Queue } from 'bullmq';
-import type { Etcd3 } from 'etcd3';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import type { StoredJobData } from '../queue/cleanup-queue.ts';
 import { isCleanupJobId, type TargetRef, tombstoneKey } from '../queue/job-identity.ts';
 import { readLastAccepted } from '../queue/last-accepted.ts';
 import type { RedisClient } from '../queue/redis-client.ts';
-import { readElection } from './election-read.ts';
+import type { ElectionReader } from './election-read.ts';
 import type { ExplainFacts, JobFacts } from './explain.ts';
 
 /** Where {@link gatherFacts} reads. */
@@ -19,10 +18,8 @@ export interface FactSources {
   /** The target's queue; its `opts.prefix` is the replicas' `queuePrefix`. */
   readonly queue: Queue<StoredJobData>;
   readonly redis: RedisClient;
-  /** undefined: single-server mode (the leader is the consuming worker). */
-  readonly etcd: Etcd3 | undefined;
-  /** The `etcdKeyPrefix` (default `spark-driver-cleaner/`). */
-  readonly etcdKeyPrefix?: string;
+  /** The leadership backend; undefined: single-server mode (the leader is the consuming worker). */
+  readonly elections: ElectionReader | undefined;
   /** A live GET of the pod (undefined when absent); undefined: do not ask the API server. */
   readonly getPod: ((namespace: string, name: string) => Promise<DriverPod | undefined>) | undefined;
 }
@@ -67,7 +64,7 @@ async function uidByName(src: FactSources, prefix: string, name: string): Promis
 
 /** The target's leader: etcd's election, or without etcd the replica whose worker consumes the queue. */
 async function leaderOf(src: FactSources): Promise<string | undefined> {
-  if (src.etcd) return (await readElection(src.etcd, src.target, src.etcdKeyPrefix)).leader;
+  if (src.elections) return (await src.elections.election(src.target)).leader;
   const workers = (await src.queue.getWorkers()) as { rawname?: string }[];
   const raw = workers[0]?.rawname ?? '';
   const at = raw.indexOf(':w:');
@@ -113,6 +110,6 @@ export async function gatherFacts(
     job,
     tombstoneTtlMs: ttl > 0 ? ttl : undefined,
     leader,
-    leaderFrom: src.etcd ? 'etcd' : 'redis-workers',
+    leaderFrom: src.elections?.backend ?? 'redis-workers',
   };
 }

@@ -57,7 +57,7 @@ export interface ExplainFacts {
   /** The target's leader (etcd's, or the consuming worker's without etcd); undefined when none. */
   readonly leader: string | undefined;
   /** Where the leader was read from, for the leader line. */
-  readonly leaderFrom: 'etcd' | 'redis-workers';
+  readonly leaderFrom: 'etcd' | 'zookeeper' | 'redis-workers';
 }
 
 /** The configuration `explain` judges with: the replicas' own. */
@@ -112,7 +112,7 @@ export function explain(f: ExplainFacts, r: ExplainRules): Explanation {
       : f.job?.deadlineMs;
   const job = f.job;
   const outcome = job?.outcome?.outcome;
-  const noLeader = `stuck: no leader for this target (${f.leaderFrom === 'etcd' ? 'no replica campaigns in etcd' : 'no worker consumes its queue'})`;
+  const noLeader = `stuck: no leader for this target (${f.leaderFrom === 'redis-workers' ? 'no worker consumes its queue' : `no replica campaigns in ${f.leaderFrom}`})`;
 
   const apiServer =
     f.pod.read === 'present'
@@ -150,7 +150,7 @@ export function explain(f: ExplainFacts, r: ExplainRules): Explanation {
       : `present for another ${Math.round(f.tombstoneTtlMs / 1000)} s: a replica saw the pod being deleted ` +
         '(deletionTimestamp or DELETE event), so no replica enqueues this UID again';
   const leader = f.leader
-    ? `${f.leader} (${f.leaderFrom === 'etcd' ? 'etcd election' : 'the worker consuming the queue'})`
+    ? `${f.leader} (${f.leaderFrom === 'redis-workers' ? 'the worker consuming the queue' : `${f.leaderFrom} election`})`
     : 'none';
 
   const [kind, verdict] = ((): [VerdictKind, string] => {

@@ -1,12 +1,12 @@
 /**
  * Read-only connections to what the replicas share — Redis (the queues, tombstones, the last accepted
- * DELETE) and etcd (the elections) — for `status` and `explain`, which run beside the replicas with the
+ * DELETE) and the leadership backend, etcd or ZooKeeper (the elections) — for `status` and `explain`, which run beside the replicas with the
  * same configuration. They fail fast instead of retrying forever: a check must answer, not hang. A server
  * that accepts connections and never answers (frozen, or behind a proxy whose backend is gone) is the case
  * to mind: every Redis command and every etcd call has its own timeout, and so does closing.
  */
 import { Queue } from 'bullmq';
-import { type Etcd3, EtcdError, GRPCGenericError } from 'etcd3';
+import { EtcdError, GRPCGenericError } from 'etcd3';
 import { describeRedis } from '../config/redact.ts';
 import type { CleanerConfig } from '../config/schema.ts';
 import { assertDistinctTargets } from '../kube/distinct-targets.ts';
@@ -16,6 +16,8 @@ import type { StoredJobData } from '../queue/cleanup-queue.ts';
 import { queueName, type TargetRef } from '../queue/job-identity.ts';
 import { createRedisClient, type RedisClient } from '../queue/redis-client.ts';
 import { withTimeout } from '../with-timeout.ts';
+import { type ElectionReader, etcdElectionReader } from './election-read.ts';
+import { openZooKeeperReader } from './zookeeper-read.ts';
 
 /**
  * How long Redis or etcd has to answer one request of `status` or `explain`, ms: each Redis command, the
@@ -28,8 +30,10 @@ export const ETCD_CALL_TIMEOUT_MS = 750;
 /** The shared state, opened by {@link openStateStore}. */
 export interface StateStore {
   readonly redis: RedisClient;
-  /** undefined without `etcdEndpoints` (single-server mode). */
-  readonly etcd: Etcd3 | undefined;
+  /** The leadership backend's elections; undefined without etcd or ZooKeeper (single-server mode). */
+  readonly elections: ElectionReader | undefined;
+  /** Resolves when the leadership backend answers a read (at once without one). @throws its error. */
+  pingLeadership(): Promise<void>;
   /** Redis key prefix of the queues (`queuePrefix`). */
   readonly prefix: string;
   /** The target's queue (opened once, on the shared connection). */
@@ -49,7 +53,7 @@ export class UnreachableError extends Error {
  */
 export async function checkReachable(
   store: StateStore,
-  config: Pick<CleanerConfig, 'redis' | 'etcdEndpoints' | 'etcdKeyPrefix'> &
+  config: Pick<CleanerConfig, 'redis' | 'etcdEndpoints' | 'zookeeper'> &
     Partial<Pick<CleanerConfig, 'etcdSecurity'>>,
 ): Promise<void> {
   // Both at once, each within ANSWER_TIMEOUT_MS: the error names every one that does not answer. etcd's
@@ -58,16 +62,16 @@ export async function checkReachable(
   const etcdMs = ANSWER_TIMEOUT_MS + (config.etcdSecurity?.username !== undefined ? LOGIN_TIMEOUT_MS : 0);
   const [redis, etcd] = await Promise.allSettled([
     withTimeout(store.redis.ping(), ANSWER_TIMEOUT_MS, 'PING'),
-    store.etcd
-      ? withTimeout(store.etcd.get(`${config.etcdKeyPrefix}ping`).exec(), etcdMs, 'a read')
-      : Promise.resolve(undefined),
+    withTimeout(store.pingLeadership(), etcdMs, 'a read'),
   ]);
   const failures: string[] = [];
   if (redis.status === 'rejected')
     failures.push(`${describeRedis(config.redis)}: Redis does not answer: ${why(redis.reason)}`);
   if (etcd.status === 'rejected')
     failures.push(
-      `etcdEndpoints (--etcd-endpoints, SDC_ETCD_ENDPOINTS) ${config.etcdEndpoints.join(',')}: etcd does not answer: ${why(etcd.reason)}`,
+      config.zookeeper
+        ? `zookeeper (--zookeeper, SDC_ZOOKEEPER) ${config.zookeeper.connect}: ZooKeeper does not answer: ${why(etcd.reason)}`
+        : `etcdEndpoints (--etcd-endpoints, SDC_ETCD_ENDPOINTS) ${config.etcdEndpoints.join(',')}: etcd does not answer: ${why(etcd.reason)}`,
     );
   if (failures.length > 0) throw new UnreachableError(failures.join('; '));
 }
@@ -76,8 +80,13 @@ export async function checkReachable(
  * Says which of Redis and etcd failed a read after both answered the reachability check (one stopped
  * answering meanwhile, or a command failed), naming its setting.
  */
-export function readFailure(err: unknown, config: Pick<CleanerConfig, 'redis' | 'etcdEndpoints'>): string {
+export function readFailure(
+  err: unknown,
+  config: Pick<CleanerConfig, 'redis' | 'etcdEndpoints' | 'zookeeper'>,
+): string {
   const message = (err as Error).message.split('\n')[0];
+  if (config.zookeeper && /^-\d+ |zookeeper/i.test(message ?? ''))
+    return `zookeeper (--zookeeper, SDC_ZOOKEEPER) ${config.zookeeper.connect}: ZooKeeper stopped answering: ${message}`;
   if (err instanceof GRPCGenericError || err instanceof EtcdError)
     return `etcdEndpoints (--etcd-endpoints, SDC_ETCD_ENDPOINTS) ${config.etcdEndpoints.join(',')}: etcd stopped answering: ${message}`;
   if (message === 'Command timed out')
@@ -90,7 +99,10 @@ export function readFailure(err: unknown, config: Pick<CleanerConfig, 'redis' | 
  * {@link ANSWER_TIMEOUT_MS}) and the etcd client (each call within {@link ETCD_CALL_TIMEOUT_MS} per member).
  */
 export function openStateStore(
-  config: Pick<CleanerConfig, 'redis' | 'etcdEndpoints' | 'etcdSecurity' | 'queuePrefix'>,
+  config: Pick<
+    CleanerConfig,
+    'redis' | 'etcdEndpoints' | 'etcdSecurity' | 'etcdKeyPrefix' | 'zookeeper' | 'queuePrefix'
+  >,
 ): StateStore {
   const redis = createRedisClient(config.redis, {
     connectTimeoutMs: ANSWER_TIMEOUT_MS,
@@ -109,10 +121,20 @@ export function openStateStore(
           security: config.etcdSecurity,
         })
       : undefined;
+  const zk = config.zookeeper
+    ? openZooKeeperReader(config.zookeeper.connect, config.zookeeper.root, config.zookeeper.auth)
+    : undefined;
   const queues = new Map<string, Queue<StoredJobData>>();
   return {
     redis,
-    etcd,
+    elections: etcd ? etcdElectionReader(etcd, config.etcdKeyPrefix) : zk?.reader,
+    async pingLeadership() {
+      if (etcd) await etcd.get(`${config.etcdKeyPrefix}ping`).exec();
+      if (zk) {
+        await zk.connected(ANSWER_TIMEOUT_MS);
+        await zk.reader.members();
+      }
+    },
     prefix: config.queuePrefix,
     queueOf(target) {
       const name = queueName(target);
@@ -133,6 +155,7 @@ export function openStateStore(
       ).catch(() => undefined);
       redis.disconnect();
       etcd?.close();
+      zk?.close();
     },
   };
 }

@@ -15,12 +15,11 @@
  * - **last accepted DELETE**: the key the worker writes on each `accepted` outcome (src/queue/last-accepted.ts).
  */
 import type { Job, Queue } from 'bullmq';
-import type { Etcd3 } from 'etcd3';
 import type { StoredJobData } from '../queue/cleanup-queue.ts';
 import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
 import { type LastAccepted, readLastAccepted } from '../queue/last-accepted.ts';
 import type { RedisClient } from '../queue/redis-client.ts';
-import { readElection } from './election-read.ts';
+import type { ElectionReader } from './election-read.ts';
 
 /** One target's status. Times are epoch ms. */
 export interface TargetStatus {
@@ -29,7 +28,7 @@ export interface TargetStatus {
   /** The leading replica, or null when no replica leads (no candidate in etcd, or no consuming worker without etcd). */
   readonly leader: string | null;
   /** Where `leader` was read: the etcd election, or the workers connected to Redis (single-server mode). */
-  readonly leaderFrom: 'etcd' | 'redis-workers';
+  readonly leaderFrom: 'etcd' | 'zookeeper' | 'redis-workers';
   /** When the leader's worker connected to Redis (see the module comment); null when unknown. */
   readonly consumingSinceMs: number | null;
   /** Replicas whose worker consumes the queue now (the leader's, normally exactly one). */
@@ -57,10 +56,8 @@ export interface StatusSources {
   /** The target's BullMQ queue (a plain `Queue` on the same name and prefix as the replicas'). */
   readonly queue: Queue<StoredJobData>;
   readonly redis: RedisClient;
-  /** undefined: single-server mode, the leader is whoever consumes. */
-  readonly etcd: Etcd3 | undefined;
-  /** The `etcdKeyPrefix` (default `spark-driver-cleaner/`). */
-  readonly etcdKeyPrefix?: string;
+  /** The leadership backend; undefined: single-server mode, the leader is whoever consumes. */
+  readonly elections: ElectionReader | undefined;
   readonly prefix: string;
   /** Epoch ms. */
   readonly nowMs: number;
@@ -126,7 +123,7 @@ export async function readTargetStatus(target: TargetRef, src: StatusSources): P
   const { queue } = src;
   const [counts, election, workers, firstDelayed, lastAccepted] = await Promise.all([
     queue.getJobCounts('delayed', 'waiting', 'active', 'failed', 'completed'),
-    src.etcd ? readElection(src.etcd, target, src.etcdKeyPrefix) : undefined,
+    src.elections?.election(target),
     queue.getWorkers() as Promise<{ rawname?: string; age?: string }[]>,
     queue.getDelayed(0, 0),
     readLastAccepted(src.redis, src.prefix, target),
@@ -147,7 +144,7 @@ export async function readTargetStatus(target: TargetRef, src: StatusSources): P
   return {
     target: targetLabel(target),
     leader,
-    leaderFrom: src.etcd ? 'etcd' : 'redis-workers',
+    leaderFrom: src.elections?.backend ?? 'redis-workers',
     consumingSinceMs,
     consumers,
     candidates: election?.candidates ?? [],
@@ -170,7 +167,9 @@ export function statusProblems(s: TargetStatus): string[] {
   const problems: string[] = [];
   if (s.leader === null)
     problems.push(
-      s.leaderFrom === 'etcd' ? 'no leader: no replica campaigns in etcd' : 'no leader: no worker consumes',
+      s.leaderFrom === 'redis-workers'
+        ? 'no leader: no worker consumes'
+        : `no leader: no replica campaigns in ${s.leaderFrom}`,
     );
   if (s.overdue > 0)
     problems.push(`${s.overdue} overdue job(s): past deadline + ${s.overdueGraceMs / 1000} s`);

@@ -52,9 +52,9 @@ export interface MetricsReplica {
   readonly redis: { readonly status: string };
   /**
    * Whether Redis and etcd answer now (src/http/backend-health.ts `checkBackends`), exported as
-   * `sdc_backend_up`; `etcd` absent when the replica does not use etcd. Not exported when absent.
+   * `sdc_backend_up`; `etcd` (`zookeeper`) absent when the replica does not use it. Not exported when absent.
    */
-  backends?(): Promise<{ readonly redis: boolean; readonly etcd?: boolean }>;
+  backends?(): Promise<{ readonly redis: boolean; readonly etcd?: boolean; readonly zookeeper?: boolean }>;
 }
 
 /** HTTP verb of a pod call. */
@@ -252,6 +252,7 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
       if (!up) return;
       this.set({ backend: 'redis' }, up.redis ? 1 : 0);
       if (up.etcd !== undefined) this.set({ backend: 'etcd' }, up.etcd ? 1 : 0);
+      if (up.zookeeper !== undefined) this.set({ backend: 'zookeeper' }, up.zookeeper ? 1 : 0);
     },
   });
   new Gauge({

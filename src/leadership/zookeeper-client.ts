@@ -1,0 +1,115 @@
+/**
+ * The few calls of the `zookeeper` npm package (a native binding of ZooKeeper's reference C client) this
+ * project uses, typed from what the binding does (its bundled declarations do not match it: session ids and
+ * `ephemeralOwner` are hex strings). Every call returns a promise that rejects with `Error("<rc> <name>")`,
+ * `rc` one of ZooKeeper's error codes ({@link ZK_ERR}).
+ */
+import ZooKeeperModule from 'zookeeper';
+
+/** A znode's stat, as the binding gives it. */
+export interface ZkStat {
+  /** The session id owning this ephemeral node (hex), `"0"` for a persistent node. */
+  readonly ephemeralOwner: string;
+  readonly version: number;
+}
+
+/** One ACL entry. */
+export interface ZkAcl {
+  perms: number;
+  scheme: string;
+  auth: string;
+}
+
+/** The client handle of one ZooKeeper session. */
+export interface ZkHandle {
+  /** The session id (hex) once connected. */
+  readonly client_id: string;
+  init(config: Record<string, unknown>): void;
+  close(): void;
+  on(event: 'connect' | 'connecting', cb: () => void): void;
+  on(event: 'close', cb: (handle: unknown, code: number) => void): void;
+  add_auth(scheme: string, auth: string, cb: (rc: number, error: string) => void): void;
+  create(path: string, data: string, flags: number): Promise<string>;
+  exists(path: string, watch: boolean): Promise<ZkStat | null>;
+  w_exists(path: string, watch: (type: number, state: number, path: string) => void): Promise<ZkStat | null>;
+  get(path: string, watch: boolean): Promise<[ZkStat, Buffer | string]>;
+  w_get(
+    path: string,
+    watch: (type: number, state: number, path: string) => void,
+  ): Promise<[ZkStat, Buffer | string]>;
+  get_children(path: string, watch: boolean): Promise<string[]>;
+  w_get_children(path: string, watch: (type: number, state: number, path: string) => void): Promise<string[]>;
+  set(path: string, data: string, version: number): Promise<ZkStat>;
+  delete_(path: string, version: number): Promise<void>;
+  set_acl(path: string, version: number, acl: ZkAcl[]): Promise<void>;
+}
+
+interface ZkConstructor {
+  new (config: Record<string, unknown>): ZkHandle;
+  readonly constants: Record<string, number>;
+}
+
+const ZooKeeper = ZooKeeperModule as unknown as ZkConstructor;
+
+/** ZooKeeper's create modes (the binding's constants). */
+export const ZK_MODE = {
+  persistent: ZooKeeper.constants.ZOO_PERSISTENT ?? 0,
+  ephemeral: ZooKeeper.constants.ZOO_EPHEMERAL ?? 1,
+  ephemeralSequential: ZooKeeper.constants.ZOO_EPHEMERAL_SEQUENTIAL ?? 3,
+  container: ZooKeeper.constants.ZOO_CONTAINER ?? 4,
+} as const;
+
+/** The error codes this project tells apart. */
+export const ZK_ERR = { noNode: -101, nodeExists: -110, notEmpty: -111 } as const;
+
+/** The session state code the binding's `close` event carries when the server expired the session. */
+export const ZK_EXPIRED_SESSION_STATE = -112;
+
+/** ZooKeeper's `CREATOR_ALL_ACL`: every right, to the identities the session authenticated as. */
+export const CREATOR_ALL_ACL: ZkAcl[] = [{ perms: 31, scheme: 'auth', auth: '' }];
+
+/** The ZooKeeper error code of a rejected call (`Error("<rc> <name>")`), or undefined. */
+export function zkCode(err: unknown): number | undefined {
+  const m = /^(-?\d+) /.exec((err as Error)?.message ?? '');
+  return m ? Number(m[1]) : undefined;
+}
+
+/**
+ * Creates a handle (not connected: `init` connects). The C client's own log goes to stderr, so it is turned
+ * off (`debug_level` 0): the session logs its state changes itself. The binding closes a handle as if its
+ * session had expired once the C client's processing has returned "nothing" 10 times in a row (its
+ * `response_counter_limit`), which happens while it tries a server that was just killed: sessions the server
+ * still held were ended on the client, and a new handle could not get past a dead server in the list. That
+ * limit is lifted here: a session is lost when the server says it expired, or when the session
+ * (src/leadership/zookeeper-session.ts) has been disconnected for a whole session timeout.
+ * @param connect `host:port,...[/chroot]`
+ * @param timeoutMs the session timeout asked for, ms (the server bounds it)
+ */
+export function createZkHandle(connect: string, timeoutMs: number): ZkHandle {
+  return new ZooKeeper({
+    connect,
+    timeout: timeoutMs,
+    debug_level: 0,
+    host_order_deterministic: false,
+    response_counter_limit: 2 ** 31 - 1,
+  });
+}
+
+/**
+ * The stat of `path`, or null when it does not exist (the binding rejects with ZNONODE where the C client
+ * answers "no node").
+ * @param watch called once when the node is created, changed or deleted (the watch is set either way).
+ * @throws the call's error otherwise (connection loss, session expired).
+ */
+export async function statOf(
+  h: ZkHandle,
+  path: string,
+  watch?: (type: number, state: number, path: string) => void,
+): Promise<ZkStat | null> {
+  try {
+    return await (watch ? h.w_exists(path, watch) : h.exists(path, false));
+  } catch (err) {
+    if (zkCode(err) === ZK_ERR.noNode) return null;
+    throw err;
+  }
+}

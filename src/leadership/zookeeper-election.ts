@@ -1,0 +1,318 @@
+/**
+ * Leadership of one target on ZooKeeper, as Curator's LeaderLatch does it, on the replica's **shared
+ * session** (src/leadership/zookeeper-session.ts): each candidate creates a **protected** ephemeral sequential
+ * node `<election dir>/_c_<uuid>-<replica id>-latch-<sequence>`; the lowest sequence leads; every other
+ * candidate watches only its predecessor, and reads the line again when it goes.
+ * - Protected: a create whose answer was lost (connection loss) may have been applied; the next attempt on
+ *   the same session looks for the node by its uuid before creating another.
+ * - Before a term starts, the node's `ephemeralOwner` must be our live session (Curator's CURATOR-696: a
+ *   node of an earlier session, still listed while the server expires it, must not make us leader).
+ * - A term ends as soon as the connection is lost (suspended: no DELETE until reconnected) or the session
+ *   ends. On a reconnect within the session the node still stands: the election reads the line again (Curator
+ *   CURATOR-620: each connection is one attempt; answers of an older connection are ignored).
+ * - A term that ends otherwise (stepped down, withdrawn, resigned) **deletes its own node**, since the
+ *   session is shared and lives on.
+ * Fencing: before each DELETE, `fence()` confirms we are connected and our node still exists with our
+ * session as its owner.
+ */
+import { randomUUID } from 'node:crypto';
+import type { LimitFunction } from 'p-limit';
+import { backoffMs } from '../backoff.ts';
+import type { Logger } from '../log.ts';
+import { sleep } from '../sleep.ts';
+import { withTimeout } from '../with-timeout.ts';
+import type { BackendElection } from './backend.ts';
+import { FencedError } from './fenced-error.ts';
+import { leadershipSubscribers } from './leadership.ts';
+import { statOf, ZK_ERR, ZK_MODE, type ZkStat, zkCode } from './zookeeper-client.ts';
+import type { ZkConnection, ZooKeeperSession } from './zookeeper-session.ts';
+import { electionDir, parseCandidateName, type ZooKeeperView } from './zookeeper-view.ts';
+
+/** Options of {@link createZooKeeperElection}. */
+export interface ZooKeeperElectionOptions {
+  session: ZooKeeperSession;
+  view: ZooKeeperView;
+  /** The election prefix (`<root>/election/<context>/<namespace>/`). */
+  prefix: string;
+  replicaId: string;
+  log: Logger;
+  /** Bounds the replica's concurrent campaign calls. */
+  limit: LimitFunction;
+  /** Timeout of the fencing read and of deletes, ms. */
+  fenceTimeoutMs: number;
+}
+
+/** Our candidate node: its path and the session that created it. */
+interface OwnNode {
+  readonly path: string;
+  readonly sessionId: string;
+}
+
+/** Creates the ZooKeeper election of one target; `start()` campaigns (when wanted). */
+export function createZooKeeperElection(opts: ZooKeeperElectionOptions): BackendElection {
+  const { session, prefix, replicaId, log } = opts;
+  const dir = electionDir(prefix);
+  const events = leadershipSubscribers();
+  let running = false;
+  let resigned = false;
+  let wanted = false;
+  let leader = false;
+  let busy = false;
+  let readyProbe: (() => boolean) | undefined;
+  let own: OwnNode | undefined;
+  /** A protected create whose answer was lost: look for this uuid's node before creating another. */
+  let pending: { uuid: string; sessionId: string } | undefined;
+  let termConnection: ZkConnection | undefined;
+  let termEnd: AbortController | undefined;
+  let wake = Promise.withResolvers<void>();
+  const poke = () => {
+    wake.resolve();
+    wake = Promise.withResolvers<void>();
+  };
+
+  function endTerm(reason: string, how: 'lost' | 'ended') {
+    if (termEnd && !termEnd.signal.aborted) termEnd.abort(new Error(`campaign interrupted: ${reason}`));
+    if (leader) {
+      leader = false;
+      if (how === 'lost') log.warn({ reason }, 'leadership lost');
+      else log.info({ reason }, 'leadership ended');
+      events.onLost(reason);
+    }
+  }
+
+  const connected = () => termConnection !== undefined && !termConnection.lost.aborted;
+
+  /** Our node in the line now, creating it if needed (protected create). */
+  async function ensureNode(c: ZkConnection): Promise<OwnNode> {
+    if (own && own.sessionId !== c.sessionId) own = undefined; // gone with its session
+    if (own) return own;
+    if (pending && pending.sessionId === c.sessionId) {
+      const uuid = pending.uuid;
+      const names = await opts.limit(() => c.handle.get_children(dir, false));
+      const found = names.find((n) => n.startsWith(`_c_${uuid}-`));
+      pending = undefined;
+      if (found) {
+        own = { path: `${dir}/${found}`, sessionId: c.sessionId };
+        return own;
+      }
+    }
+    const uuid = randomUUID();
+    pending = { uuid, sessionId: c.sessionId };
+    const path = await opts.limit(() =>
+      c.handle.create(`${dir}/_c_${uuid}-${replicaId}-latch-`, replicaId, ZK_MODE.ephemeralSequential),
+    );
+    pending = undefined;
+    own = { path, sessionId: c.sessionId };
+    await session.protect(c.handle, path);
+    return own;
+  }
+
+  /** Waits until `path` is gone (or its watch fires for another reason), the signal aborts. */
+  async function waitForPredecessor(c: ZkConnection, path: string, signal: AbortSignal): Promise<void> {
+    const fired = Promise.withResolvers<void>();
+    const stat = await opts.limit(() => statOf(c.handle, path, () => fired.resolve()));
+    if (!stat) return;
+    await new Promise<void>((resolve) => {
+      const done = () => resolve();
+      signal.addEventListener('abort', done, { once: true });
+      void fired.promise.then(() => {
+        signal.removeEventListener('abort', done);
+        resolve();
+      });
+    });
+  }
+
+  async function term(c: ZkConnection): Promise<void> {
+    const end = new AbortController();
+    termEnd = end;
+    termConnection = c;
+    const onLost = () => endTerm('connection to zookeeper lost', 'lost');
+    c.lost.addEventListener('abort', onLost, { once: true });
+    try {
+      if (c.lost.aborted) return onLost();
+      const node = await ensureNode(c);
+      const name = node.path.slice(dir.length + 1);
+      for (;;) {
+        end.signal.throwIfAborted();
+        const line = (await opts.limit(() => c.handle.get_children(dir, false)))
+          .map((n) => parseCandidateName(dir, n))
+          .filter((n) => n !== undefined)
+          .sort((a, b) => a.sequence - b.sequence);
+        const at = line.findIndex((n) => n.name === name);
+        if (at < 0) {
+          own = undefined;
+          throw new Error(`candidate node ${node.path} vanished`);
+        }
+        if (at === 0) {
+          // CURATOR-696: the node must be of our live session, not one the server is still expiring.
+          const stat = await opts.limit(() => statOf(c.handle, node.path));
+          if (stat?.ephemeralOwner !== c.sessionId) {
+            own = undefined;
+            throw new Error(`candidate node ${node.path} is not of our session`);
+          }
+          end.signal.throwIfAborted();
+          if (!running) return;
+          leader = true;
+          log.info({ sessionId: c.sessionId, node: node.path }, 'elected leader');
+          events.onElected();
+          await new Promise<void>((resolve) => {
+            if (end.signal.aborted) resolve();
+            end.signal.addEventListener('abort', () => resolve(), { once: true });
+          });
+          return;
+        }
+        await waitForPredecessor(c, (line[at - 1] as { key: string }).key, end.signal);
+      }
+    } finally {
+      c.lost.removeEventListener('abort', onLost);
+    }
+  }
+
+  /** Deletes our node (it is still of the live session), retrying while that connection lasts. */
+  async function deleteOwn(c: ZkConnection): Promise<void> {
+    const node = own;
+    if (!node || node.sessionId !== c.sessionId) return;
+    for (let attempt = 1; !c.lost.aborted; attempt++) {
+      try {
+        await withTimeout(
+          opts.limit(() => c.handle.delete_(node.path, -1)),
+          opts.fenceTimeoutMs,
+          'candidate node delete',
+        );
+        if (own === node) own = undefined;
+        return;
+      } catch (err) {
+        if (zkCode(err) === ZK_ERR.noNode) {
+          if (own === node) own = undefined;
+          return;
+        }
+        log.warn({ err: { message: (err as Error).message } }, 'cannot delete the candidate node; retrying');
+        await sleep(backoffMs(attempt, { baseMs: 200, maxMs: 5000, jitter: true }), c.lost);
+      }
+    }
+  }
+
+  async function campaign(): Promise<void> {
+    let failures = 0;
+    while (running) {
+      if (!wanted) {
+        await wake.promise;
+        continue;
+      }
+      busy = true;
+      const stop = new AbortController();
+      void wake.promise.then(() => stop.abort());
+      let c: ZkConnection;
+      try {
+        c = await session.nextConnection(stop.signal);
+      } catch {
+        busy = false;
+        if (session.closed) break;
+        continue;
+      }
+      try {
+        await term(c);
+        failures = 0;
+      } catch (err) {
+        if (running && wanted && !c.lost.aborted && !termEnd?.signal.aborted) {
+          failures += 1;
+          log.warn({ err: { message: (err as Error).message } }, 'campaign failed; retrying');
+        }
+      } finally {
+        endTerm('term ended', 'ended');
+        termConnection = undefined;
+        // Suspended: the node stays (the session may live on; reconnected, we read the line again). Else
+        // the session lives on: our node must go, so that the next candidate is elected at once.
+        if (!c.lost.aborted) await deleteOwn(c);
+        busy = false;
+      }
+      if (running && failures > 0)
+        await sleep(backoffMs(failures, { baseMs: 200, maxMs: 5000, jitter: true }), c.lost);
+    }
+  }
+
+  return {
+    prefix,
+    get active() {
+      return running;
+    },
+    get wanted() {
+      return wanted;
+    },
+    get ready() {
+      return readyProbe?.() ?? true;
+    },
+    readyWhen(probe) {
+      readyProbe = probe;
+    },
+    get idle() {
+      return !busy;
+    },
+    setWanted(w) {
+      if (w === wanted) return;
+      wanted = w;
+      if (!w && !leader) endTerm('withdrawn', 'ended');
+      poke();
+    },
+    addEventHandler: (e) => events.add(e),
+    start() {
+      if (running || resigned) return;
+      running = true;
+      void campaign();
+    },
+    async resign() {
+      resigned = true;
+      running = false;
+      wanted = false;
+      const c = termConnection ?? session.connection;
+      endTerm('resigned', 'ended');
+      poke();
+      if (c && !c.lost.aborted && own?.sessionId === c.sessionId)
+        await withTimeout(c.handle.delete_(own.path, -1), 2000, 'candidate node delete').catch(
+          () => undefined,
+        );
+    },
+    stepDown(reason) {
+      if (leader) endTerm(`stepped down: ${reason}`, 'ended');
+    },
+    get isLeader() {
+      return leader;
+    },
+    get keepaliveAgeMs() {
+      return running ? session.disconnectedForMs : undefined;
+    },
+    stillLeader: () => leader && connected(),
+    async fence(signal) {
+      if (!leader) throw new FencedError('not the leader');
+      const c = termConnection;
+      const node = own;
+      if (!c || c.lost.aborted) throw new FencedError('disconnected from zookeeper');
+      if (!node) throw new FencedError('no leader node');
+      signal.throwIfAborted();
+      let stat: ZkStat | null;
+      try {
+        stat = await withTimeout(statOf(c.handle, node.path), opts.fenceTimeoutMs, 'fencing read');
+      } catch (err) {
+        throw new FencedError(`cannot confirm the leader node: ${(err as Error).message}`);
+      }
+      signal.throwIfAborted();
+      if (stat?.ephemeralOwner !== c.sessionId) {
+        if (own === node) endTerm('leader node gone or not of our session', 'lost');
+        throw new FencedError('leader node gone or not of our session');
+      }
+      if (!leader) throw new FencedError('leadership lost during the fencing read');
+      if (c.lost.aborted) throw new FencedError('disconnected from zookeeper during the fencing read');
+    },
+    async currentLeader() {
+      if (leader && connected()) return replicaId;
+      if (opts.view.synced) return opts.view.candidates(prefix)[0]?.replicaId;
+      const c = session.connection;
+      if (!c) return undefined;
+      const line = (await withTimeout(c.handle.get_children(dir, false), opts.fenceTimeoutMs, 'leader read'))
+        .map((n) => parseCandidateName(dir, n))
+        .filter((n) => n !== undefined)
+        .sort((a, b) => a.sequence - b.sequence);
+      return line[0]?.replicaId;
+    },
+  };
+}

@@ -1,0 +1,372 @@
+/**
+ * The ZooKeeper session of a replica: **one session** (one handle of the reference C client) that every
+ * election of the replica campaigns on, and the replica's membership node `<root>/members/<replica id>`, an
+ * ephemeral node of that session whose data is the membership value (src/leadership/assignment.ts).
+ *
+ * Connection states, as Curator names them:
+ * - **connected**: a {@link ZkConnection} is live; elections may lead on it;
+ * - **suspended** (the client lost its server and is looking for another): the connection ends at once —
+ *   every term on it ends, no DELETE goes out — since the session may already be gone on the server. When
+ *   the client reconnects within the session (same session id), a new connection begins and the elections
+ *   read their line again: their nodes still exist;
+ * - **lost** (the server expired the session, or the client has been suspended for a whole session timeout,
+ *   so the server has expired it or is about to): the handle is closed and never used again, a new session
+ *   is opened and registered, and the elections campaign again with new nodes.
+ * Digest authentication (`user:password`) is added to every handle before it connects; then every node the
+ * session creates gets `CREATOR_ALL_ACL` (the binding creates nodes open and the ACL is set right after; the
+ * election and member directories are protected the same way, and ZooKeeper checks a node's deletion and its
+ * children's creation against its parent's ACL).
+ */
+import { backoffMs } from '../backoff.ts';
+import type { MonotonicClock } from '../clock.ts';
+import type { Logger } from '../log.ts';
+import { sleep } from '../sleep.ts';
+import { withTimeout } from '../with-timeout.ts';
+import { MEMBER_VALUE_MIN_GAP_MS } from './etcd-session.ts';
+import {
+  CREATOR_ALL_ACL,
+  createZkHandle,
+  statOf,
+  ZK_ERR,
+  ZK_EXPIRED_SESSION_STATE,
+  ZK_MODE,
+  type ZkHandle,
+  zkCode,
+} from './zookeeper-client.ts';
+
+/** The default root of every node the cleaner creates (outside Kyuubi's `kyuubi.ha.namespace`). */
+export const ZOOKEEPER_DEFAULT_ROOT = '/spark-driver-cleaner';
+
+/** How to reach ZooKeeper. */
+export interface ZooKeeperSettings {
+  /** `host:port,...`, optionally followed by a chroot (`/path`). */
+  connect: string;
+  /** The root of the cleaner's nodes (absolute path, no trailing `/`). */
+  root: string;
+  /** The session timeout asked for, ms (the server bounds it to 2–20 ticks by default). */
+  sessionTimeoutMs: number;
+  /** Digest authentication, `user:password`; undefined: none (nodes are open). */
+  digest?: string;
+}
+
+/** One connected stretch of the session: ends (`lost`) on disconnection, expiry or close. */
+export interface ZkConnection {
+  readonly handle: ZkHandle;
+  /** The session id (hex). */
+  readonly sessionId: string;
+  /** Aborted when this connection ends (the session may live on: a later connection has the same id). */
+  readonly lost: AbortSignal;
+}
+
+/** Options of {@link createZooKeeperSession}. */
+export interface ZooKeeperSessionOptions {
+  settings: ZooKeeperSettings;
+  replicaId: string;
+  log: Logger;
+  /** The monotonic clock, ms (src/clock.ts). */
+  monotonicNow: MonotonicClock;
+  /** The membership value now (default: the replica id). */
+  memberValue?: () => string;
+  /** Directories to create (with the ACL) on every new session before it counts as connected. */
+  directories: () => readonly string[];
+}
+
+/** A replica's ZooKeeper session. */
+export interface ZooKeeperSession {
+  /** The live connection, or undefined while suspended, starting, or closed. */
+  readonly connection: ZkConnection | undefined;
+  /**
+   * The id (hex) of the session that may still live — connected, or suspended and not yet given up — or
+   * undefined (none yet, expired, closed). Its candidate nodes may still stand: the balancer keeps its
+   * candidacies while it is defined.
+   */
+  readonly sessionId: string | undefined;
+  /**
+   * Resolves with the live connection, waiting for the next one if none is.
+   * @throws the signal's reason when it aborts first, or an Error when the session closes.
+   */
+  nextConnection(signal: AbortSignal): Promise<ZkConnection>;
+  /** Calls `cb` with each connection (a new session, or the same session reconnected). */
+  onConnection(cb: (c: ZkConnection) => void): void;
+  /** How long the session has been without a connection, ms (0 while connected; undefined before the first). */
+  readonly disconnectedForMs: number | undefined;
+  /** Sessions opened so far (1 while nothing went wrong). */
+  readonly sessionsOpened: number;
+  /** True once `close()` was called. */
+  readonly closed: boolean;
+  /** The membership node's path. */
+  readonly memberPath: string;
+  /** Sets the ACL of a node this session created, when digest authentication is configured. */
+  protect(handle: ZkHandle, path: string): Promise<void>;
+  /** Writes the membership value again if it changed (one write at a time, at most one per 500 ms). */
+  refreshMemberValue(): void;
+  start(): void;
+  /** Ends the connection and closes the handle: every ephemeral node of the session goes at once. */
+  close(): Promise<void>;
+}
+
+/** Creates `path` and its missing parents as persistent nodes (protected when auth is set). */
+async function ensurePath(
+  handle: ZkHandle,
+  path: string,
+  protect: (p: string) => Promise<void>,
+): Promise<void> {
+  const parts = path.split('/').filter(Boolean);
+  let at = '';
+  for (const part of parts) {
+    at += `/${part}`;
+    try {
+      await handle.create(at, '', ZK_MODE.persistent);
+      await protect(at);
+    } catch (err) {
+      if (zkCode(err) !== ZK_ERR.nodeExists) throw err;
+    }
+  }
+}
+
+/** Creates the session of a replica; `start()` opens it. */
+export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeperSession {
+  const { log, settings } = opts;
+  const timeoutMs = settings.sessionTimeoutMs;
+  const memberPath = `${settings.root}/members/${opts.replicaId}`;
+  const valueNow = () => opts.memberValue?.() ?? opts.replicaId;
+  let running = false;
+  let closed = false;
+  let handle: ZkHandle | undefined;
+  let current: (ZkConnection & { end: AbortController }) | undefined;
+  let knownSession: string | undefined;
+  let disconnectedAt: number | undefined;
+  let opened = 0;
+  let writtenValue: string | undefined;
+  let refreshing = false;
+  let lastRefreshMs = Number.NEGATIVE_INFINITY;
+  const listeners: ((c: ZkConnection) => void)[] = [];
+  let waiters: PromiseWithResolvers<ZkConnection>[] = [];
+  const stop = new AbortController();
+
+  const protect = async (h: ZkHandle, path: string) => {
+    if (settings.digest) await h.set_acl(path, -1, CREATOR_ALL_ACL);
+  };
+
+  function endConnection(why: string, how: 'lost' | 'ended') {
+    const c = current;
+    if (!c) return;
+    current = undefined;
+    if (disconnectedAt === undefined) {
+      disconnectedAt = opts.monotonicNow();
+      giveUpAt = disconnectedAt + timeoutMs;
+    }
+    if (how === 'lost') log.warn({ sessionId: c.sessionId, reason: why }, 'zookeeper connection lost');
+    c.end.abort(new Error(why));
+  }
+
+  /** Registers the membership node of session `sessionId` (replacing a node of an older session). */
+  async function register(h: ZkHandle, sessionId: string): Promise<void> {
+    const value = valueNow();
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        await h.create(memberPath, value, ZK_MODE.ephemeral);
+        await protect(h, memberPath);
+        writtenValue = value;
+        return;
+      } catch (err) {
+        if (zkCode(err) !== ZK_ERR.nodeExists) throw err;
+      }
+      const stat = await statOf(h, memberPath);
+      if (stat?.ephemeralOwner === sessionId) {
+        await h.set(memberPath, value, -1);
+        writtenValue = value;
+        return;
+      }
+      // A node of this replica's previous session (a restart within the session timeout): replace it.
+      if (stat) await h.delete_(memberPath, -1).catch(() => undefined);
+    }
+    throw new Error(`cannot register ${memberPath}`);
+  }
+
+  /** The handle connected (a new session, or the same one again): set up, then publish the connection. */
+  async function connected(h: ZkHandle): Promise<void> {
+    const sessionId = h.client_id;
+    const fresh = sessionId !== knownSession;
+    log.debug({ sessionId, newSession: fresh }, 'zookeeper handle connected');
+    try {
+      if (fresh) {
+        for (const dir of [`${settings.root}/members`, ...opts.directories()])
+          await ensurePath(h, dir, (p) => protect(h, p));
+        await register(h, sessionId);
+      }
+    } catch (err) {
+      log.warn({ err: { message: (err as Error).message } }, 'cannot register with zookeeper; reconnecting');
+      if (handle === h) reopen();
+      return;
+    }
+    if (handle !== h || !running || h.client_id !== sessionId) return;
+    knownSession = sessionId;
+    disconnectedAt = undefined;
+    giveUpAt = undefined;
+    const end = new AbortController();
+    current = { handle: h, sessionId, lost: end.signal, end };
+    log.info({ sessionId, newSession: fresh, timeoutMs }, 'zookeeper session connected');
+    const live: ZkConnection = { handle: h, sessionId, lost: end.signal };
+    for (const w of waiters) w.resolve(live);
+    waiters = [];
+    for (const cb of listeners) cb(live);
+    if (!fresh) refreshMemberValue();
+  }
+
+  /** Opens a new session on a new handle (never reusing an expired one). */
+  function open(): void {
+    if (!running) return;
+    const h = createZkHandle(settings.connect, timeoutMs);
+    handle = h;
+    opened += 1;
+    h.on('connect', () => {
+      if (handle === h) void connected(h);
+    });
+    h.on('connecting', () => {
+      if (handle === h) endConnection('disconnected from zookeeper (suspended)', 'lost');
+    });
+    h.on('close', (_h, code) => {
+      if (handle !== h || !running) return;
+      log.info({ code, sessionId: knownSession }, 'zookeeper handle closed');
+      endConnection(
+        code === ZK_EXPIRED_SESSION_STATE ? 'zookeeper session expired' : `zookeeper handle closed (${code})`,
+        'lost',
+      );
+      reopen();
+    });
+    if (settings.digest) h.add_auth('digest', settings.digest, () => undefined);
+    h.init({});
+  }
+
+  let reopening = false;
+  /** Closes the handle and opens a new session after a short backoff. */
+  function reopen(): void {
+    if (reopening || !running) return;
+    reopening = true;
+    endConnection('zookeeper session ended', 'lost');
+    const old = handle;
+    handle = undefined;
+    knownSession = undefined;
+    giveUpAt = opts.monotonicNow() + (servers + 1) * timeoutMs;
+    try {
+      old?.close();
+    } catch {
+      // already closed
+    }
+    void sleep(backoffMs(1, { baseMs: 200, maxMs: 5000, jitter: true }), stop.signal).then(() => {
+      reopening = false;
+      open();
+    });
+  }
+
+  // Suspended for a whole session timeout: the server has expired the session (or will before we could use
+  // it), and the client learns it only once it reaches a server. Treat it as lost now. A new handle tries the
+  // servers one after another, waiting up to a session timeout on each that accepts and does not answer:
+  // it gets that long per server before it is replaced in turn.
+  let watchdog: NodeJS.Timeout | undefined;
+  const servers = settings.connect.replace(/\/.*$/, '').split(',').length;
+  let giveUpAt: number | undefined;
+
+  async function refresh(): Promise<void> {
+    refreshing = true;
+    try {
+      for (;;) {
+        const waitMs = lastRefreshMs + MEMBER_VALUE_MIN_GAP_MS - opts.monotonicNow();
+        if (waitMs > 0) await sleep(waitMs, stop.signal, { unref: true });
+        const c = current;
+        const value = valueNow();
+        if (!running || !c || writtenValue === undefined || value === writtenValue) return;
+        lastRefreshMs = opts.monotonicNow();
+        try {
+          await withTimeout(c.handle.set(memberPath, value, -1), timeoutMs, 'membership update');
+          writtenValue = value;
+        } catch (err) {
+          log.warn(
+            { err: { message: (err as Error).message } },
+            'cannot update the membership node; retrying',
+          );
+          return;
+        }
+      }
+    } finally {
+      refreshing = false;
+    }
+  }
+  function refreshMemberValue(): void {
+    if (!refreshing && current && valueNow() !== writtenValue) void refresh().catch(() => undefined);
+  }
+
+  return {
+    get connection() {
+      return current;
+    },
+    get sessionId() {
+      return closed ? undefined : knownSession;
+    },
+    nextConnection(signal) {
+      if (closed) return Promise.reject(new Error('resigned'));
+      if (current) return Promise.resolve(current);
+      const w = Promise.withResolvers<ZkConnection>();
+      waiters.push(w);
+      const onAbort = () => w.reject(signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
+      if (signal.aborted) onAbort();
+      return w.promise.finally(() => {
+        signal.removeEventListener('abort', onAbort);
+        waiters = waiters.filter((x) => x !== w);
+      });
+    },
+    onConnection(cb) {
+      listeners.push(cb);
+    },
+    get disconnectedForMs() {
+      if (current) return 0;
+      return disconnectedAt === undefined ? undefined : opts.monotonicNow() - disconnectedAt;
+    },
+    get sessionsOpened() {
+      return opened;
+    },
+    get closed() {
+      return closed;
+    },
+    memberPath,
+    protect,
+    refreshMemberValue,
+    start() {
+      if (running || closed) return;
+      running = true;
+      open();
+      watchdog = setInterval(
+        () => {
+          const now = opts.monotonicNow();
+          if (!current && giveUpAt !== undefined && now >= giveUpAt) {
+            log.warn(
+              { timeoutMs, disconnectedForMs: now - (disconnectedAt ?? now) },
+              'disconnected from zookeeper for a session timeout: opening a new session',
+            );
+            reopen();
+          }
+        },
+        Math.min(250, timeoutMs / 8),
+      );
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      running = false;
+      stop.abort();
+      clearInterval(watchdog);
+      for (const w of waiters) w.reject(new Error('resigned'));
+      waiters = [];
+      endConnection('resigned', 'ended');
+      const h = handle;
+      handle = undefined;
+      try {
+        h?.close();
+      } catch {
+        // already closed
+      }
+    },
+  };
+}

@@ -1,0 +1,113 @@
+/**
+ * The read-only {@link ElectionReader} of ZooKeeper: the candidate nodes of a target's election directory
+ * (lowest sequence first, the leader) and the membership nodes with their values. It reads through a handle
+ * it is given: the replica's own session (`/api/v1/explain`), or a session of its own that creates no node
+ * (`status`, `explain`: {@link openZooKeeperReader}).
+ */
+import { createZkHandle, ZK_ERR, type ZkHandle, zkCode } from '../leadership/zookeeper-client.ts';
+import { zookeeperElectionPrefix } from '../leadership/zookeeper-leadership-group.ts';
+import { electionDir, parseCandidateName } from '../leadership/zookeeper-view.ts';
+import { withTimeout } from '../with-timeout.ts';
+import type { ElectionReader } from './election-read.ts';
+
+/** Children of `path`, [] when it does not exist. */
+async function children(h: ZkHandle, path: string): Promise<string[]> {
+  try {
+    return await h.get_children(path, false);
+  } catch (err) {
+    if (zkCode(err) === ZK_ERR.noNode) return [];
+    throw err;
+  }
+}
+
+/**
+ * The reader over `handle()` (undefined: not connected now, which rejects).
+ * @param root the cleaner's root path (`zookeeperRoot`)
+ */
+export function zookeeperElectionReader(root: string, handle: () => ZkHandle | undefined): ElectionReader {
+  const need = () => {
+    const h = handle();
+    if (!h) throw new Error('not connected to zookeeper');
+    return h;
+  };
+  return {
+    backend: 'zookeeper',
+    async election(target) {
+      const dir = electionDir(zookeeperElectionPrefix(root, target));
+      const line = (await children(need(), dir))
+        .map((n) => parseCandidateName(dir, n))
+        .filter((n) => n !== undefined)
+        .sort((a, b) => a.sequence - b.sequence);
+      const [first, ...rest] = line;
+      return { leader: first?.replicaId, candidates: rest.map((n) => n.replicaId) };
+    },
+    async members() {
+      const h = need();
+      const ids = await children(h, `${root}/members`);
+      const values = await Promise.all(
+        ids.map((id) =>
+          h.get(`${root}/members/${id}`, false).then(
+            ([, data]) => [id, data.toString()] as const,
+            () => undefined,
+          ),
+        ),
+      );
+      return new Map(values.filter((v) => v !== undefined));
+    },
+    async campaigning(context) {
+      // The election directories stay once made; a namespace counts while a candidate node is in it.
+      const h = need();
+      const dir = `${root}/election/${encodeURIComponent(context)}`;
+      const namespaces = await children(h, dir);
+      const withCandidates = await Promise.all(
+        namespaces.map(async (ns) => {
+          const edir = electionDir(zookeeperElectionPrefix(root, { context, namespace: ns }));
+          return (await children(h, edir)).some((n) => parseCandidateName(edir, n) !== undefined)
+            ? ns
+            : undefined;
+        }),
+      );
+      return withCandidates.filter((ns) => ns !== undefined).sort();
+    },
+  };
+}
+
+/** A connected read-only session for `status` and `explain`, and how to close it. */
+export interface ZooKeeperReaderSession {
+  readonly reader: ElectionReader;
+  /** Resolves once connected. @throws when not connected within `timeoutMs`. */
+  connected(timeoutMs: number): Promise<void>;
+  close(): void;
+}
+
+/**
+ * Opens a session of its own to read (it creates no node).
+ * @param connect the connect string (`zookeeper`), @param digest `user:password` or undefined
+ */
+export function openZooKeeperReader(
+  connect: string,
+  root: string,
+  digest: string | undefined,
+): ZooKeeperReaderSession {
+  const h = createZkHandle(connect, 10_000);
+  let up = false;
+  const ready = new Promise<void>((resolve) =>
+    h.on('connect', () => {
+      up = true;
+      resolve();
+    }),
+  );
+  if (digest) h.add_auth('digest', digest, () => undefined);
+  h.init({});
+  return {
+    reader: zookeeperElectionReader(root, () => (up ? h : undefined)),
+    connected: (timeoutMs) => withTimeout(ready, timeoutMs, 'zookeeper connect'),
+    close() {
+      try {
+        h.close();
+      } catch {
+        // already closed
+      }
+    },
+  };
+}
