@@ -71,8 +71,11 @@ describe('replicas on ZooKeeper', () => {
       expect(deletesPer(server, uids)).toEqual(uids.map(() => 1));
       expect(checkInvariants(server, ns, uids, { retentionMs: 1000 })).toEqual(CLEAN);
       expect(bystandersIntact(server, bystanders)).toBe(true);
-      const deleted = replicas.map((r) => r.lines.filter((l) => l.msg === 'driver pod deleted').length);
-      expect(deleted[replicas.indexOf(leader)]).toBe(60);
+      // A pod is gone when its DELETE is answered; the replica's line about it is read from its stdout after.
+      const deletedBy = (r: (typeof replicas)[number]) =>
+        r.lines.filter((l) => l.msg === 'driver pod deleted').length;
+      await waitFor('every deletion logged', () => replicas.reduce((n, r) => n + deletedBy(r), 0) >= 60);
+      expect(deletedBy(leader)).toBe(60);
       // status, /api/v1/leaders and explain read the same election and members from ZooKeeper.
       const c = cluster();
       const env = {

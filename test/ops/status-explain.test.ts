@@ -34,6 +34,7 @@ import {
 } from '../failure/helpers.ts';
 import { serviceEnv } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { judgePod } from '../nemesis/invariants.ts';
 
 const cluster = useFailureCluster({ context: 'why' });
 const NS = 'why-here';
@@ -307,9 +308,18 @@ describe('status and explain: why is this pod still here?', () => {
   }, 60_000);
 
   it('explain: pending → "will be deleted at <deadline> by why-1"', async () => {
+    const before = Date.now();
     const e = await explainOf(`${cluster().context}:${NS}/${nameOf(pods.pending)}`);
+    const after = Date.now();
     expect(e.kind).toBe('pending');
-    expect(e.verdict).toMatch(/^will be deleted at \S+ \(in (9|10) min\) by why-1$/);
+    const m = /^will be deleted at (\S+) \(in (\d+) min\) by why-1$/.exec(e.verdict);
+    expect(m, e.verdict).not.toBeNull();
+    // The deadline is the pod's finish + the 10 min retention; "in N min" is counted from when explain ran.
+    const deadlineMs = judgePod(pods.pending as V1Pod, 10 * 60_000).deadlineMs as number;
+    expect(Date.parse(m?.[1] ?? '')).toBe(Math.floor(deadlineMs / 1000) * 1000);
+    const inMin = Number(m?.[2]);
+    expect(inMin).toBeGreaterThanOrEqual(Math.floor((deadlineMs - after) / 60_000));
+    expect(inMin).toBeLessThanOrEqual(Math.ceil((deadlineMs - before) / 60_000));
     expect(e.parts.job).toMatch(/^delayed, attempts 0/);
   }, 60_000);
 
