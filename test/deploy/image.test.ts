@@ -160,6 +160,18 @@ describe.skipIf(problem !== undefined)(`the image (${problem ?? 'podman'})`, () 
       expect(present, name).toContain(`node_modules/${name}`);
   });
 
+  it('the ZooKeeper client’s native addon (compiled in the build stage, with no compiler shipped) loads in the runtime', async () => {
+    const load = await podman([
+      ...['run', '--rm', '--network', 'none', '--health-cmd', 'none', '--entrypoint', 'node', IMAGE],
+      '-e',
+      `const zk = require('zookeeper');
+       const h = new zk({ connect: '127.0.0.1:1', timeout: 1000 });
+       console.log(JSON.stringify({ init: typeof h.init, version: process.versions.modules }));`,
+    ]);
+    expect(load.code, load.stderr).toBe(0);
+    expect(JSON.parse(load.stdout)).toEqual({ init: 'function', version: process.versions.modules });
+  });
+
   it('the entrypoint takes the CLI arguments: `--help` prints the run command’s usage', async () => {
     const help = await podman(['run', '--rm', '--network', 'none', '--health-cmd', 'none', IMAGE, '--help']);
     expect(help.code, help.stderr).toBe(0);
