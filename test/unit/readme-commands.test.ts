@@ -39,6 +39,12 @@ const COVERAGE: Record<string, Coverage> = {
     invocation: "startDemo(['--pods', '60', '--replicas', '3', '--retention', '2s', '--json'])",
     why: 'the demo command with 60 pods (npm run demo = scripts/setup.sh, which CI runs, then the same command)',
   },
+  'npm run demo -- --leadership zookeeper': {
+    run: 'elsewhere',
+    file: 'test/e2e/demo.test.ts',
+    invocation: "ZOOKEEPER_DEMO = ['--leadership', 'zookeeper', '--pods', '20', '--replicas', '2', '--json']",
+    why: 'the demo on ZooKeeper with 20 pods and 2 replicas',
+  },
   'npm test': {
     run: 'elsewhere',
     file: '.ci/run',
