@@ -5,8 +5,9 @@
 #   docker run --read-only --tmpfs /tmp -e SDC_TARGETS=... spark-driver-cleaner:0.1.0
 #
 # Three stages: `build` compiles TypeScript with the dev dependencies, `prod-deps` installs the
-# production dependencies alone, and the final stage copies only those two results onto a fresh
-# Node 24 base, so no compiler, test tool or `node` npm package ships in the image.
+# production dependencies alone (compiling the ZooKeeper client's native addon), and the final stage
+# copies only those two results onto a fresh Node 24 base, so no compiler, test tool or `node` npm
+# package ships in the image.
 #
 # BASE_IMAGE: any image laid out as node:24-bookworm-slim (node and npm in /usr/local, user `node`
 # with UID/GID 1000); scripts/build-image.sh builds the image with podman on a local one.
@@ -31,17 +32,27 @@ RUN npm run build
 # --omit=optional as well: `typescript` is an optional peer of a production dependency, so
 # --omit=dev alone would ship the compiler. msgpackr's optional native decoder goes with it (msgpackr
 # falls back to its JavaScript one).
+# The ZooKeeper client (`zookeeper`) is a native addon without a Linux prebuilt binary: its install
+# script compiles the reference C client and the addon, so this stage (and no other) gets python3,
+# make and g++; node-gyp compiles against the base's own headers (/usr/local/include/node) instead of
+# downloading them. The sources and object files are removed after; the addon stays.
 FROM ${BASE_IMAGE} AS prod-deps
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 make g++ \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN --mount=type=cache,target=/root/.npm \
     --mount=type=secret,id=npmrc,target=/root/.npmrc \
     --mount=type=secret,id=npm-ca,target=/run/secrets/npm-ca \
-    npm ci --omit=dev --omit=optional --no-audit --no-fund
+    npm_config_nodedir=/usr/local npm ci --omit=dev --omit=optional --no-audit --no-fund \
+ && rm -rf node_modules/zookeeper/deps/zookeeper-client-c node_modules/zookeeper/build/Release/obj.target \
+ && node -e "require('zookeeper')"
 
 FROM ${BASE_IMAGE} AS runtime
-# The process runs `node` alone: the package managers the base ships (npm, npx, corepack, yarn) go.
-RUN rm -rf /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx \
+# The process runs `node` alone: the package managers the base ships (npm, npx, corepack, yarn) and
+# Node's C headers go.
+RUN rm -rf /usr/local/include/node /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx \
       /usr/local/bin/corepack /usr/local/bin/yarn /usr/local/bin/yarnpkg /opt/yarn-*
 # In a container the HTTP server must listen beyond loopback for probes and scrapes; the
 # application's own default (127.0.0.1) suits a laptop, not a pod.

@@ -1,6 +1,6 @@
 /**
- * What every benchmark needs: a bench environment (real Redis, real etcd and one sandbox API server in
- * this process), fleets of replica processes (coordinated `run` or the uncoordinated baseline), driver
+ * What every benchmark needs: a bench environment (real Redis, real etcd — or a real ZooKeeper — and one
+ * sandbox API server in this process), fleets of replica processes (coordinated `run` or the uncoordinated baseline), driver
  * pods with chosen deadlines, and small measuring helpers (polling, quiet periods, percentiles, RSS,
  * Redis INFO). Times are epoch ms from the injected clock unless a name says otherwise.
  */
@@ -16,6 +16,7 @@ import {
   startEtcd,
   startRedis,
 } from '../harness/sandbox/local-services.ts';
+import { type LocalZooKeeper, startZooKeeper } from '../harness/sandbox/local-zookeeper.ts';
 import { type ReplicaProcess, spawnReplica } from '../harness/sandbox/replica-process.ts';
 import { sparkDriverPod } from '../harness/sandbox/workload.ts';
 import type { RecheckMode } from '../src/config/schema.ts';
@@ -28,10 +29,17 @@ export class BenchTimeoutError extends Error {
 /** The kubeconfig context and namespace every benchmark cleans. */
 export const BENCH_CONTEXT = 'bench';
 
+/** Where a bench fleet elects its leaders. */
+export type BenchLeadership = 'etcd' | 'zookeeper';
+
 /** Real Redis and etcd processes plus one sandbox API server, shared by the benchmarks of one run. */
 export interface BenchEnv {
   readonly redis: LocalService;
   readonly etcd: LocalEtcd;
+  /** A standalone ZooKeeper server, when the run measures on ZooKeeper too. */
+  readonly zookeeper: LocalZooKeeper | undefined;
+  /** Where the fleets spawned through this environment elect their leaders (see {@link onLeadership}). */
+  readonly leadership: BenchLeadership;
   readonly server: SandboxApiServer;
   /** A plain Redis client for INFO and counts (not used by the replicas). */
   readonly redisClient: Redis;
@@ -43,17 +51,24 @@ export interface BenchEnv {
 }
 
 /**
- * Starts Redis, etcd and the sandbox API server (`watchWindow` sized for 10,000-pod runs).
- * @throws MissingBinaryError when redis-server or etcd is not installed.
+ * Starts Redis, etcd (and, with `withZooKeeper`, a ZooKeeper server) and the sandbox API server
+ * (`watchWindow` sized for 10,000-pod runs). Its fleets elect on etcd; {@link onLeadership} for ZooKeeper.
+ * @throws MissingBinaryError when redis-server, etcd or ZooKeeper is not installed.
  */
-export async function startBenchEnv(now: () => number): Promise<BenchEnv> {
-  const [redis, etcd] = await Promise.all([startRedis(), startEtcd()]);
+export async function startBenchEnv(now: () => number, withZooKeeper = false): Promise<BenchEnv> {
+  const [redis, etcd, zookeeper] = await Promise.all([
+    startRedis(),
+    startEtcd(),
+    withZooKeeper ? startZooKeeper() : undefined,
+  ]);
   const server = await startSandboxApiServer({ contextName: BENCH_CONTEXT, watchWindow: 100_000 });
   const redisClient = new Redis(redis.url, { maxRetriesPerRequest: 3 });
   const spawned: ReplicaProcess[] = [];
   return {
     redis,
     etcd,
+    zookeeper,
+    leadership: 'etcd',
     server,
     redisClient,
     now,
@@ -64,9 +79,19 @@ export async function startBenchEnv(now: () => number): Promise<BenchEnv> {
       await Promise.all(spawned.map((r) => r.exited));
       redisClient.disconnect();
       await server.close();
-      await Promise.all([redis.stop(), etcd.stop()]);
+      await Promise.all([redis.stop(), etcd.stop(), zookeeper?.stop()]);
     },
   };
+}
+
+/**
+ * The same environment with its fleets electing on `leadership` (the services, the API server and the
+ * spawned list are shared). @throws Error when ZooKeeper is asked for and the environment has none.
+ */
+export function onLeadership(env: BenchEnv, leadership: BenchLeadership): BenchEnv {
+  if (leadership === 'zookeeper' && !env.zookeeper)
+    throw new Error('this bench environment has no ZooKeeper (startBenchEnv(now, true))');
+  return { ...env, leadership };
 }
 
 /** `coordinated` = `spark-driver-cleaner run`; `baseline` = every replica deletes on its own timer. */
@@ -104,7 +129,9 @@ export function replicaEnv(env: BenchEnv, spec: Omit<FleetSpec, 'mode' | 'count'
     KUBECONFIG: env.server.kubeconfigPath,
     SDC_TARGETS: `${BENCH_CONTEXT}:${spec.namespace}`,
     SDC_REDIS_URL: env.redis.url,
-    SDC_ETCD_ENDPOINTS: env.etcd.endpoints.join(','),
+    ...(env.leadership === 'zookeeper' && env.zookeeper
+      ? { SDC_ETCD_ENDPOINTS: '', SDC_ZOOKEEPER: env.zookeeper.connect }
+      : { SDC_ETCD_ENDPOINTS: env.etcd.endpoints.join(',') }),
     SDC_QUEUE_PREFIX: spec.queuePrefix,
     SDC_HTTP_PORT: '0',
     SDC_LOG_LEVEL: 'info',

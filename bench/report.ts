@@ -194,6 +194,7 @@ function machineSection(r: BenchResults): string[] {
     `| Memory | ${m.memoryMiB} MiB (${m.freeMemoryMiB} MiB free at start) |`,
     `| Node | ${m.node} (${m.platform}) |`,
     `| Redis / etcd | ${m.redis} / ${m.etcd} |`,
+    ...(m.zookeeper ? [`| ZooKeeper | ${m.zookeeper} |`] : []),
     `| Load average (1/5/15 min) | start ${m.loadAverageAtStart.join(' / ')}, end ${m.loadAverageAtEnd.join(' / ')} |`,
     `| Run | \`${r.quick ? 'bench --quick' : 'bench'}\`, ${Math.round(r.durationMs / 1000)} s |`,
     ...(r.reruns ?? []).map(
@@ -205,9 +206,48 @@ function machineSection(r: BenchResults): string[] {
   ];
 }
 
+/** The worst (largest) of some figures; null when there is none. */
+const worst = (xs: readonly (number | null | undefined)[]): number | null => {
+  const known = xs.filter((x): x is number => typeof x === 'number');
+  return known.length > 0 ? Math.max(...known) : null;
+};
+
+/** `deletes` and `failover` on each leadership backend, one row each (`--leadership etcd,zookeeper`). */
+function leadershipSection(b: BenchResults['benchmarks']): string[] {
+  const rows = Object.entries(b.byLeadership ?? {});
+  if (rows.length === 0) return [];
+  const ms = (x: number | null) => (x === null ? '—' : `${x}`);
+  return [
+    '## Leadership backends side by side',
+    '',
+    'The same fleets, workload and API server, electing on etcd or on ZooKeeper (election TTL and ZooKeeper ' +
+      'session timeout alike). DELETE/pod: the coordinated fleet of the `deletes` benchmark (default re-check). ' +
+      'Failover: ms from the signal to the first DELETE of the new leader (worst of the trials).',
+    '',
+    '| Backend | DELETE/pod | leaked | SIGKILL → first DELETE | SIGTERM → first DELETE | frozen leader: last DELETE after the election | frozen: DELETEs (accepted) / pods |',
+    '|---|---:|---:|---:|---:|---:|---:|',
+    ...rows.map(([backend, x]) => {
+      const coordinated = x?.deletesPerPod?.runs.find((r) => r.mode === 'coordinated');
+      const trials = x?.failover?.trials ?? [];
+      const first = (signal: string) =>
+        ms(worst(trials.filter((t) => t.signal === signal).map((t) => t.firstDeleteAfterMs)));
+      const frozen = x?.failover?.frozen;
+      const frozenDeletes = frozen?.trials
+        .map((t) => `${t.deleteRequests} (${t.acceptedDeletes})`)
+        .join(', ');
+      return (
+        `| ${backend} | ${coordinated ? coordinated.deletesPerPod.toFixed(2) : '—'} | ${coordinated?.leaked ?? '—'} | ` +
+        `${first('SIGKILL')} | ${first('SIGTERM')} | ${ms(worst(frozen?.trials.map((t) => t.lastDeleteAfterElectionMs) ?? []))} | ` +
+        `${frozenDeletes ?? '—'} / ${frozen?.config.pods ?? '—'} |`
+      );
+    }),
+    '',
+  ];
+}
+
 function detailSections(r: BenchResults): string[] {
   const b = r.benchmarks;
-  const out: string[] = [];
+  const out: string[] = [...leadershipSection(b)];
   if (b.deletesPerPod) {
     out.push(
       '## DELETEs and API requests per pod',

@@ -8,6 +8,7 @@ import type { BurstResult } from './burst.ts';
 import type { CostResult } from './cost.ts';
 import type { DeletesPerPodResult } from './deletes-per-pod.ts';
 import type { FailoverResult } from './failover.ts';
+import type { BenchLeadership } from './harness.ts';
 import type { LatenessResult } from './lateness.ts';
 import type { RedisFailoverResult } from './redis-failover.ts';
 import type { ScaleResult } from './scale.ts';
@@ -25,6 +26,8 @@ export interface MachineFacts {
   platform: string;
   redis: string;
   etcd: string;
+  /** ZooKeeper's version, when the run measured on it. */
+  zookeeper?: string;
   /** 1, 5 and 15-minute load averages when the run started and ended (other work on the machine). */
   loadAverageAtStart: number[];
   loadAverageAtEnd: number[];
@@ -45,6 +48,13 @@ export interface BenchResults {
     cost?: CostResult;
     scale?: ScaleResult;
     redisFailover?: RedisFailoverResult;
+    /**
+     * With more than one leadership backend (`--leadership etcd,zookeeper`): `deletes` and `failover` on
+     * each, side by side (the first backend's are also `deletesPerPod` and `failover`).
+     */
+    byLeadership?: Partial<
+      Record<BenchLeadership, { deletesPerPod?: DeletesPerPodResult; failover?: FailoverResult }>
+    >;
   };
   /** Wall time of the whole run, ms. */
   durationMs: number;

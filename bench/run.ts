@@ -1,5 +1,6 @@
 /**
- * The benchmark run: starts one bench environment (Redis, etcd, sandbox API server), runs the selected
+ * The benchmark run: starts one bench environment (Redis, etcd, with `leadership` ZooKeeper, sandbox API
+ * server), runs the selected
  * benchmarks one after another (one fleet of replica processes alive at a time), writes every raw
  * figure plus the machine's facts to `bench/results/<name>.json`, and renders `bench/REPORT.md` with
  * its SVG charts. `quick` sizes everything down to stay under two minutes (CI smoke).
@@ -14,7 +15,14 @@ import { benchBurst } from './burst.ts';
 import { benchCost } from './cost.ts';
 import { benchDeletesPerPod } from './deletes-per-pod.ts';
 import { benchFailover } from './failover.ts';
-import { type BenchEnv, redisInfo, round, startBenchEnv } from './harness.ts';
+import {
+  type BenchEnv,
+  type BenchLeadership,
+  onLeadership,
+  redisInfo,
+  round,
+  startBenchEnv,
+} from './harness.ts';
 import { benchLateness } from './lateness.ts';
 import { benchRedisFailover } from './redis-failover.ts';
 import { renderReport } from './report.ts';
@@ -64,6 +72,11 @@ export interface RunBenchOptions {
   scaleScope?: 'namespace' | 'cluster';
   /** Run the scale benchmark's replicas as the Deployment does (`--scale-as-deployed`; ScaleOptions.asDeployed). */
   scaleAsDeployed?: boolean;
+  /**
+   * The leadership backends `deletes` and `failover` measure, one after the other on the same services
+   * (`--leadership etcd,zookeeper`; default etcd alone). The other benchmarks run on the first.
+   */
+  leadership?: readonly BenchLeadership[];
   /** Clock, epoch ms. */
   now: () => number;
   /** Progress lines (default stderr). */
@@ -91,9 +104,33 @@ async function machineFacts(env: BenchEnv, now: () => number): Promise<MachineFa
     platform: `${process.platform} ${release()}`,
     redis: server.redis_version ?? 'unknown',
     etcd: versionOf('etcd', ['--version']),
+    ...(env.zookeeper
+      ? { zookeeper: `zookeeper ${versionOf('dpkg-query', ['-W', '-f', '$' + '{Version}', 'zookeeper'])}` }
+      : {}),
     loadAverageAtStart: loadavg().map((x) => round(x, 2)),
     loadAverageAtEnd: [],
   };
+}
+
+/** The failover benchmark at the run's size, on `env`'s leadership backend. */
+function failover(env: BenchEnv, q: boolean, progress: (msg: string) => void) {
+  return benchFailover(
+    env,
+    {
+      replicas: 3,
+      trials: q ? 1 : 3,
+      electionTtlSeconds: q ? 3 : 5,
+      pods: 20,
+      frozen: {
+        replicas: 3,
+        trials: q ? 1 : 3,
+        electionTtlSeconds: 3,
+        pods: 40,
+        frozenMs: q ? 8_000 : 30_000,
+      },
+    },
+    progress,
+  );
 }
 
 /**
@@ -106,7 +143,8 @@ export async function runBench(opts: RunBenchOptions): Promise<{ results: BenchR
   const only = new Set(opts.only ?? DEFAULT_BENCHMARKS);
   const q = opts.quick;
   const started = performance.now();
-  const env = await startBenchEnv(opts.now);
+  const backends: readonly BenchLeadership[] = opts.leadership?.length ? opts.leadership : ['etcd'];
+  const env = await startBenchEnv(opts.now, backends.includes('zookeeper'));
   const results: BenchResults = {
     schema: 1,
     name: opts.name ?? (q ? 'quick' : 'full'),
@@ -116,31 +154,32 @@ export async function runBench(opts: RunBenchOptions): Promise<{ results: BenchR
     durationMs: 0,
   };
   try {
-    if (only.has('deletes')) {
-      results.benchmarks.deletesPerPod = await benchDeletesPerPod(
-        env,
-        { replicaCounts: q ? [3] : [1, 3, 5, 10], pods: q ? 40 : 200, otherRecheckModes: ['live', 'cache'] },
-        progress,
-      );
-    }
-    if (only.has('failover')) {
-      results.benchmarks.failover = await benchFailover(
-        env,
-        {
-          replicas: 3,
-          trials: q ? 1 : 3,
-          electionTtlSeconds: q ? 3 : 5,
-          pods: 20,
-          frozen: {
-            replicas: 3,
-            trials: q ? 1 : 3,
-            electionTtlSeconds: 3,
-            pods: 40,
-            frozenMs: q ? 8_000 : 30_000,
+    for (const [i, backend] of backends.entries()) {
+      const on = onLeadership(env, backend);
+      const first = i === 0;
+      if (backends.length > 1) progress(`leadership on ${backend}`);
+      const byBackend: NonNullable<BenchResults['benchmarks']['byLeadership']>[BenchLeadership] = {};
+      if (only.has('deletes')) {
+        byBackend.deletesPerPod = await benchDeletesPerPod(
+          on,
+          {
+            replicaCounts: q ? [3] : [1, 3, 5, 10],
+            pods: q ? 40 : 200,
+            // The other re-check modes once, on the first backend: they do not depend on it.
+            otherRecheckModes: first ? ['live', 'cache'] : [],
           },
-        },
-        progress,
-      );
+          progress,
+        );
+        if (first) results.benchmarks.deletesPerPod = byBackend.deletesPerPod;
+      }
+      if (only.has('failover')) {
+        byBackend.failover = await failover(on, q, progress);
+        if (first) results.benchmarks.failover = byBackend.failover;
+      }
+      if (backends.length > 1) {
+        results.benchmarks.byLeadership ??= {};
+        results.benchmarks.byLeadership[backend] = byBackend;
+      }
     }
     if (only.has('lateness')) {
       results.benchmarks.lateness = await benchLateness(

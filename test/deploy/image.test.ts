@@ -17,6 +17,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { freePort } from '../../harness/sandbox/local-services.ts';
+import { startZooKeeper } from '../../harness/sandbox/local-zookeeper.ts';
 import type { LogLine } from '../../harness/sandbox/replica-process.ts';
 import {
   createTerminatedDrivers,
@@ -165,6 +166,32 @@ describe.skipIf(problem !== undefined)(`the image (${problem ?? 'podman'})`, () 
     expect(prod.filter((p) => !present.has(p))).toEqual([]);
     for (const name of Object.keys(packageJson.dependencies))
       expect(present, name).toContain(`node_modules/${name}`);
+  });
+
+  it('the ZooKeeper client’s native addon (compiled in the build stage, with no compiler shipped) works in the runtime: it creates a node on a real ZooKeeper', async () => {
+    const zk = await startZooKeeper();
+    try {
+      const session = await podman([
+        ...['run', '--rm', '--network', 'host', '--health-cmd', 'none', '--entrypoint', 'node', IMAGE],
+        '-e',
+        `const ZooKeeper = require('zookeeper');
+         const h = new ZooKeeper({ connect: '${zk.connect}', timeout: 4000 });
+         h.on('connect', async () => {
+           const path = await h.create('/from-the-image', 'x', ZooKeeper.constants.ZOO_EPHEMERAL);
+           console.log(JSON.stringify({ path, modules: process.versions.modules }));
+           h.close();
+         });
+         h.init({});
+         setTimeout(() => process.exit(3), 20000).unref();`,
+      ]);
+      expect(session.code, session.stderr).toBe(0);
+      expect(JSON.parse(session.stdout)).toEqual({
+        path: '/from-the-image',
+        modules: process.versions.modules,
+      });
+    } finally {
+      await zk.stop();
+    }
   });
 
   it('the entrypoint takes the CLI arguments: `--help` prints the run command’s usage', async () => {

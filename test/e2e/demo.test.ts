@@ -4,7 +4,9 @@
  * code, and that none of the processes it started outlives it (descendants found through /proc).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { HARNESS_CLI_PATH } from '../../harness/sandbox/replica-process.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -69,9 +71,10 @@ interface DemoRun {
 
 function startDemo(args: string[]): DemoRun {
   const env = { ...process.env };
-  // The demo must start its own Redis and etcd here.
+  // The demo must start its own Redis and etcd or ZooKeeper here.
   delete env.REDIS_URL;
   delete env.ETCD_ENDPOINTS;
+  delete env.ZOOKEEPER;
   const child = spawn(process.execPath, [HARNESS_CLI_PATH, 'demo', ...args], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -117,6 +120,9 @@ function expectNoSurvivors(run: DemoRun) {
   return kinds;
 }
 
+/** The README's `npm run demo -- --leadership zookeeper` at its smallest size. */
+const ZOOKEEPER_DEMO = ['--leadership', 'zookeeper', '--pods', '20', '--replicas', '2', '--json'];
+
 describe('spark-driver-cleaner demo', () => {
   it('--pods 60 --replicas 3 --retention 2s --json: every driver deleted once, nothing left running', async () => {
     const run = startDemo(['--pods', '60', '--replicas', '3', '--retention', '2s', '--json']);
@@ -149,6 +155,34 @@ describe('spark-driver-cleaner demo', () => {
     const kinds = expectNoSurvivors(run);
     expect(kinds).toEqual(expect.arrayContaining(['redis-server', 'etcd']));
     expect(run.seen.size).toBeGreaterThanOrEqual(5);
+  }, 150_000);
+
+  it('--leadership zookeeper --pods 20 --replicas 2: leaders elected on a launched ZooKeeper, every driver deleted once, nothing left running', async () => {
+    const logDir = mkdtempSync(join(tmpdir(), 'sdc-demo-zk-'));
+    const run = startDemo([...ZOOKEEPER_DEMO, '--log-dir', logDir]);
+    const code = await run.exited;
+    const s = parseSummary(run);
+    expect(code, run.stderr().slice(-2000)).toBe(0);
+    expect(s).toMatchObject({
+      replicas: 2,
+      pods_terminated: 20,
+      pods_deleted: 20,
+      pods_leaked: 0,
+      delete_requests: 20,
+      delete_requests_per_pod: { max: 1, mean: 1 },
+    });
+    expect(Object.keys(s.leaders).sort()).toEqual([...s.targets].sort());
+    expect(run.stderr()).toMatch(/demo: started .*zookeeper 127\.0\.0\.1:\d+/);
+    const kinds = expectNoSurvivors(run);
+    // ZooKeeper (a JVM) instead of etcd.
+    expect(kinds).toEqual(expect.arrayContaining(['redis-server', 'java']));
+    expect(kinds).not.toContain('etcd');
+    // Each replica held a ZooKeeper session (not single-server mode).
+    for (const replica of ['replica-1', 'replica-2']) {
+      const lines = readFileSync(join(logDir, 'coordinated', `${replica}.log`), 'utf8');
+      expect(lines, replica).toContain('"msg":"zookeeper session connected"');
+    }
+    rmSync(logDir, { recursive: true, force: true });
   }, 150_000);
 
   it('--kill-leader-at: the leader is SIGKILLed mid-run, another takes over, no pod gets a second DELETE', async () => {

@@ -1,5 +1,5 @@
 /**
- * Redis and etcd behind stable front addresses for the nemesis: the replicas only know the proxies'
+ * Redis, etcd and ZooKeeper behind stable front addresses for the nemesis: the replicas only know the proxies'
  * ports, and a restart starts the service on FRESH free ports and repoints its proxy. On a shared machine
  * another process may take a service's port while it is down; restarting on the port it had then failed
  * ("address already in use", "did not become ready") and the run had no verdict.
@@ -10,8 +10,10 @@ import {
   startEtcd,
   startRedis,
 } from '../../harness/sandbox/local-services.ts';
+import { type LocalZooKeeper, startZooKeeper } from '../../harness/sandbox/local-zookeeper.ts';
 import { type EtcdProxy, startEtcdProxy } from './etcd-proxy.ts';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.ts';
+import { startZooKeeperProxy, type ZooKeeperProxy } from './zookeeper-proxy.ts';
 
 /** Redis behind a TCP relay. */
 export interface FrontedRedis {
@@ -85,6 +87,55 @@ export async function startFrontedEtcd(): Promise<FrontedEtcd> {
     async stop() {
       await proxy.close();
       await etcd.stop();
+    },
+  };
+}
+
+/** One ZooKeeper server behind the answer-losing relay (zookeeper-proxy.ts). */
+export interface FrontedZooKeeper {
+  readonly zookeeper: LocalZooKeeper;
+  readonly proxy: ZooKeeperProxy;
+  /** False from a kill until the restart succeeded. */
+  readonly up: boolean;
+  /** SIGKILL the server; the relay refuses connections until {@link FrontedZooKeeper.restart}. */
+  kill(): Promise<void>;
+  /**
+   * Starts the server again on its data dir and port (its configuration names the port), then points the
+   * relay at it: the sessions it had are in its snapshot and live on if their clients come back in time.
+   * @throws when the start failed (the relay then refuses connections).
+   */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Starts a standalone ZooKeeper server and its relay. */
+export async function startFrontedZooKeeper(): Promise<FrontedZooKeeper> {
+  const zookeeper = await startZooKeeper();
+  const member = zookeeper.members[0];
+  if (!member) throw new Error('no ZooKeeper server');
+  const proxy = await startZooKeeperProxy(member.port);
+  let up = true;
+  return {
+    zookeeper,
+    proxy,
+    get up() {
+      return up;
+    },
+    async kill() {
+      up = false;
+      proxy.repoint(undefined);
+      await member.kill();
+    },
+    async restart() {
+      up = false;
+      proxy.repoint(undefined);
+      await member.restart();
+      proxy.repoint(member.port);
+      up = true;
+    },
+    async stop() {
+      await proxy.close();
+      await zookeeper.stop();
     },
   };
 }

@@ -1,6 +1,6 @@
 /**
  * Applies a nemesis schedule to the world: each fault starts at its offset, lasts its duration and is
- * undone (process restarted or thawed, etcd restarted, Redis resumed, clock stepped back, API fault
+ * undone (process restarted or thawed, etcd or ZooKeeper restarted, Redis resumed, clock stepped back, API fault
  * expired). The waits here are the faults' own durations — the schedule — and nothing else.
  *
  * Each applied fault leaves a {@link FaultRecord} with its real start and end by the sandbox clock, so
@@ -40,6 +40,7 @@ async function restartOrRestore(restart: () => Promise<void>): Promise<string | 
     await restart();
     return undefined;
   } catch (err) {
+    if (process.env.NEMESIS_VERBOSE) console.info(`[nemesis] restart failed: ${(err as Error).message}`);
     const first = (err as Error).message.split('\n')[0];
     for (let i = 1; i <= RESTORE_ATTEMPTS; i++) {
       await sleep(1000);
@@ -161,15 +162,38 @@ export async function applyFault(
       break;
     }
     case 'etcd-kill': {
+      const front = world.etcdFront;
+      if (!front) throw new Error(`etcd-kill needs etcd, not ${world.leadership}`);
       // Restarted on fresh ports (the old one may have been taken meanwhile), the proxy repointed.
-      await world.etcdFront.kill();
+      await front.kill();
       await sleep(e.durationMs);
-      notApplied = await restartOrRestore(() => world.etcdFront.restart());
-      note = `etcd now on port ${world.etcd.members[0]?.port}`;
+      notApplied = await restartOrRestore(() => front.restart());
+      note = `etcd now on port ${front.etcd.members[0]?.port}`;
+      break;
+    }
+    case 'zookeeper-kill': {
+      const front = world.zookeeperFront;
+      if (!front) throw new Error(`zookeeper-kill needs ZooKeeper, not ${world.leadership}`);
+      await front.kill();
+      await sleep(e.durationMs);
+      notApplied = await restartOrRestore(() => front.restart());
+      break;
+    }
+    case 'zookeeper-drop-answers': {
+      const front = world.zookeeperFront;
+      if (!front) throw new Error(`zookeeper-drop-answers needs ZooKeeper, not ${world.leadership}`);
+      const lost = await front.proxy.dropAnswers({
+        count: e.count,
+        durationMs: e.durationMs,
+        holdMs: e.holdMs,
+      }).done;
+      note = `${lost} create answer(s) lost`;
       break;
     }
     case 'etcd-drop-answers': {
-      const lost = await world.etcdProxy.dropAnswers({
+      const proxy = world.etcdProxy;
+      if (!proxy) throw new Error(`etcd-drop-answers needs etcd, not ${world.leadership}`);
+      const lost = await proxy.dropAnswers({
         path: e.path,
         count: e.count,
         durationMs: e.durationMs,

@@ -1,24 +1,31 @@
 /**
  * The nemesis: three replica processes clean up a steady stream of driver pods over three
  * targets while a seeded random schedule injects faults one after another and overlapping — SIGKILL,
- * SIGSTOP/SIGCONT and SIGTERM+restart of replicas, a replica's wall clock stepped (libfaketime), etcd
- * killed and restarted, etcd answers lost after the request was applied, Redis restarted empty and paused,
- * API 403/429/5xx, resets, slow answers, dropped and stalled watches. Then the faults end, the system settles, and
- * the invariants (invariants.ts) are judged from the sandbox's DELETE log and store, with the per-replica
- * proxies telling who sent what — never from the product's own counters.
+ * SIGSTOP/SIGCONT and SIGTERM+restart of replicas, a replica's wall clock stepped (libfaketime), the
+ * leadership store (etcd, or ZooKeeper) killed and restarted, its answers lost after the request was applied,
+ * Redis restarted empty and paused, API 403/429/5xx, resets, slow answers, dropped and stalled watches. Then
+ * the faults end, the system settles, and the invariants (invariants.ts) are judged from the sandbox's DELETE
+ * log and store, with the per-replica proxies telling who sent what — never from the product's own counters.
  *
  * CI size: a 75 s schedule (every kind of fault at least once). `NEMESIS_MINUTES=N` or `SOAK=1` (30 min)
  * for the soak. `SEED=…` replays a run's schedule exactly; the seed and the schedule are printed at the
  * start and in every failure. `NEMESIS_REDIS=sentinel|cluster` runs the replicas on a Sentinel setup or a
  * Redis Cluster instead of one server, with that mode's failover among the faults (default `single`).
- * docs/failure-modes.md has the figures.
+ * `NEMESIS_LEADERSHIP=zookeeper` elects the leaders on one ZooKeeper server instead of etcd, with its kill
+ * and lost answers (zookeeper-proxy.ts) among the faults. docs/failure-modes.md has the figures.
  */
-import { parseRedisMode, type RedisMode } from './schedule.ts';
+import { type Leadership, parseLeadership, parseRedisMode, type RedisMode } from './schedule.ts';
 import { describeNemesis, plainSuite } from './suite.ts';
 
-// The plain suite (and CI, seed 7 pinned) runs one CI-size run per Redis mode, one after another in this one
-// file, so that two nemesis runs never share the machine's cores; a replay or a soak is the one run asked for.
-const modes: RedisMode[] = plainSuite()
-  ? ['single', 'sentinel', 'cluster']
-  : [parseRedisMode(process.env.NEMESIS_REDIS)];
-for (const mode of modes) describeNemesis(mode);
+// The plain suite (and CI, seed 7 pinned) runs one CI-size run per Redis mode on etcd, and one on ZooKeeper
+// with one Redis server, one after another in this one file, so that two nemesis runs never share the
+// machine's cores; a replay or a soak is the one run asked for.
+const runs: [RedisMode, Leadership][] = plainSuite()
+  ? [
+      ['single', 'etcd'],
+      ['sentinel', 'etcd'],
+      ['cluster', 'etcd'],
+      ['single', 'zookeeper'],
+    ]
+  : [[parseRedisMode(process.env.NEMESIS_REDIS), parseLeadership(process.env.NEMESIS_LEADERSHIP)]];
+for (const [mode, leadership] of runs) describeNemesis(mode, leadership);

@@ -12,6 +12,7 @@ import {
   describeEvent,
   type FaultKind,
   formatSchedule,
+  type Leadership,
   type NemesisEvent,
   type RedisMode,
 } from './schedule.ts';
@@ -25,6 +26,8 @@ export interface RunRecord {
   exclude: readonly FaultKind[];
   /** The Redis the replicas used (NEMESIS_REDIS). */
   redisMode: RedisMode;
+  /** The leadership backend (NEMESIS_LEADERSHIP). */
+  leadership: Leadership;
   schedule: readonly NemesisEvent[];
   timeline: readonly FaultRecord[];
   /** Sandbox clock when the schedule started: report times are relative to it. */
@@ -40,11 +43,13 @@ export function replayCommand(
   durationMs: number,
   exclude: readonly FaultKind[] = [],
   redisMode: RedisMode = 'single',
+  leadership: Leadership = 'etcd',
 ): string {
   const minutes = durationMs === CI_DURATION_MS ? '' : ` NEMESIS_MINUTES=${durationMs / 60_000}`;
   const without = exclude.length > 0 ? ` NEMESIS_EXCLUDE=${exclude.join(',')}` : '';
   const redis = redisMode === 'single' ? '' : ` NEMESIS_REDIS=${redisMode}`;
-  return `SEED=${seed}${minutes}${without}${redis} npx vitest run test/nemesis`;
+  const backend = leadership === 'etcd' ? '' : ` NEMESIS_LEADERSHIP=${leadership}`;
+  return `SEED=${seed}${minutes}${without}${redis}${backend} npx vitest run test/nemesis`;
 }
 
 /** The schedule length of the CI variant, ms. */
@@ -62,7 +67,7 @@ export function failureMessage(run: RunRecord, artifactsDir: string, maxViolatio
   const t0 = run.startedAtMs;
   const lines = [
     `nemesis: ${run.violations.length} violation(s) — seed ${run.seed}`,
-    `replay: ${replayCommand(run.seed, run.durationMs, run.exclude, run.redisMode)}`,
+    `replay: ${replayCommand(run.seed, run.durationMs, run.exclude, run.redisMode, run.leadership)}`,
     '',
   ];
   for (const v of run.violations.slice(0, maxViolations)) {

@@ -3,8 +3,6 @@
  * and the overdue sampler, play the schedule, let the system settle, then judge every invariant from the
  * sandbox's records (invariants.ts). The test (nemesis.test.ts) only asserts what this returns.
  */
-import { Etcd3 } from 'etcd3';
-import { electionPrefix } from '../../src/queue/job-identity.ts';
 import { SELECTOR } from '../failure/helpers.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { type FaultRecord, runSchedule } from './injectors.ts';
@@ -24,6 +22,7 @@ import {
   describeEvent,
   type FaultKind,
   generateSchedule,
+  type Leadership,
   type NemesisEvent,
   type RedisMode,
 } from './schedule.ts';
@@ -39,6 +38,8 @@ export interface NemesisConfig {
   exclude: readonly FaultKind[];
   /** The Redis the replicas use (NEMESIS_REDIS): one server, Sentinel or Cluster. */
   redisMode: RedisMode;
+  /** The leadership backend (NEMESIS_LEADERSHIP): etcd, or ZooKeeper. */
+  leadership: Leadership;
   context: string;
   namespaces: readonly string[];
   replicas: number;
@@ -80,6 +81,7 @@ export function nemesisConfig(
   durationMs: number,
   exclude: readonly FaultKind[] = [],
   redisMode: RedisMode = 'single',
+  leadership: Leadership = 'etcd',
 ): NemesisConfig {
   const electionTtlSeconds = 3;
   return {
@@ -87,6 +89,7 @@ export function nemesisConfig(
     durationMs,
     exclude,
     redisMode,
+    leadership,
     context: 'nem',
     namespaces: ['nem-a', 'nem-b', 'nem-c'],
     replicas: 3,
@@ -99,7 +102,7 @@ export function nemesisConfig(
     apiQps: 10,
     apiBurst: 2,
     burstPerTarget: 4,
-    artifactsDir: `test-artifacts/nemesis/seed-${seed}${redisMode === 'single' ? '' : `-${redisMode}`}`,
+    artifactsDir: `test-artifacts/nemesis/seed-${seed}${redisMode === 'single' ? '' : `-${redisMode}`}${leadership === 'etcd' ? '' : `-${leadership}`}`,
   };
 }
 
@@ -116,6 +119,7 @@ export function planOf(cfg: NemesisConfig): { fakedReplica: number; schedule: Ne
     namespaces: cfg.namespaces,
     exclude: cfg.exclude,
     redisMode: cfg.redisMode,
+    leadership: cfg.leadership,
   });
   return { fakedReplica, schedule };
 }
@@ -148,6 +152,7 @@ export async function runNemesis(
     replicas: cfg.replicas,
     fakedReplica,
     redisMode: cfg.redisMode,
+    leadership: cfg.leadership,
     replicaEnv: {
       SDC_TARGETS: cfg.namespaces.map((ns) => `${cfg.context}:${ns}`).join(','),
       SDC_QUEUE_PREFIX: 'nem',
@@ -252,13 +257,15 @@ export async function runNemesis(
   await sampler.stop();
 
   const applied = deletes.filter((d) => d.applied).length;
-  const lost = [...w.etcdProxy.stats.dropped].map(([p, n]) => `${p.split('/').pop()} ${n}`).join(', ');
+  const lost = w.zookeeperFront
+    ? `create ${w.zookeeperFront.proxy.stats.dropped}`
+    : [...(w.etcdProxy?.stats.dropped ?? [])].map(([p, n]) => `${p.split('/').pop()} ${n}`).join(', ');
   const c = workload.counts;
   const notApplied = timeline.filter((f) => f.notApplied);
   const summary =
     `seed ${cfg.seed}: ${schedule.length} faults in ${(cfg.durationMs / 1000).toFixed(0)} s; ${c.drivers} + ${c.burst} (bursts) drivers, ` +
     `${c.recreated} re-created, ${c.relabelled} relabelled, ${c.held} held and deleted by a person, ${c.bystanders} bystanders; ${deletes.length} DELETEs ` +
-    `(${applied} applied); etcd answers lost: ${lost || 'none'}; ${violations.length} violation(s); ` +
+    `(${applied} applied); ${cfg.leadership} answers lost: ${lost || 'none'}; ${violations.length} violation(s); ` +
     `schedule + settle ${((performance.now() - runStarted) / 1000).toFixed(0)} s` +
     (notApplied.length > 0
       ? `; ${notApplied.length} fault(s) not applied: ${notApplied.map((f) => `#${f.event.id} ${f.event.kind} (${f.notApplied})`).join('; ')}`
@@ -268,6 +275,7 @@ export async function runNemesis(
     durationMs: cfg.durationMs,
     exclude: cfg.exclude,
     redisMode: cfg.redisMode,
+    leadership: cfg.leadership,
     schedule,
     timeline,
     startedAtMs,
@@ -308,29 +316,19 @@ async function settle(w: NemesisWorld, cfg: NemesisConfig): Promise<number> {
 }
 
 /**
- * The candidates in each target's election after settling, lowest create revision (the leader) first, read
- * from etcd itself: for the diagnosis of a target nobody cleans, not for any invariant.
+ * The candidates in each target's election after settling, leader first, read from the store itself: for the
+ * diagnosis of a target nobody cleans, not for any invariant.
  */
 async function electionKeys(w: NemesisWorld, cfg: NemesisConfig): Promise<string[]> {
-  const client = new Etcd3({ hosts: [...w.etcd.endpoints] });
   try {
     return await Promise.all(
-      cfg.namespaces.map(async (namespace) => {
-        const res = await client
-          .namespace(electionPrefix({ context: cfg.context, namespace }))
-          .getAll()
-          .sort('Create', 'Ascend')
-          .exec();
-        const keys = res.kvs.map(
-          (kv) => `${kv.value.toString()} (rev ${kv.create_revision}, lease ${kv.lease})`,
-        );
-        return `election ${namespace}: ${keys.join(' < ') || 'no candidate'}`;
-      }),
+      cfg.namespaces.map(
+        async (namespace) =>
+          `election ${namespace}: ${(await w.candidates(namespace)).join(' < ') || 'no candidate'}`,
+      ),
     );
   } catch (err) {
     return [`election keys unreadable: ${(err as Error).message}`];
-  } finally {
-    client.close();
   }
 }
 

@@ -5,7 +5,7 @@
  * Every kind of fault appears at least once when the run is long enough (the CI size is), in an order the
  * seed shuffles; then random ones fill the rest of the run, starting on average every `meanGapMs`, so that
  * faults follow one another and overlap. Two limits keep the run meaningful rather than merely dead: one
- * fault at a time per resource (a replica's process, its clock, etcd, Redis), at least one replica outside
+ * fault at a time per resource (a replica's process, its clock, the leadership store, Redis), at least one replica outside
  * a process fault when one starts, and at most two API faults at once.
  */
 import { createPrng, type Prng } from './prng.ts';
@@ -21,6 +21,8 @@ export const FAULT_KINDS = [
   'clock-step',
   'etcd-kill',
   'etcd-drop-answers',
+  'zookeeper-kill',
+  'zookeeper-drop-answers',
   'redis-restart',
   'redis-pause',
   'redis-sentinel-failover',
@@ -52,9 +54,35 @@ const NOT_IN_MODE: Record<RedisMode, readonly FaultKind[]> = {
   cluster: ['redis-restart', 'redis-pause', 'redis-sentinel-failover'],
 };
 
-/** The fault kinds drawn in a Redis mode, in {@link FAULT_KINDS} order. */
-export function faultKindsFor(mode: RedisMode): FaultKind[] {
-  return FAULT_KINDS.filter((k) => !NOT_IN_MODE[mode].includes(k));
+/** The leadership backend the replicas use (`NEMESIS_LEADERSHIP`): etcd, or ZooKeeper. */
+export const LEADERSHIPS = ['etcd', 'zookeeper'] as const;
+/** One leadership backend of the nemesis. */
+export type Leadership = (typeof LEADERSHIPS)[number];
+
+/** The fault kinds of the other backend's store, never drawn with a backend. */
+const NOT_WITH_LEADERSHIP: Record<Leadership, readonly FaultKind[]> = {
+  etcd: ['zookeeper-kill', 'zookeeper-drop-answers'],
+  zookeeper: ['etcd-kill', 'etcd-drop-answers'],
+};
+
+/** The fault kinds drawn in a Redis mode on a leadership backend, in {@link FAULT_KINDS} order. */
+export function faultKindsFor(mode: RedisMode, leadership: Leadership = 'etcd'): FaultKind[] {
+  return FAULT_KINDS.filter(
+    (k) => !NOT_IN_MODE[mode].includes(k) && !NOT_WITH_LEADERSHIP[leadership].includes(k),
+  );
+}
+
+/**
+ * Parses `NEMESIS_LEADERSHIP` (unset or empty: `etcd`).
+ * @throws TypeError naming NEMESIS_LEADERSHIP, the value and the known backends.
+ */
+export function parseLeadership(raw: string | undefined): Leadership {
+  const value = (raw ?? '').trim() || 'etcd';
+  if (!(LEADERSHIPS as readonly string[]).includes(value))
+    throw new TypeError(
+      `NEMESIS_LEADERSHIP: "${raw}" is not a leadership backend; expected one of ${LEADERSHIPS.join(', ')}`,
+    );
+  return value as Leadership;
 }
 
 /**
@@ -104,6 +132,16 @@ export type NemesisEvent = Base &
       }
     | { kind: 'etcd-kill' }
     | { kind: 'etcd-drop-answers'; path: string; count: number; mode: 'reset' | 'cut'; holdMs: number }
+    | { kind: 'zookeeper-kill' }
+    | {
+        /**
+         * The ZooKeeper relay passes `count` creates (a campaign) to the server, then holds the connection
+         * silent for `holdMs` and cuts it: the node exists, its creator never heard so.
+         */
+        kind: 'zookeeper-drop-answers';
+        count: number;
+        holdMs: number;
+      }
     | { kind: 'redis-restart' }
     | { kind: 'redis-pause' }
     | {
@@ -153,6 +191,8 @@ export interface ScheduleOptions {
   exclude?: readonly FaultKind[];
   /** The Redis the replicas use: only the kinds that make sense there are drawn (default `single`). */
   redisMode?: RedisMode;
+  /** The leadership backend: only its store's kinds are drawn (default `etcd`). */
+  leadership?: Leadership;
 }
 
 /** The gRPC path of etcd's transaction (the campaign's put-if-absent). */
@@ -186,6 +226,8 @@ const DURATION: Record<FaultKind, [number, number]> = {
   'clock-step': [3000, 12_000],
   'etcd-kill': [1500, 8000],
   'etcd-drop-answers': [8000, 12_000],
+  'zookeeper-kill': [1500, 8000],
+  'zookeeper-drop-answers': [8000, 12_000],
   'redis-restart': [0, 0],
   'redis-pause': [1000, 6000],
   // From the new master's promotion to the old one's return as a replica.
@@ -202,8 +244,9 @@ const DURATION: Record<FaultKind, [number, number]> = {
 };
 
 /**
- * The finale: etcd killed for longer than the lease TTL (3 s) at the very end, after every other fault, so
- * that every target's leadership is lost and won again by replica processes that keep running — most of them
+ * The finale: the leadership store (etcd, or ZooKeeper) killed for longer than the lease TTL or session timeout
+ * (3 s) at the very end, after every other fault, so that every target's leadership is lost and won again
+ * by replica processes that keep running — most of them
  * leading a target again in the same process, whose new term must start its worker again. Only in runs
  * long enough for the other faults first (the CI size is).
  */
@@ -226,7 +269,7 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
   const rng = createPrng(opts.seed).fork('schedule');
   const meanGapMs = opts.meanGapMs ?? 3000;
   const busyUntil = new Map<string, number>();
-  /** When the finale (etcd killed past the TTL) starts; undefined: no finale (a short run). */
+  /** When the finale (the store killed past the TTL) starts; undefined: no finale (a short run). */
   let finaleAt: number | undefined;
   const apiEnds: number[] = [];
   /** [start, end) of the mandatory Redis failover, its settling included: no other may overlap it. */
@@ -293,12 +336,13 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
         return [mandatory ? { ...step, onceLeading: opts.namespaces } : step];
       }
       case 'etcd-kill':
+      case 'zookeeper-kill':
       case 'redis-restart':
       case 'redis-pause': {
-        const resource = kind === 'etcd-kill' ? 'etcd' : 'redis';
+        const storeKill = kind === 'etcd-kill' || kind === 'zookeeper-kill';
+        const resource = storeKill ? 'store' : 'redis';
         if (!free(resource, t)) return undefined;
-        if (kind === 'etcd-kill' && finaleAt !== undefined && t + durationMs + 1000 > finaleAt)
-          return undefined;
+        if (storeKill && finaleAt !== undefined && t + durationMs + 1000 > finaleAt) return undefined;
         // A restart takes a moment too: the next fault on the same server waits at least a second.
         busyUntil.set(resource, t + Math.max(durationMs, 1000));
         return [{ kind, atMs: t, durationMs }];
@@ -313,18 +357,22 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
           ? [{ kind, atMs: t, durationMs }]
           : [{ kind, atMs: t, durationMs, namespace: rng.pick(opts.namespaces) }];
       }
-      case 'etcd-drop-answers': {
-        if (!free('etcd-net', t)) return undefined;
-        busyUntil.set('etcd-net', t + durationMs);
-        const drop: Draft = {
-          kind,
-          atMs: t,
-          durationMs,
-          path: rng.chance(0.8) ? ETCD_TXN_PATH : ETCD_UNARY_PATH,
-          count: rng.int(1, 2),
-          mode: rng.chance(0.7) ? 'reset' : 'cut',
-          holdMs: rng.int(500, 3000),
-        };
+      case 'etcd-drop-answers':
+      case 'zookeeper-drop-answers': {
+        if (!free('store-net', t)) return undefined;
+        busyUntil.set('store-net', t + durationMs);
+        const drop: Draft =
+          kind === 'etcd-drop-answers'
+            ? {
+                kind,
+                atMs: t,
+                durationMs,
+                path: rng.chance(0.8) ? ETCD_TXN_PATH : ETCD_UNARY_PATH,
+                count: rng.int(1, 2),
+                mode: rng.chance(0.7) ? 'reset' : 'cut',
+                holdMs: rng.int(500, 3000),
+              }
+            : { kind, atMs: t, durationMs, count: rng.int(1, 2), holdMs: rng.int(500, 3000) };
         const out: Draft[] = [drop];
         // Campaigns inside the window: a replica restarting campaigns for every target, 700 ms apart, so
         // the revision moves on while an answer is held. Then the others restart one after the other: a
@@ -415,14 +463,17 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
     return { kind: 'replica-term', atMs: t, durationMs, replica: r };
   };
 
-  const kinds = faultKindsFor(opts.redisMode ?? 'single').filter((k) => !opts.exclude?.includes(k));
+  const kinds = faultKindsFor(opts.redisMode ?? 'single', opts.leadership).filter(
+    (k) => !opts.exclude?.includes(k),
+  );
   if (kinds.length === 0) return [];
   // The long outage first: it must fit in the run (a CI run is only 75 s).
   const mandatory: FaultKind[] = shuffle([...kinds], rng).sort(
     (a, b) => Number(b === 'delete-outage') - Number(a === 'delete-outage'),
   );
   const finaleMs = Math.round(rng.between(FINALE[0], FINALE[1] + 1));
-  const withFinale = kinds.includes('etcd-kill') && opts.durationMs >= 60_000;
+  const finaleKind = opts.leadership === 'zookeeper' ? 'zookeeper-kill' : 'etcd-kill';
+  const withFinale = kinds.includes(finaleKind) && opts.durationMs >= 60_000;
   finaleAt = withFinale ? opts.durationMs - FINALE_MARGIN_MS - finaleMs : undefined;
   // The mode's Redis failover (Sentinel, Cluster) is placed first, at a seeded moment early in the run and
   // settled before the finale: it holds Redis for ~20 s, which the sequential pass would not always find
@@ -462,7 +513,7 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
     // Exponential gaps (a Poisson process of fault starts), at least 200 ms; 500 ms to retry a busy moment.
     t += placed ? Math.max(200, Math.round(-Math.log(1 - rng.next()) * meanGapMs)) : 500;
   }
-  if (finaleAt !== undefined) drafts.push({ kind: 'etcd-kill', atMs: finaleAt, durationMs: finaleMs });
+  if (finaleAt !== undefined) drafts.push({ kind: finaleKind, atMs: finaleAt, durationMs: finaleMs });
   return drafts.sort((a, b) => a.atMs - b.atMs).map((d, id) => ({ ...d, id }) as NemesisEvent);
 }
 
@@ -503,6 +554,12 @@ export function describeEvent(e: NemesisEvent): string {
       break;
     case 'etcd-drop-answers':
       what = `etcd proxy loses ${e.count} answer(s) of ${e.path} (${e.mode} after ${e.holdMs} ms) within ${secs(e.durationMs)}`;
+      break;
+    case 'zookeeper-kill':
+      what = `SIGKILL ZooKeeper, restarted after ${secs(e.durationMs)}`;
+      break;
+    case 'zookeeper-drop-answers':
+      what = `ZooKeeper relay loses the answers of ${e.count} create(s) (cut after ${e.holdMs} ms) within ${secs(e.durationMs)}`;
       break;
     case 'redis-restart':
       what = 'Redis restarted empty';

@@ -8,7 +8,7 @@ import { OVERDUE_METRIC } from './overdue-sampler.ts';
 import { seedFromEnv } from './prng.ts';
 import { CI_DURATION_MS, failureMessage, replayCommand } from './report.ts';
 import { type NemesisRun, nemesisConfig, planOf, runNemesis } from './run.ts';
-import { formatSchedule, parseExclude, type RedisMode } from './schedule.ts';
+import { formatSchedule, type Leadership, parseExclude, type RedisMode } from './schedule.ts';
 import type { NemesisWorld } from './world.ts';
 
 /** Overdue windows shorter than this are not judged; the gauge may lag the facts by the lag, ms. */
@@ -20,15 +20,17 @@ const OVERDUE_LAG_MS = 15_000;
  * where one CI-size run per Redis mode runs. A replay or a soak is one run of nemesis.test.ts.
  */
 export function plainSuite(env: NodeJS.ProcessEnv = process.env): boolean {
-  return ['SEED', 'NEMESIS_REDIS', 'NEMESIS_MINUTES', 'NEMESIS_EXCLUDE', 'SOAK'].every((k) => !env[k]);
+  return ['SEED', 'NEMESIS_REDIS', 'NEMESIS_LEADERSHIP', 'NEMESIS_MINUTES', 'NEMESIS_EXCLUDE', 'SOAK'].every(
+    (k) => !env[k],
+  );
 }
 
 /**
- * Declares the nemesis run on `redisMode`'s Redis, shaped by the environment (`SEED`, `NEMESIS_MINUTES`,
+ * Declares the nemesis run on `redisMode`'s Redis and the `leadership` backend, shaped by the environment (`SEED`, `NEMESIS_MINUTES`,
  * `SOAK`, `NEMESIS_EXCLUDE`): the run itself (every invariant but the overdue metric's), then the overdue
  * metric's judgement. @throws TypeError naming the variable when one of them is malformed.
  */
-export function describeNemesis(redisMode: RedisMode): void {
+export function describeNemesis(redisMode: RedisMode, leadership: Leadership = 'etcd'): void {
   const SOAK = process.env.SOAK === '1';
   const MINUTES = Number(process.env.NEMESIS_MINUTES ?? (SOAK ? 30 : CI_DURATION_MS / 60_000));
   if (!(MINUTES > 0))
@@ -40,13 +42,17 @@ export function describeNemesis(redisMode: RedisMode): void {
     Math.round(MINUTES * 60_000),
     parseExclude(process.env.NEMESIS_EXCLUDE),
     redisMode,
+    leadership,
   );
   const PLAN = planOf(CFG);
-  const REPLAY = replayCommand(CFG.seed, CFG.durationMs, CFG.exclude, CFG.redisMode);
+  const REPLAY = replayCommand(CFG.seed, CFG.durationMs, CFG.exclude, CFG.redisMode, CFG.leadership);
   let world: NemesisWorld | undefined;
   let run: NemesisRun | undefined;
 
-  describe(`nemesis, seed ${CFG.seed}${CFG.redisMode === 'single' ? '' : `, Redis ${CFG.redisMode}`}`, () => {
+  const redis = CFG.redisMode === 'single' ? '' : `, Redis ${CFG.redisMode}`;
+  const backend =
+    CFG.leadership === 'etcd' ? '' : `, on ${CFG.leadership === 'zookeeper' ? 'ZooKeeper' : CFG.leadership}`;
+  describe(`nemesis, seed ${CFG.seed}${redis}${backend}`, () => {
     // Within the describe: a file that declares several runs stops each world before the next run starts.
     afterAll(async () => {
       await world?.stop();

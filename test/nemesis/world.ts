@@ -1,5 +1,6 @@
 /**
- * The nemesis's world: real Redis, a real etcd behind the answer-losing proxy (etcd-proxy.ts), the sandbox
+ * The nemesis's world: real Redis, a real etcd behind the answer-losing proxy (etcd-proxy.ts) or a real
+ * ZooKeeper behind its answer-losing relay (zookeeper-proxy.ts), the sandbox
  * API server, and replica slots — each a real `spark-driver-cleaner run` process behind a recording HTTP
  * proxy of its own (which replica sent which request), restartable under the same identity (a container
  * restart), one of them under libfaketime.
@@ -11,12 +12,22 @@ import type { LocalEtcd, LocalService } from '../../harness/sandbox/local-servic
 import { type LocalRedisCluster, startRedisCluster } from '../../harness/sandbox/redis-cluster.ts';
 import { type LocalRedisSentinel, startRedisSentinel } from '../../harness/sandbox/redis-sentinel.ts';
 import { type ReplicaProcess, spawnReplica } from '../../harness/sandbox/replica-process.ts';
+import { createZkHandle } from '../../src/leadership/zookeeper-client.ts';
+import { zookeeperElectionPrefix } from '../../src/leadership/zookeeper-leadership-group.ts';
+import { ZOOKEEPER_DEFAULT_ROOT } from '../../src/leadership/zookeeper-session.ts';
 import { electionPrefix } from '../../src/queue/job-identity.ts';
 import { type ApiProxy, startApiProxy } from '../failure/helpers.ts';
 import type { EtcdProxy } from './etcd-proxy.ts';
 import { createFakeClock, type FakeClock } from './faketime.ts';
-import { type FrontedEtcd, type FrontedRedis, startFrontedEtcd, startFrontedRedis } from './fronts.ts';
-import type { RedisMode } from './schedule.ts';
+import {
+  type FrontedEtcd,
+  type FrontedRedis,
+  type FrontedZooKeeper,
+  startFrontedEtcd,
+  startFrontedRedis,
+  startFrontedZooKeeper,
+} from './fronts.ts';
+import type { Leadership, RedisMode } from './schedule.ts';
 
 /** One replica's place in the world: its identity, proxy and clock outlive its processes. */
 export interface ReplicaSlot {
@@ -58,6 +69,8 @@ export interface NemesisWorldOptions {
    * 2 replicas, 3 sentinels, down-after 2 s); or a Cluster (3 masters with a replica each, node timeout 2 s).
    */
   redisMode?: RedisMode;
+  /** The leadership backend (default `etcd`): etcd, or one ZooKeeper server (its default root). */
+  leadership?: Leadership;
 }
 
 /** The running world. */
@@ -65,6 +78,7 @@ export interface NemesisWorld {
   /** Context name of the sandbox API server. */
   readonly context: string;
   readonly redisMode: RedisMode;
+  readonly leadership: Leadership;
   /** Single mode: the redis-server process now (a restart moves it to a fresh port). */
   readonly redis: LocalService | undefined;
   /** Single mode: Redis behind its TCP relay: the replicas connect to the relay only. */
@@ -73,18 +87,26 @@ export interface NemesisWorld {
   readonly sentinel: LocalRedisSentinel | undefined;
   /** Cluster mode: the Redis Cluster, which the replicas find from its initial masters. */
   readonly redisCluster: LocalRedisCluster | undefined;
-  /** The etcd member now (a restart moves it to fresh ports). */
-  readonly etcd: LocalEtcd;
-  /** etcd behind its proxy: the replicas connect to the proxy only. */
-  readonly etcdFront: FrontedEtcd;
-  readonly etcdProxy: EtcdProxy;
+  /** On etcd: the etcd member now (a restart moves it to fresh ports). */
+  readonly etcd: LocalEtcd | undefined;
+  /** On etcd: etcd behind its proxy: the replicas connect to the proxy only. */
+  readonly etcdFront: FrontedEtcd | undefined;
+  readonly etcdProxy: EtcdProxy | undefined;
+  /** On ZooKeeper: the server behind its relay: the replicas connect to the relay only. */
+  readonly zookeeperFront: FrontedZooKeeper | undefined;
   readonly server: SandboxApiServer;
   readonly slots: readonly ReplicaSlot[];
   /**
-   * The slot leading a namespace's target now, read from etcd itself (the candidate key with the lowest
-   * create revision); undefined when etcd does not answer within a second or nobody campaigns.
+   * The slot leading a namespace's target now, read from the store itself (etcd: the candidate key with the
+   * lowest create revision; ZooKeeper: the candidate node with the lowest sequence); undefined when the store
+   * does not answer within a second or nobody campaigns.
    */
   leaderOf(namespace: string): Promise<ReplicaSlot | undefined>;
+  /**
+   * A namespace's candidates, leader first, read from the store itself, e.g. `r1 (rev 12, lease 7)` or
+   * `r1 (_c_…-r1-latch-0000000004)`. @throws when the store does not answer within a second.
+   */
+  candidates(namespace: string): Promise<string[]>;
   /** Kills every process, closes the proxies and the server, stops Redis and etcd. */
   stop(): Promise<void>;
 }
@@ -92,13 +114,15 @@ export interface NemesisWorld {
 /** Starts the services, the proxies and one process per slot. */
 export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<NemesisWorld> {
   const redisMode = opts.redisMode ?? 'single';
-  const [redisFront, sentinel, redisCluster, etcdFront, server] = await Promise.all([
+  const leadership = opts.leadership ?? 'etcd';
+  const [redisFront, sentinel, redisCluster, etcdFront, zookeeperFront, server] = await Promise.all([
     redisMode === 'single' ? startFrontedRedis() : undefined,
     redisMode === 'sentinel'
       ? startRedisSentinel({ replicas: 2, sentinels: 3, downAfterMs: 2000 })
       : undefined,
     redisMode === 'cluster' ? startRedisCluster({ masters: 3, replicas: 1, nodeTimeoutMs: 2000 }) : undefined,
-    startFrontedEtcd(),
+    leadership === 'etcd' ? startFrontedEtcd() : undefined,
+    leadership === 'zookeeper' ? startFrontedZooKeeper() : undefined,
     startSandboxApiServer({ contextName: opts.context }),
   ]);
   const redis = redisFront?.service;
@@ -114,8 +138,11 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
           SDC_REDIS_MODE: 'cluster',
           SDC_REDIS_CLUSTER_NODES: (redisCluster?.nodes ?? []).map((n) => `${n.host}:${n.port}`).join(','),
         };
-  const etcd = etcdFront.etcd;
-  const etcdProxy = etcdFront.proxy;
+  const etcd = etcdFront?.etcd;
+  const etcdProxy = etcdFront?.proxy;
+  const leadershipEnv: Record<string, string> = zookeeperFront
+    ? { SDC_ZOOKEEPER: zookeeperFront.proxy.connect, SDC_ETCD_ENDPOINTS: '' }
+    : { SDC_ETCD_ENDPOINTS: etcdProxy?.url ?? '' };
   const slots: ReplicaSlot[] = [];
   for (let i = 0; i < opts.replicas; i++) {
     const proxy = await startApiProxy(server);
@@ -148,7 +175,7 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
           env: {
             KUBECONFIG: proxy.kubeconfigPath,
             ...redisEnv,
-            SDC_ETCD_ENDPOINTS: etcdProxy.url,
+            ...leadershipEnv,
             SDC_HTTP_PORT: '0',
             SDC_LOG_LEVEL: 'debug',
             ...opts.replicaEnv,
@@ -167,19 +194,52 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
   }
   // The harness's own etcd client, straight to etcd (not through the proxy that loses answers); a new one
   // when etcd moved to another port.
-  let etcdClient = new Etcd3({ hosts: [...etcd.endpoints], dialTimeout: 1000 });
-  let clientEndpoints = etcd.endpoints.join(',');
-  const harnessEtcd = () => {
-    if (etcd.endpoints.join(',') !== clientEndpoints) {
-      etcdClient.close();
-      clientEndpoints = etcd.endpoints.join(',');
-      etcdClient = new Etcd3({ hosts: [...etcd.endpoints], dialTimeout: 1000 });
+  let etcdClient: Etcd3 | undefined;
+  let clientEndpoints = '';
+  const harnessEtcd = (e: LocalEtcd) => {
+    if (!etcdClient || e.endpoints.join(',') !== clientEndpoints) {
+      etcdClient?.close();
+      clientEndpoints = e.endpoints.join(',');
+      etcdClient = new Etcd3({ hosts: [...e.endpoints], dialTimeout: 1000 });
     }
     return etcdClient;
+  };
+  const within = <T>(ms: number, p: Promise<T>): Promise<T> =>
+    Promise.race([
+      p,
+      new Promise<T>((_, reject) =>
+        setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms).unref(),
+      ),
+    ]);
+  const candidates = async (namespace: string): Promise<{ id: string; text: string }[]> => {
+    const target = { context: opts.context, namespace };
+    if (zookeeperFront) {
+      // Straight to the server (not through the relay that loses answers), one short-lived handle a read;
+      // never while it is down (a client retrying against a closed port may connect to itself there and
+      // take the port the server restarts on).
+      if (!zookeeperFront.up) throw new Error('ZooKeeper is down');
+      const dir = zookeeperElectionPrefix(ZOOKEEPER_DEFAULT_ROOT, target).replace(/\/$/, '');
+      const server = `127.0.0.1:${zookeeperFront.zookeeper.members[0]?.port}`;
+      const names = await zkChildren(server, dir, 1000);
+      const seq = (n: string) => Number(/-latch-(\d+)$/.exec(n)?.[1] ?? Number.POSITIVE_INFINITY);
+      return names
+        .sort((a, b) => seq(a) - seq(b))
+        .map((n) => ({ id: /^_c_[0-9a-f-]{36}-(.*)-latch-\d+$/.exec(n)?.[1] ?? n, text: n }));
+    }
+    if (!etcd) return [];
+    const res = await within(
+      1000,
+      harnessEtcd(etcd).namespace(electionPrefix(target)).getAll().sort('Create', 'Ascend').exec(),
+    );
+    return res.kvs.map((kv) => ({
+      id: kv.value.toString(),
+      text: `rev ${kv.create_revision}, lease ${kv.lease}`,
+    }));
   };
   return {
     context: opts.context,
     redisMode,
+    leadership,
     redis,
     redisFront,
     sentinel,
@@ -187,22 +247,18 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
     etcd,
     etcdFront,
     etcdProxy,
+    zookeeperFront,
     server,
     slots,
     async leaderOf(namespace) {
-      const read = harnessEtcd()
-        .namespace(electionPrefix({ context: opts.context, namespace }))
-        .getAll()
-        .sort('Create', 'Ascend')
-        .limit(1)
-        .exec();
-      const timeout = new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 1000).unref());
-      const res = await Promise.race([read.catch(() => undefined), timeout]);
-      const id = res?.kvs[0]?.value.toString();
+      const id = (await candidates(namespace).catch(() => []))[0]?.id;
       return slots.find((s) => s.id === id);
     },
+    async candidates(namespace) {
+      return (await candidates(namespace)).map((c) => `${c.id} (${c.text})`);
+    },
     async stop() {
-      etcdClient.close();
+      etcdClient?.close();
       for (const s of slots) {
         s.current?.kill('SIGCONT');
         s.current?.kill('SIGKILL');
@@ -210,7 +266,33 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
       await Promise.all(slots.flatMap((s) => (s.current ? [s.current.exited] : [])));
       await Promise.all(slots.map((s) => s.proxy.close()));
       await server.close();
-      await Promise.all([redisFront?.stop(), sentinel?.stop(), redisCluster?.stop(), etcdFront.stop()]);
+      await Promise.all([
+        redisFront?.stop(),
+        sentinel?.stop(),
+        redisCluster?.stop(),
+        etcdFront?.stop(),
+        zookeeperFront?.stop(),
+      ]);
     },
   };
+}
+
+/**
+ * A node's children, read with a handle of its own, closed after (or after `timeoutMs`, the server down).
+ * @throws when the read fails or does not finish within `timeoutMs`.
+ */
+async function zkChildren(connect: string, path: string, timeoutMs: number): Promise<string[]> {
+  const h = createZkHandle(connect, 4000);
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+  });
+  const ready = new Promise<void>((resolve) => h.on('connect', () => resolve()));
+  h.init({});
+  try {
+    return await Promise.race([ready.then(() => h.get_children(path, false)), timeout]);
+  } finally {
+    clearTimeout(timer);
+    h.close();
+  }
 }

@@ -11,6 +11,7 @@ import {
   generateSchedule,
   type NemesisEvent,
   parseExclude,
+  parseLeadership,
   parseRedisMode,
   type RedisMode,
   type ScheduleOptions,
@@ -74,6 +75,30 @@ describe('generateSchedule', () => {
   it.each(SEEDS)('seed %i, CI size: every kind of fault of single mode at least once', (seed) => {
     const kinds = new Set(generateSchedule({ ...base, seed }).map((e) => e.kind));
     expect([...kinds].sort()).toEqual(faultKindsFor('single').sort());
+  });
+
+  it.each(SEEDS)(
+    'seed %i, on ZooKeeper: ZooKeeper’s store faults instead of etcd’s, and the finale kills ZooKeeper past the session timeout',
+    (seed) => {
+      const events = generateSchedule({ ...base, seed, leadership: 'zookeeper' });
+      const kinds = new Set(events.map((e) => e.kind));
+      for (const k of kinds) expect(faultKindsFor('single', 'zookeeper')).toContain(k);
+      expect(kinds).toContain('zookeeper-drop-answers');
+      expect(kinds).not.toContain('etcd-kill');
+      expect(kinds).not.toContain('etcd-drop-answers');
+      const finale = events.findLast((e) => e.kind === 'zookeeper-kill');
+      expect(finale?.durationMs).toBeGreaterThanOrEqual(4500);
+      expect((finale?.atMs ?? 0) + (finale?.durationMs ?? 0)).toBeLessThanOrEqual(base.durationMs - 1500);
+      expect(finale?.atMs).toBeGreaterThanOrEqual(base.durationMs - 1500 - 5500);
+    },
+  );
+
+  it('NEMESIS_LEADERSHIP: unset is etcd; an unknown backend is refused, naming the variable', () => {
+    expect(parseLeadership(undefined)).toBe('etcd');
+    expect(parseLeadership(' zookeeper ')).toBe('zookeeper');
+    expect(() => parseLeadership('consul')).toThrow(
+      /^NEMESIS_LEADERSHIP: "consul" is not a leadership backend/,
+    );
   });
 
   it.each(SEEDS)('seed %i: faults start after the warm-up and end within the run, in start order', (seed) => {
@@ -235,8 +260,11 @@ describe('generateSchedule: Redis modes', () => {
     ['cluster', ['redis-restart', 'redis-pause', 'redis-sentinel-failover'], 'redis-cluster-master-kill'],
   ];
 
-  it.each(MODES)('%s: the kinds drawn are every kind but %j', (mode, never) => {
-    expect(faultKindsFor(mode).sort()).toEqual(FAULT_KINDS.filter((k) => !never.includes(k)).sort());
+  it.each(MODES)('%s: the kinds drawn are every kind but %j (and, on etcd, ZooKeeper’s)', (mode, never) => {
+    const zookeeper = ['zookeeper-kill', 'zookeeper-drop-answers'];
+    expect(faultKindsFor(mode).sort()).toEqual(
+      FAULT_KINDS.filter((k) => !never.includes(k) && !zookeeper.includes(k)).sort(),
+    );
   });
 
   it.each(MODES)('%s: never draws %j, in CI-size runs or a 30 min soak', (mode, never) => {

@@ -239,6 +239,13 @@ const COVERAGE: Record<string, Record<string, Coverage>> = {
       why: 'the demo command with 60 pods (npm run demo = scripts/setup.sh, which CI runs, then the same command)',
     },
     'npm test': NPM_TEST,
+    'npm run demo -- --leadership zookeeper': {
+      run: 'elsewhere',
+      file: 'test/e2e/demo.test.ts',
+      invocation:
+        "ZOOKEEPER_DEMO = ['--leadership', 'zookeeper', '--pods', '20', '--replicas', '2', '--json']",
+      why: 'the demo on ZooKeeper with 20 pods and 2 replicas',
+    },
     ...CLUSTER_APPLY,
     "kubectl -n spark-driver-cleaner logs -l app.kubernetes.io/name=spark-driver-cleaner --tail=-1 | grep 'would delete'":
       {
@@ -357,6 +364,11 @@ const COVERAGE: Record<string, Record<string, Coverage>> = {
     'NEMESIS_REDIS=cluster SEED=7 npx vitest run test/nemesis': NEMESIS(
       'NEMESIS_REDIS',
       'which Redis modes run (npm test runs every mode)',
+      'test/nemesis/nemesis.test.ts',
+    ),
+    'NEMESIS_LEADERSHIP=zookeeper SEED=7 npx vitest run test/nemesis': NEMESIS(
+      'NEMESIS_LEADERSHIP',
+      'which leadership backend one run uses (npm test runs a ZooKeeper run too)',
       'test/nemesis/nemesis.test.ts',
     ),
     'npx vitest run test/failure': {
