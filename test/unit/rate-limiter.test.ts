@@ -53,6 +53,8 @@ describe('rate limiter priorities', () => {
     const waits = [take('a', 'informer'), take('b', 'informer', abort.signal), take('c', 'informer')];
     abort.abort(new Error('stopped'));
     await Promise.all(waits);
-    expect(order).toEqual(['b aborted', 'a', 'c']);
+    // Whether b's rejection or a's grant comes first depends on the event loop; b never takes a grant.
+    expect(order).toContain('b aborted');
+    expect(order.filter((l) => l !== 'b aborted')).toEqual(['a', 'c']);
   });
 });
