@@ -178,7 +178,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
         writtenValue = value;
         return;
       }
-      // A node of this replica's previous session (a restart within the session timeout): replace it.
+      // A node of an earlier session of this replica (a restart within the session timeout): replace it.
       if (stat) await h.delete_(memberPath, -1).catch(() => undefined);
     }
     throw new Error(`cannot register ${memberPath}`);

@@ -165,7 +165,7 @@ describe('replicas on ZooKeeper', () => {
       expect(deletesPer(server, uids)).toEqual(uids.map(() => 1));
       expect(checkInvariants(server, ns, uids, { retentionMs: 1000 })).toEqual(CLEAN);
       console.info(
-        `[failure] zookeeper: leader frozen ${resumedAt - stoppedAt} ms (session 3 s), 0 DELETEs after waking, ` +
+        `[failure] zookeeper: leader frozen ${resumedAt - stoppedAt} ms (session timeout 3 s), 0 DELETEs after waking, ` +
           `${fenced().length} jobs fenced or aborted`,
       );
     } finally {
