@@ -24,6 +24,7 @@ import { sleep } from '../sleep.ts';
 import { withTimeout } from '../with-timeout.ts';
 import { MEMBER_VALUE_MIN_GAP_MS } from './etcd-session.ts';
 import {
+  addDigestAuth,
   CREATOR_ALL_ACL,
   createZkHandle,
   statOf,
@@ -185,12 +186,13 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
   }
 
   /** The handle connected (a new session, or the same one again): set up, then publish the connection. */
-  async function connected(h: ZkHandle): Promise<void> {
+  async function connected(h: ZkHandle, authed: Promise<void>): Promise<void> {
     const sessionId = h.client_id;
     const fresh = sessionId !== knownSession;
     log.debug({ sessionId, newSession: fresh }, 'zookeeper handle connected');
     try {
       if (fresh) {
+        await withTimeout(authed, timeoutMs, 'zookeeper authentication');
         for (const dir of [`${settings.root}/members`, ...opts.directories()])
           await ensurePath(h, dir, (p) => protect(h, p));
         await register(h, sessionId);
@@ -220,8 +222,9 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
     const h = createZkHandle(settings.connect, timeoutMs);
     handle = h;
     opened += 1;
+    let authed = Promise.resolve();
     h.on('connect', () => {
-      if (handle === h) void connected(h);
+      if (handle === h) void connected(h, authed);
     });
     h.on('connecting', () => {
       if (handle === h) endConnection('disconnected from zookeeper (suspended)', 'lost');
@@ -235,8 +238,8 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
       );
       reopen();
     });
-    if (settings.digest) h.add_auth('digest', settings.digest, () => undefined);
     h.init({});
+    if (settings.digest) authed = addDigestAuth(h, settings.digest);
   }
 
   let reopening = false;
