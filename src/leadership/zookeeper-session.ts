@@ -38,6 +38,10 @@ import {
 /** The default root of every node the cleaner creates (outside Kyuubi's `kyuubi.ha.namespace`). */
 export const ZOOKEEPER_DEFAULT_ROOT = '/spark-driver-cleaner';
 
+/** What a replica refused by the ACL of the cleaner's nodes (ZNOAUTH) is told to fix. */
+export const NO_AUTH_FIX =
+  "the nodes under zookeeperRoot belong to another digest user: set zookeeperAuth (--zookeeper-auth, SDC_ZOOKEEPER_AUTH) or zookeeperAuthFile (--zookeeper-auth-file, SDC_ZOOKEEPER_AUTH_FILE) to the other replicas' user:password";
+
 /** How to reach ZooKeeper. */
 export interface ZooKeeperSettings {
   /** `host:port,...`, optionally followed by a chroot (`/path`). */
@@ -198,10 +202,16 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
         await register(h, sessionId);
       }
     } catch (err) {
-      log.warn({ err: { message: (err as Error).message } }, 'cannot register with zookeeper; reconnecting');
+      // ZNOAUTH: the root's nodes belong to another digest user (the other replicas' `zookeeperAuth`).
+      const fix = zkCode(err) === ZK_ERR.noAuth ? { fix: NO_AUTH_FIX } : {};
+      log.warn(
+        { err: { message: (err as Error).message }, ...fix },
+        'cannot register with zookeeper; reconnecting',
+      );
       if (handle === h) reopen();
       return;
     }
+    failedOpens = 0;
     if (handle !== h || !running || h.client_id !== sessionId) return;
     knownSession = sessionId;
     disconnectedAt = undefined;
@@ -243,6 +253,8 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
   }
 
   let reopening = false;
+  /** Sessions replaced in a row without registering: the backoff before the next. */
+  let failedOpens = 0;
   /** Closes the handle and opens a new session after a short backoff. */
   function reopen(): void {
     if (reopening || !running) return;
@@ -257,7 +269,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
     } catch {
       // already closed
     }
-    void sleep(backoffMs(1, { baseMs: 200, maxMs: 5000, jitter: true }), stop.signal).then(() => {
+    void sleep(backoffMs(++failedOpens, { baseMs: 200, maxMs: 5000, jitter: true }), stop.signal).then(() => {
       reopening = false;
       open();
     });

@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalZooKeeper, startZooKeeper } from '../../harness/sandbox/local-zookeeper.ts';
 import { CLI_PATH } from '../../harness/sandbox/replica-process.ts';
 import {
+  CREATOR_ALL_ACL,
   createZkHandle,
   ZK_MODE,
   type ZkAcl,
@@ -22,6 +23,7 @@ import {
 } from '../../src/leadership/zookeeper-client.ts';
 import { ZOOKEEPER_DEFAULT_ROOT } from '../../src/leadership/zookeeper-session.ts';
 import { deletesPer, serviceEnv } from '../helpers/cluster.ts';
+import { waitFor } from '../helpers/wait.ts';
 import {
   CLEAN,
   checkInvariants,
@@ -182,4 +184,37 @@ describe('replicas on ZooKeeper with digest authentication', () => {
       await stopAll(replicas);
     }
   }, 120_000);
+
+  it('a replica without the digest, under a root of the digest user → it says which field to set, leads nothing', async () => {
+    const ns = 'zk-noauth';
+    const root = '/owned-by-cleaner';
+    const owner = await session(`${USER}:${PASSWORD}`);
+    for (const p of [root, `${root}/members`]) {
+      await owner.create(p, '', ZK_MODE.persistent);
+      await owner.set_acl(p, -1, CREATOR_ALL_ACL);
+    }
+    const replica = cluster().startReplica(
+      'zn1',
+      replicaEnv(cluster(), ns, 'zkn', {
+        SDC_ETCD_ENDPOINTS: '',
+        SDC_ZOOKEEPER: zk.connect,
+        SDC_ZOOKEEPER_ROOT: root,
+      }),
+    );
+    try {
+      const refusedLines = () =>
+        replica.lines.filter((l) => l.msg === 'cannot register with zookeeper; reconnecting');
+      await waitFor('the replica retried registering three times', () => refusedLines().length >= 3, 30_000);
+      for (const l of refusedLines()) {
+        expect(String((l.err as { message?: string })?.message)).toMatch(/^-102 /);
+        expect(String(l.fix)).toContain('zookeeperAuth (--zookeeper-auth, SDC_ZOOKEEPER_AUTH)');
+      }
+      expect(
+        replica.lines.filter((l) => l.msg === 'zookeeper session connected' || l.msg === 'elected leader'),
+      ).toEqual([]);
+      expect(await owner.get_children(`${root}/members`, false)).toEqual([]);
+    } finally {
+      await stopAll([replica]);
+    }
+  }, 60_000);
 });
