@@ -28,7 +28,8 @@ export interface ZkHandle {
   close(): void;
   on(event: 'connect' | 'connecting', cb: () => void): void;
   on(event: 'close', cb: (handle: unknown, code: number) => void): void;
-  add_auth(scheme: string, auth: string, cb: (rc: number, error: string) => void): void;
+  /** Returns the C client's code at once (ZINVALIDSTATE -9 before `init`); `cb` gets the server's answer. */
+  add_auth(scheme: string, auth: string, cb: (rc: number, error: string) => void): number;
   create(path: string, data: string, flags: number): Promise<string>;
   exists(path: string, watch: boolean): Promise<ZkStat | null>;
   w_exists(path: string, watch: (type: number, state: number, path: string) => void): Promise<ZkStat | null>;
@@ -42,6 +43,8 @@ export interface ZkHandle {
   set(path: string, data: string, version: number): Promise<ZkStat>;
   delete_(path: string, version: number): Promise<void>;
   set_acl(path: string, version: number, acl: ZkAcl[]): Promise<void>;
+  /** The node's ACL (`scheme: 'digest'`, `auth: "user:base64(sha1(user:password))"`) and its stat. */
+  get_acl(path: string): Promise<[ZkAcl[], ZkStat]>;
 }
 
 interface ZkConstructor {
@@ -60,7 +63,7 @@ export const ZK_MODE = {
 } as const;
 
 /** The error codes this project tells apart. */
-export const ZK_ERR = { noNode: -101, nodeExists: -110, notEmpty: -111 } as const;
+export const ZK_ERR = { noNode: -101, noAuth: -102, nodeExists: -110, notEmpty: -111 } as const;
 
 /** The session state code the binding's `close` event carries when the server expired the session. */
 export const ZK_EXPIRED_SESSION_STATE = -112;
@@ -93,6 +96,24 @@ export function createZkHandle(connect: string, timeoutMs: number): ZkHandle {
     host_order_deterministic: false,
     response_counter_limit: 2 ** 31 - 1,
   });
+}
+
+/**
+ * Adds digest authentication (`user:password`) to a handle. Call it after `init`: before, the C handle does
+ * not exist and the binding drops the call. The C client sends it before any request of the session, and
+ * again on every reconnection. ZooKeeper accepts any digest (a wrong password is a different identity: the
+ * nodes then answer ZNOAUTH).
+ * @returns resolves once the server accepted it; rejects with `Error("<rc> <name>")` otherwise.
+ */
+export function addDigestAuth(h: ZkHandle, digest: string): Promise<void> {
+  const added = new Promise<void>((resolve, reject) => {
+    const rc = h.add_auth('digest', digest, (code, error) =>
+      code === 0 ? resolve() : reject(new Error(`${code} ${error}`)),
+    );
+    if (rc !== 0) reject(new Error(`${rc} cannot add digest authentication`));
+  });
+  added.catch(() => undefined); // awaited by whoever needs it
+  return added;
 }
 
 /**

@@ -24,6 +24,7 @@ import { sleep } from '../sleep.ts';
 import { withTimeout } from '../with-timeout.ts';
 import { MEMBER_VALUE_MIN_GAP_MS } from './etcd-session.ts';
 import {
+  addDigestAuth,
   CREATOR_ALL_ACL,
   createZkHandle,
   statOf,
@@ -36,6 +37,10 @@ import {
 
 /** The default root of every node the cleaner creates (outside Kyuubi's `kyuubi.ha.namespace`). */
 export const ZOOKEEPER_DEFAULT_ROOT = '/spark-driver-cleaner';
+
+/** What a replica refused by the ACL of the cleaner's nodes (ZNOAUTH) is told to fix. */
+export const NO_AUTH_FIX =
+  "the nodes under zookeeperRoot belong to another digest user: set zookeeperAuth (--zookeeper-auth, SDC_ZOOKEEPER_AUTH) or zookeeperAuthFile (--zookeeper-auth-file, SDC_ZOOKEEPER_AUTH_FILE) to the other replicas' user:password";
 
 /** How to reach ZooKeeper. */
 export interface ZooKeeperSettings {
@@ -185,21 +190,28 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
   }
 
   /** The handle connected (a new session, or the same one again): set up, then publish the connection. */
-  async function connected(h: ZkHandle): Promise<void> {
+  async function connected(h: ZkHandle, authed: Promise<void>): Promise<void> {
     const sessionId = h.client_id;
     const fresh = sessionId !== knownSession;
     log.debug({ sessionId, newSession: fresh }, 'zookeeper handle connected');
     try {
       if (fresh) {
+        await withTimeout(authed, timeoutMs, 'zookeeper authentication');
         for (const dir of [`${settings.root}/members`, ...opts.directories()])
           await ensurePath(h, dir, (p) => protect(h, p));
         await register(h, sessionId);
       }
     } catch (err) {
-      log.warn({ err: { message: (err as Error).message } }, 'cannot register with zookeeper; reconnecting');
+      // ZNOAUTH: the root's nodes belong to another digest user (the other replicas' `zookeeperAuth`).
+      const fix = zkCode(err) === ZK_ERR.noAuth ? { fix: NO_AUTH_FIX } : {};
+      log.warn(
+        { err: { message: (err as Error).message }, ...fix },
+        'cannot register with zookeeper; reconnecting',
+      );
       if (handle === h) reopen();
       return;
     }
+    failedOpens = 0;
     if (handle !== h || !running || h.client_id !== sessionId) return;
     knownSession = sessionId;
     disconnectedAt = undefined;
@@ -220,8 +232,9 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
     const h = createZkHandle(settings.connect, timeoutMs);
     handle = h;
     opened += 1;
+    let authed = Promise.resolve();
     h.on('connect', () => {
-      if (handle === h) void connected(h);
+      if (handle === h) void connected(h, authed);
     });
     h.on('connecting', () => {
       if (handle === h) endConnection('disconnected from zookeeper (suspended)', 'lost');
@@ -235,11 +248,13 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
       );
       reopen();
     });
-    if (settings.digest) h.add_auth('digest', settings.digest, () => undefined);
     h.init({});
+    if (settings.digest) authed = addDigestAuth(h, settings.digest);
   }
 
   let reopening = false;
+  /** Sessions replaced in a row without registering: the backoff before the next. */
+  let failedOpens = 0;
   /** Closes the handle and opens a new session after a short backoff. */
   function reopen(): void {
     if (reopening || !running) return;
@@ -254,7 +269,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
     } catch {
       // already closed
     }
-    void sleep(backoffMs(1, { baseMs: 200, maxMs: 5000, jitter: true }), stop.signal).then(() => {
+    void sleep(backoffMs(++failedOpens, { baseMs: 200, maxMs: 5000, jitter: true }), stop.signal).then(() => {
       reopening = false;
       open();
     });

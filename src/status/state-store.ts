@@ -70,10 +70,15 @@ export async function checkReachable(
   if (etcd.status === 'rejected')
     failures.push(
       config.zookeeper
-        ? `zookeeper (--zookeeper, SDC_ZOOKEEPER) ${config.zookeeper.connect}: ZooKeeper does not answer: ${why(etcd.reason)}`
+        ? `zookeeper (--zookeeper, SDC_ZOOKEEPER) ${config.zookeeper.connect}: ${zkFailed(why(etcd.reason) ?? '', 'does not answer')}`
         : `etcdEndpoints (--etcd-endpoints, SDC_ETCD_ENDPOINTS) ${config.etcdEndpoints.join(',')}: etcd does not answer: ${why(etcd.reason)}`,
     );
   if (failures.length > 0) throw new UnreachableError(failures.join('; '));
+}
+
+/** How ZooKeeper failed a read: it refused it (ZNOAUTH: the message names the auth fields), or `otherwise`. */
+function zkFailed(message: string, otherwise: string): string {
+  return `ZooKeeper ${message.startsWith('-102 ') ? 'refused the read' : otherwise}: ${message}`;
 }
 
 /**
@@ -86,7 +91,7 @@ export function readFailure(
 ): string {
   const message = (err as Error).message.split('\n')[0];
   if (config.zookeeper && /^-\d+ |zookeeper/i.test(message ?? ''))
-    return `zookeeper (--zookeeper, SDC_ZOOKEEPER) ${config.zookeeper.connect}: ZooKeeper stopped answering: ${message}`;
+    return `zookeeper (--zookeeper, SDC_ZOOKEEPER) ${config.zookeeper.connect}: ${zkFailed(message ?? '', 'stopped answering')}`;
   if (err instanceof GRPCGenericError || err instanceof EtcdError)
     return `etcdEndpoints (--etcd-endpoints, SDC_ETCD_ENDPOINTS) ${config.etcdEndpoints.join(',')}: etcd stopped answering: ${message}`;
   if (message === 'Command timed out')

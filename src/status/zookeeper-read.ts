@@ -4,20 +4,39 @@
  * it is given: the replica's own session (`/api/v1/explain`), or a session of its own that creates no node
  * (`status`, `explain`: {@link openZooKeeperReader}).
  */
-import { createZkHandle, ZK_ERR, type ZkHandle, zkCode } from '../leadership/zookeeper-client.ts';
+import {
+  addDigestAuth,
+  createZkHandle,
+  ZK_ERR,
+  type ZkHandle,
+  zkCode,
+} from '../leadership/zookeeper-client.ts';
 import { zookeeperElectionPrefix } from '../leadership/zookeeper-leadership-group.ts';
 import { electionDir, parseCandidateName } from '../leadership/zookeeper-view.ts';
 import { withTimeout } from '../with-timeout.ts';
 import type { ElectionReader } from './election-read.ts';
 
-/** Children of `path`, [] when it does not exist. */
+/** Children of `path`, [] when it does not exist. @throws {@link notAuthenticated} on ZNOAUTH. */
 async function children(h: ZkHandle, path: string): Promise<string[]> {
   try {
     return await h.get_children(path, false);
   } catch (err) {
     if (zkCode(err) === ZK_ERR.noNode) return [];
+    if (zkCode(err) === ZK_ERR.noAuth) throw notAuthenticated(path);
     throw err;
   }
+}
+
+/**
+ * The error of a read ZooKeeper refused (ZNOAUTH): with digest authentication the cleaner's nodes are
+ * readable by its user only (`CREATOR_ALL_ACL`). Its message starts with the code (`-102 not authenticated`).
+ */
+export function notAuthenticated(path: string): Error {
+  return new Error(
+    `${ZK_ERR.noAuth} not authenticated: ${path} is readable only by the replicas' digest user; set ` +
+      'zookeeperAuth (--zookeeper-auth, SDC_ZOOKEEPER_AUTH) or zookeeperAuthFile (--zookeeper-auth-file, ' +
+      "SDC_ZOOKEEPER_AUTH_FILE) to the replicas' user:password",
+  );
 }
 
 /**
@@ -91,14 +110,16 @@ export function openZooKeeperReader(
 ): ZooKeeperReaderSession {
   const h = createZkHandle(connect, 10_000);
   let up = false;
-  const ready = new Promise<void>((resolve) =>
+  const connecting = new Promise<void>((resolve) =>
     h.on('connect', () => {
       up = true;
       resolve();
     }),
   );
-  if (digest) h.add_auth('digest', digest, () => undefined);
   h.init({});
+  const ready = digest
+    ? Promise.all([connecting, addDigestAuth(h, digest)]).then(() => undefined)
+    : connecting;
   return {
     reader: zookeeperElectionReader(root, () => (up ? h : undefined)),
     connected: (timeoutMs) => withTimeout(ready, timeoutMs, 'zookeeper connect'),
