@@ -60,6 +60,10 @@ const BAD: Record<string, Record<string, string>> = {
   // Wrong only without etcdEndpoints (every valid run here has none), so alone.
   etcdUsername: { SDC_ETCD_USERNAME: 'cleaner' },
   etcdPassword: { SDC_ETCD_PASSWORD: 'pw' },
+  zookeeper: { SDC_ZOOKEEPER: 'zk-0' }, // no port
+  zookeeperRoot: { SDC_ZOOKEEPER_ROOT: '/kyuubi/cleaner' }, // inside Kyuubi's namespace
+  zookeeperAuth: { SDC_ZOOKEEPER_AUTH: 'no-password' },
+  zookeeperAuthFile: { SDC_ZOOKEEPER_AUTH_FILE: '/nonexistent/digest' },
   electionTtlSeconds: { SDC_ELECTION_TTL_SECONDS: '1' },
   recheck: { SDC_RECHECK: 'sometimes' },
   apiQps: { SDC_API_QPS: '-5' },
