@@ -206,6 +206,16 @@ it('a leader that loses its API access hands its targets to the ready replica af
     const lostTargets = Object.entries(settled.leaders)
       .filter(([, l]) => l === 'url-a')
       .map(([t]) => t);
+    // The shared view shows url-a's win as soon as etcd holds it; its own "elected leader" line
+    // comes a moment later. Wait for those lines, so that none is mistaken for a rejoin.
+    await waitFor(
+      'url-a logged its election for each target it leads',
+      () =>
+        lostTargets.every((t) =>
+          losing.lines.some((l) => l.msg === 'elected leader' && `${l.context}:${l.namespace}` === t),
+        ),
+      30_000,
+    );
 
     await proxy.close(); // connections to its API address are now refused
     const closedAt = Date.now();

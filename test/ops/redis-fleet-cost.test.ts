@@ -118,9 +118,28 @@ beforeAll(async () => {
       }),
     );
   }
+  // Settled, not only covered: while the balancer still hands targets to replicas that joined later, a
+  // worker closes before its successor connects. So wait until every member is ready and each target is led by
+  // its assigned replica (nothing more to move), and then count.
+  const balanced = async (): Promise<boolean> => {
+    const url = replicas[0]?.http.url;
+    if (!url) return false;
+    const body = (await http(url, '/api/v1/leaders')).json() as {
+      targets: Record<string, { leader: string | null; assigned?: string | null }>;
+      balance?: { members: string[]; notReady: Record<string, string[]> };
+    };
+    const rows = Object.values(body.targets);
+    return (
+      body.balance?.members.length === R &&
+      Object.keys(body.balance.notReady).length === 0 &&
+      rows.length === T &&
+      rows.every((t) => t.leader !== null && t.leader === t.assigned)
+    );
+  };
   await waitFor(
-    'every target led by one replica, whose worker is connected',
-    async () => namespaces.every((ns) => leaderOf(ns)) && (await clients()).workers === T,
+    'every target led by its assigned replica, whose worker is connected',
+    async () =>
+      (await balanced()) && namespaces.every((ns) => leaderOf(ns)) && (await clients()).workers === T,
     120_000,
     250,
   );
