@@ -38,8 +38,10 @@ export interface AcceptedDeletes {
    * Sends a DELETE of `uid` through `send`, one at a time per UID: while one is in flight, a second caller
    * (the same job run again after BullMQ lost its lock, before the first DELETE was answered) waits for it,
    * and when that one was accepted gets `not-found` without sending — the pod is already being deleted by our
-   * accepted DELETE. Records an `accepted` answer. A first DELETE that was not accepted (or threw) lets the
-   * waiting caller send its own.
+   * accepted DELETE. A caller that comes after a DELETE of `uid` was accepted (within the horizon) gets
+   * `not-found` without sending as well: the handler's early `acceptedBefore` check is followed by the fence,
+   * an awaited read during which another run's DELETE can be accepted. Records an `accepted` answer. A first
+   * DELETE that was not accepted (or threw) lets the waiting caller send its own.
    */
   deleteOnce<R extends string>(uid: string, send: () => Promise<R>): Promise<R | 'not-found'>;
   /** How many UIDs are remembered (expired ones may still count until the next `record`/lookup). */
@@ -77,11 +79,20 @@ export function createAcceptedDeletes(opts: AcceptedDeletesOptions): AcceptedDel
     }
   }
 
+  function acceptedBefore(uid: string): boolean {
+    const at = acceptedAt.get(uid);
+    if (at === undefined) return false;
+    const nowMs = opts.monotonicNow();
+    expire(nowMs);
+    return nowMs - at <= opts.horizonMs;
+  }
+
   return {
     record,
     async deleteOnce(uid, send) {
       const earlier = inFlight.get(uid);
       if (earlier && (await earlier) === 'accepted') return 'not-found';
+      if (acceptedBefore(uid)) return 'not-found';
       const mine = send();
       const settled = mine.then(
         (r) => r as string,
@@ -96,13 +107,7 @@ export function createAcceptedDeletes(opts: AcceptedDeletesOptions): AcceptedDel
         if (inFlight.get(uid) === settled) inFlight.delete(uid);
       }
     },
-    acceptedBefore(uid) {
-      const at = acceptedAt.get(uid);
-      if (at === undefined) return false;
-      const nowMs = opts.monotonicNow();
-      expire(nowMs);
-      return nowMs - at <= opts.horizonMs;
-    },
+    acceptedBefore,
     get size() {
       return acceptedAt.size;
     },

@@ -149,6 +149,50 @@ describe('deleteOnce: one DELETE per UID at a time', () => {
     expect(record.acceptedBefore('u1')).toBe(true);
   });
 
+  it('a run that passed the early check, then waited in the fence while another run DELETEd → sends nothing', async () => {
+    // The nemesis's interleaving (Redis restarted empty, the job enqueued again while its first run was
+    // still going): run 1 checks `acceptedBefore` (false), awaits the fence; run 2 DELETEs, accepted; run 1
+    // goes on from the fence with a cache that has not seen the deletion.
+    const record = make();
+    const fenceOpen = Promise.withResolvers<void>();
+    const calls: string[] = [];
+    const pods: PodApi = {
+      async get() {
+        return stale;
+      },
+      async delete(_ns, _name, pre) {
+        calls.push(`delete ${pre.uid}`);
+        return 'accepted';
+      },
+    };
+    let fences = 0;
+    const deps: CleanupDeps = {
+      pods: {
+        get: pods.get,
+        delete: (ns, name, pre, signal, beforeSend) =>
+          record.deleteOnce(pre.uid, () => pods.delete(ns, name, pre, signal, beforeSend)),
+      },
+      cached: () => stale,
+      recheck: 'cache',
+      fence: async () => {
+        fences += 1;
+        if (fences === 1) await fenceOpen.promise;
+      },
+      stillLeader: () => true,
+      selector: parseLabelSelector('spark-role=driver'),
+      policy: 'ALL',
+      dryRun: false,
+      now: () => NOW,
+      acceptedBefore: (uid) => record.acceptedBefore(uid),
+    };
+    const signal = new AbortController().signal;
+    const run1 = cleanupDriverPod(job, deps, signal);
+    expect((await cleanupDriverPod(job, deps, signal)).outcome).toBe('accepted');
+    fenceOpen.resolve();
+    expect((await run1).outcome).toBe('already-absent');
+    expect(calls).toEqual([`delete ${A}`]);
+  });
+
   it('a first DELETE that was not accepted, or threw, lets the waiting run send its own', async () => {
     const record = make();
     const calls: string[] = [];
