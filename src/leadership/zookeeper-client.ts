@@ -11,6 +11,8 @@ export interface ZkStat {
   /** The session id owning this ephemeral node (hex), `"0"` for a persistent node. */
   readonly ephemeralOwner: string;
   readonly version: number;
+  /** The ACL's version: 0 until `set_acl` changes it. */
+  readonly aversion: number;
 }
 
 /** One ACL entry. */
@@ -42,7 +44,7 @@ export interface ZkHandle {
   w_get_children(path: string, watch: (type: number, state: number, path: string) => void): Promise<string[]>;
   set(path: string, data: string, version: number): Promise<ZkStat>;
   delete_(path: string, version: number): Promise<void>;
-  set_acl(path: string, version: number, acl: ZkAcl[]): Promise<void>;
+  set_acl(path: string, version: number, acl: readonly ZkAcl[]): Promise<void>;
   /** The node's ACL (`scheme: 'digest'`, `auth: "user:base64(sha1(user:password))"`) and its stat. */
   get_acl(path: string): Promise<[ZkAcl[], ZkStat]>;
 }
@@ -69,7 +71,49 @@ export const ZK_ERR = { noNode: -101, noAuth: -102, nodeExists: -110, notEmpty: 
 export const ZK_EXPIRED_SESSION_STATE = -112;
 
 /** ZooKeeper's `CREATOR_ALL_ACL`: every right, to the identities the session authenticated as. */
-export const CREATOR_ALL_ACL: ZkAcl[] = [{ perms: 31, scheme: 'auth', auth: '' }];
+export const CREATOR_ALL_ACL: readonly ZkAcl[] = [{ perms: 31, scheme: 'auth', auth: '' }];
+
+/** ZooKeeper's `OPEN_ACL_UNSAFE`: every right, to anyone. */
+export const OPEN_ACL_UNSAFE: readonly ZkAcl[] = [{ perms: 31, scheme: 'world', auth: 'anyone' }];
+
+/** The call our patch adds to the binding (patches/zookeeper+7.3.0.patch); its ACL entries name `perm`. */
+interface NativeWithCreateAcl {
+  a_create_acl(
+    path: string,
+    data: string,
+    mode: number,
+    acl: { perm: number; scheme: string; auth: string }[],
+    cb: (rc: number, error: string, created: string) => void,
+  ): number;
+}
+
+/**
+ * Creates `path` with `acl` in the same request, so that the node is never open in between (the published
+ * binding's `create` always uses `OPEN_ACL_UNSAFE`). `CREATOR_ALL_ACL` needs the session authenticated.
+ * @param mode one of {@link ZK_MODE}
+ * @returns the path created (with its sequence suffix for a sequential mode).
+ * @throws `Error("<rc> <name>")`: the server's answer (-110 node exists, -114 invalid ACL, ...) or the C
+ *   client's refusal to send (-9 invalid state).
+ */
+export function createNode(
+  h: ZkHandle,
+  path: string,
+  data: string,
+  mode: number,
+  acl: readonly ZkAcl[],
+): Promise<string> {
+  const native = (h as unknown as { native: NativeWithCreateAcl }).native;
+  return new Promise<string>((resolve, reject) => {
+    const rc = native.a_create_acl(
+      path,
+      data,
+      mode,
+      acl.map((a) => ({ perm: a.perms, scheme: a.scheme, auth: a.auth })),
+      (code, error, created) => (code === 0 ? resolve(created) : reject(new Error(`${code} ${error}`))),
+    );
+    if (rc !== 0) reject(new Error(`${rc} cannot send the create of ${path}`));
+  });
+}
 
 /** The ZooKeeper error code of a rejected call (`Error("<rc> <name>")`), or undefined. */
 export function zkCode(err: unknown): number | undefined {

@@ -24,7 +24,7 @@ import { withTimeout } from '../with-timeout.ts';
 import type { BackendElection } from './backend.ts';
 import { FencedError } from './fenced-error.ts';
 import { leadershipSubscribers } from './leadership.ts';
-import { statOf, ZK_ERR, ZK_MODE, type ZkStat, zkCode } from './zookeeper-client.ts';
+import { createNode, statOf, ZK_ERR, ZK_MODE, type ZkStat, zkCode } from './zookeeper-client.ts';
 import type { ZkConnection, ZooKeeperSession } from './zookeeper-session.ts';
 import { electionDir, parseCandidateName, type ZooKeeperView } from './zookeeper-view.ts';
 
@@ -99,11 +99,16 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
     const uuid = randomUUID();
     pending = { uuid, sessionId: c.sessionId };
     const path = await opts.limit(() =>
-      c.handle.create(`${dir}/_c_${uuid}-${replicaId}-latch-`, replicaId, ZK_MODE.ephemeralSequential),
+      createNode(
+        c.handle,
+        `${dir}/_c_${uuid}-${replicaId}-latch-`,
+        replicaId,
+        ZK_MODE.ephemeralSequential,
+        session.acl,
+      ),
     );
     pending = undefined;
     own = { path, sessionId: c.sessionId };
-    await session.protect(c.handle, path);
     return own;
   }
 

@@ -13,9 +13,8 @@
  *   so the server has expired it or is about to): the handle is closed and never used again, a new session
  *   is opened and registered, and the elections campaign again with new nodes.
  * Digest authentication (`user:password`) is added to every handle before it connects; then every node the
- * session creates gets `CREATOR_ALL_ACL` (the binding creates nodes open and the ACL is set right after; the
- * election and member directories are protected the same way, and ZooKeeper checks a node's deletion and its
- * children's creation against its parent's ACL).
+ * session creates is created with `CREATOR_ALL_ACL` in the same request (the election and member directories
+ * too: ZooKeeper checks a node's deletion and its children's creation against its parent's ACL).
  */
 import { backoffMs } from '../backoff.ts';
 import type { MonotonicClock } from '../clock.ts';
@@ -26,11 +25,14 @@ import { MEMBER_VALUE_MIN_GAP_MS } from './etcd-session.ts';
 import {
   addDigestAuth,
   CREATOR_ALL_ACL,
+  createNode,
   createZkHandle,
+  OPEN_ACL_UNSAFE,
   statOf,
   ZK_ERR,
   ZK_EXPIRED_SESSION_STATE,
   ZK_MODE,
+  type ZkAcl,
   type ZkHandle,
   zkCode,
 } from './zookeeper-client.ts';
@@ -101,8 +103,8 @@ export interface ZooKeeperSession {
   readonly closed: boolean;
   /** The membership node's path. */
   readonly memberPath: string;
-  /** Sets the ACL of a node this session created, when digest authentication is configured. */
-  protect(handle: ZkHandle, path: string): Promise<void>;
+  /** The ACL every node of this session is created with: `CREATOR_ALL_ACL` with digest auth, else open. */
+  readonly acl: readonly ZkAcl[];
   /** Writes the membership value again if it changed (one write at a time, at most one per 500 ms). */
   refreshMemberValue(): void;
   start(): void;
@@ -110,19 +112,14 @@ export interface ZooKeeperSession {
   close(): Promise<void>;
 }
 
-/** Creates `path` and its missing parents as persistent nodes (protected when auth is set). */
-async function ensurePath(
-  handle: ZkHandle,
-  path: string,
-  protect: (p: string) => Promise<void>,
-): Promise<void> {
+/** Creates `path` and its missing parents as persistent nodes, with `acl`. */
+async function ensurePath(handle: ZkHandle, path: string, acl: readonly ZkAcl[]): Promise<void> {
   const parts = path.split('/').filter(Boolean);
   let at = '';
   for (const part of parts) {
     at += `/${part}`;
     try {
-      await handle.create(at, '', ZK_MODE.persistent);
-      await protect(at);
+      await createNode(handle, at, '', ZK_MODE.persistent, acl);
     } catch (err) {
       if (zkCode(err) !== ZK_ERR.nodeExists) throw err;
     }
@@ -149,9 +146,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
   let waiters: PromiseWithResolvers<ZkConnection>[] = [];
   const stop = new AbortController();
 
-  const protect = async (h: ZkHandle, path: string) => {
-    if (settings.digest) await h.set_acl(path, -1, CREATOR_ALL_ACL);
-  };
+  const acl = settings.digest ? CREATOR_ALL_ACL : OPEN_ACL_UNSAFE;
 
   function endConnection(why: string, how: 'lost' | 'ended') {
     const c = current;
@@ -170,8 +165,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
     const value = valueNow();
     for (let attempt = 0; attempt < 3; attempt++) {
       try {
-        await h.create(memberPath, value, ZK_MODE.ephemeral);
-        await protect(h, memberPath);
+        await createNode(h, memberPath, value, ZK_MODE.ephemeral, acl);
         writtenValue = value;
         return;
       } catch (err) {
@@ -197,8 +191,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
     try {
       if (fresh) {
         await withTimeout(authed, timeoutMs, 'zookeeper authentication');
-        for (const dir of [`${settings.root}/members`, ...opts.directories()])
-          await ensurePath(h, dir, (p) => protect(h, p));
+        for (const dir of [`${settings.root}/members`, ...opts.directories()]) await ensurePath(h, dir, acl);
         await register(h, sessionId);
       }
     } catch (err) {
@@ -346,7 +339,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
       return closed;
     },
     memberPath,
-    protect,
+    acl,
     refreshMemberValue,
     start() {
       if (running || closed) return;

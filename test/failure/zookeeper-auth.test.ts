@@ -1,7 +1,7 @@
 /**
  * Replica processes electing on a real ZooKeeper with digest authentication (`SDC_ZOOKEEPER_AUTH`, and
  * `SDC_ZOOKEEPER_AUTH_FILE`): they lead and delete each pod once; every node they created under the root
- * carries the digest ACL of their user only; a session without authentication, or with the wrong password,
+ * carries the digest ACL of their user only, from its creation (ACL version 0: never open, then changed); a session without authentication, or with the wrong password,
  * can neither remove nor change a candidate or member node nor join the election; `status` reads the leader
  * with the same authentication and, without it, exits 3 naming the field.
  */
@@ -15,6 +15,7 @@ import { type LocalZooKeeper, startZooKeeper } from '../../harness/sandbox/local
 import { CLI_PATH } from '../../harness/sandbox/replica-process.ts';
 import {
   CREATOR_ALL_ACL,
+  createNode,
   createZkHandle,
   ZK_MODE,
   type ZkAcl,
@@ -133,8 +134,10 @@ describe('replicas on ZooKeeper with digest authentication', () => {
       if (!leaderNode) throw new Error(`no candidate node of ${leader.id} in ${candidates.join(', ')}`);
       const electionDir = leaderNode.replace(/\/[^/]+$/, '');
       const only: ZkAcl[] = [{ perms: 31, scheme: 'digest', auth: DIGEST_ID }];
-      const acls = await Promise.all(nodes.map(async (p) => [p, (await owner.get_acl(p))[0]] as const));
+      const acls = await Promise.all(nodes.map(async (p) => [p, ...(await owner.get_acl(p))] as const));
       expect(acls.filter(([, acl]) => JSON.stringify(acl) !== JSON.stringify(only))).toEqual([]);
+      // Created with that ACL in the same request: a node created open and protected after has ACL version 1.
+      expect(acls.filter(([, , stat]) => stat.aversion !== 0).map(([p]) => p)).toEqual([]);
 
       // Without authentication, or with the wrong password: no change to the cleaner's nodes, no candidacy,
       // no read of the line.
@@ -190,8 +193,7 @@ describe('replicas on ZooKeeper with digest authentication', () => {
     const root = '/owned-by-cleaner';
     const owner = await session(`${USER}:${PASSWORD}`);
     for (const p of [root, `${root}/members`]) {
-      await owner.create(p, '', ZK_MODE.persistent);
-      await owner.set_acl(p, -1, CREATOR_ALL_ACL);
+      await createNode(owner, p, '', ZK_MODE.persistent, CREATOR_ALL_ACL);
     }
     const replica = cluster().startReplica(
       'zn1',
