@@ -24,10 +24,10 @@ import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
 import { withTimeout } from '../with-timeout.ts';
 import type { BackendElection } from './backend.ts';
+import { createCandidateState } from './candidate-state.ts';
 import type { ElectionView } from './election-view.ts';
 import { type EtcdSession, LeaseEnd, type SessionLease } from './etcd-session.ts';
 import { FencedError } from './fenced-error.ts';
-import { leadershipSubscribers } from './leadership.ts';
 
 /** Options of {@link createEtcdLeadership}. */
 export interface EtcdLeadershipOptions {
@@ -81,26 +81,11 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
   const { client, session, view, prefix } = opts;
   const ttlMs = opts.ttlSeconds * 1000;
   const fenceTimeoutMs = opts.fenceTimeoutMs ?? Math.max(500, ttlMs / 3);
-  const events = leadershipSubscribers();
-  let running = false;
-  let resigned = false;
-  let wanted = false;
-  let leader = false;
-  let readyProbe: (() => boolean) | undefined;
-  /** In a campaign or term (from waiting for the lease to deleting the key after it). */
-  let busy = false;
+  const state = createCandidateState({ log: opts.log, logInterruptions: true });
   /** The session lease of the current term. */
   let termLease: SessionLease | undefined;
   let myKey: string | undefined;
   let myRevision: string | undefined;
-  /** Aborted when the current term (campaign or leadership) ends; created before anything waits. */
-  let termEnd: AbortController | undefined;
-  /** Wakes the campaign loop (wanted, resigned). */
-  let wake = Promise.withResolvers<void>();
-  const poke = () => {
-    wake.resolve();
-    wake = Promise.withResolvers<void>();
-  };
 
   const getRevision = async (key: string) => (await client.get(key).exec()).kvs[0]?.create_revision;
   const readLeaderKey = (key: string) =>
@@ -112,24 +97,6 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
 
   /** The term's lease is still the live, fresh session lease. */
   const fresh = () => termLease !== undefined && !termLease.ended.aborted && session.fresh();
-
-  /**
-   * Ends the current term (if leader, exactly once) and wakes whatever the term waits for. `lost`: the
-   * lease is lost or stale, or the key vanished — a real failure, logged at warn; `ended`: we resigned,
-   * stepped down or handed over (every rolling update does it), logged at info.
-   */
-  function endTerm(reason: string, how: 'lost' | 'ended') {
-    if (termEnd && !termEnd.signal.aborted) {
-      if (!leader) opts.log.debug({ reason }, 'campaign interrupted');
-      termEnd.abort(new Error(`campaign interrupted: ${reason}`));
-    }
-    if (leader) {
-      leader = false;
-      if (how === 'lost') opts.log.warn({ reason }, 'leadership lost');
-      else opts.log.info({ reason }, 'leadership ended');
-      events.onLost(reason);
-    }
-  }
 
   /** One fencing GET of the current leader key; never rejects. Ends the term (once) if the key is gone. */
   async function readOnce(): Promise<FenceRead> {
@@ -144,7 +111,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
     }
     if (found !== revision) {
       // Only the term this read was for: a later term has a key of its own.
-      if (myKey === key && myRevision === revision) endTerm('leader key gone or re-created', 'lost');
+      if (myKey === key && myRevision === revision) state.endTerm('leader key gone or re-created', 'lost');
       return { ok: false, reason: 'leader key gone or re-created' };
     }
     return { ok: true, key, revision };
@@ -259,12 +226,14 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
   }
 
   async function term(lease: SessionLease): Promise<void> {
-    const end = new AbortController();
-    termEnd = end;
+    const end = state.beginTerm();
     termLease = lease;
     const onLeaseEnd = () => {
       const why = lease.ended.reason;
-      endTerm(why instanceof Error ? why.message : 'lease ended', why instanceof LeaseEnd ? why.how : 'lost');
+      state.endTerm(
+        why instanceof Error ? why.message : 'lease ended',
+        why instanceof LeaseEnd ? why.how : 'lost',
+      );
     };
     lease.ended.addEventListener('abort', onLeaseEnd, { once: true });
     try {
@@ -275,16 +244,10 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
       const revision = await putCandidateKey(key, lease.id);
       myKey = key;
       myRevision = revision;
-      end.signal.throwIfAborted();
-      await waitForPredecessors(revision, end.signal);
-      if (!running || end.signal.aborted) return;
-      leader = true;
-      opts.log.info({ leaseId: lease.id, createRevision: revision }, 'elected leader');
-      events.onElected();
-      await new Promise<void>((resolve) => {
-        if (end.signal.aborted) resolve();
-        end.signal.addEventListener('abort', () => resolve(), { once: true });
-      });
+      end.throwIfAborted();
+      await waitForPredecessors(revision, end);
+      if (!state.running || end.aborted) return;
+      await state.lead(end, { leaseId: lease.id, createRevision: revision });
     } finally {
       lease.ended.removeEventListener('abort', onLeaseEnd);
     }
@@ -292,20 +255,20 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
 
   async function campaign(): Promise<void> {
     let failures = 0;
-    while (running) {
-      if (!wanted) {
-        await wake.promise;
+    while (state.running) {
+      if (!state.wanted) {
+        await state.woken;
         continue;
       }
-      busy = true;
+      state.busy = true;
       const stop = new AbortController();
       const onWake = () => stop.abort();
-      void wake.promise.then(onWake);
+      void state.woken.then(onWake);
       let lease: SessionLease;
       try {
         lease = await session.nextLease(stop.signal);
       } catch {
-        busy = false;
+        state.busy = false;
         if (session.closed) break;
         continue; // woken (no longer wanted, resigned): the loop decides
       }
@@ -313,12 +276,12 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
         await term(lease);
         failures = 0;
       } catch (err) {
-        if (running && wanted && !lease.ended.aborted && !termEnd?.signal.aborted) {
+        if (state.running && state.wanted && !lease.ended.aborted && !state.termEnded) {
           failures += 1;
           opts.log.warn({ err: { message: (err as Error).message } }, 'campaign failed; retrying');
         }
       } finally {
-        endTerm('term ended', 'ended');
+        state.endTerm('term ended', 'ended');
         const key = myKey;
         const revision = myRevision;
         myKey = undefined;
@@ -326,73 +289,34 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
         termLease = undefined;
         // The lease lives on (shared): our key must go, so that the next candidate is elected at once.
         if (key && revision && !lease.ended.aborted) await deleteKey(key, revision, lease);
-        busy = false;
+        state.busy = false;
       }
       // 200 ms after a failed campaign, doubling per failure up to 5 s, with jitter; none after a normal end.
-      if (running && failures > 0)
+      if (state.running && failures > 0)
         await sleep(backoffMs(failures, { baseMs: 200, maxMs: 5000, jitter: true }), session.lease?.ended);
     }
   }
 
-  const self: EtcdLeadership = {
+  return state.election({
     prefix,
-    get active() {
-      return running;
-    },
-    get wanted() {
-      return wanted;
-    },
-    get ready() {
-      return readyProbe?.() ?? true;
-    },
-    readyWhen(probe) {
-      readyProbe = probe;
-    },
-    get idle() {
-      return !busy;
-    },
-    setWanted(w) {
-      if (w === wanted) return;
-      wanted = w;
-      // A campaign not yet elected withdraws; a term already won ends only by stepDown or resign.
-      if (!w && !leader) endTerm('withdrawn', 'ended');
-      poke();
-    },
-    addEventHandler: (e) => events.add(e),
-    start() {
-      if (running || resigned) return;
-      running = true;
-      void campaign();
-    },
-    async resign() {
-      resigned = true;
-      running = false;
-      wanted = false;
+    campaign,
+    onResign() {
       const key = myKey;
       const revision = myRevision;
       const lease = termLease;
-      endTerm('resigned', 'ended');
-      poke();
-      if (key && revision && lease && !lease.ended.aborted)
-        await withTimeout(
-          client.if(key, 'Create', '==', revision).then(client.delete().key(key)).commit(),
-          2000,
-          'candidate key delete',
-        ).catch(() => undefined);
+      return async () => {
+        if (key && revision && lease && !lease.ended.aborted)
+          await withTimeout(
+            client.if(key, 'Create', '==', revision).then(client.delete().key(key)).commit(),
+            2000,
+            'candidate key delete',
+          ).catch(() => undefined);
+      };
     },
-    stepDown(reason) {
-      // The campaign loop then deletes our key and, if still wanted, campaigns again behind the others.
-      if (leader) endTerm(`stepped down: ${reason}`, 'ended');
-    },
-    get isLeader() {
-      return leader;
-    },
-    get keepaliveAgeMs() {
-      return running ? session.keepaliveAgeMs : undefined;
-    },
-    stillLeader: () => leader && fresh(),
+    sessionAgeMs: () => session.keepaliveAgeMs,
+    stillLeader: () => state.leader && fresh(),
     async fence(signal) {
-      if (!leader) throw new FencedError('not the leader');
+      if (!state.leader) throw new FencedError('not the leader');
       if (!fresh()) throw new FencedError('lease may have expired: no recent keepalive');
       const key = myKey;
       const rev = myRevision;
@@ -404,13 +328,13 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
       if (!read.ok) throw new FencedError(read.reason);
       // The read was of a later term's key: ours is gone.
       if (read.key !== key || read.revision !== rev) throw new FencedError('leader key gone or re-created');
-      if (!leader) throw new FencedError('leadership lost during the fencing read');
+      if (!state.leader) throw new FencedError('leadership lost during the fencing read');
       if (!fresh()) throw new FencedError('lease went stale during the fencing read');
     },
     async currentLeader() {
       // Our own term is known before the shared watch delivers our key: a view read could still show no
       // candidate (or a predecessor that just left).
-      if (leader && fresh()) return opts.replicaId;
+      if (state.leader && fresh()) return opts.replicaId;
       if (view.synced) return view.candidates(prefix)[0]?.replicaId;
       const res = await withTimeout(
         client.getAll().prefix(prefix).sort('Create', 'Ascend').limit(1).exec(),
@@ -419,6 +343,5 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
       );
       return res.kvs[0]?.value.toString();
     },
-  };
-  return self;
+  });
 }

@@ -22,8 +22,8 @@ import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
 import { withTimeout } from '../with-timeout.ts';
 import type { BackendElection } from './backend.ts';
+import { createCandidateState } from './candidate-state.ts';
 import { FencedError } from './fenced-error.ts';
-import { leadershipSubscribers } from './leadership.ts';
 import { createNode, statOf, ZK_ERR, ZK_MODE, type ZkStat, zkCode } from './zookeeper-client.ts';
 import type { ZkConnection, ZooKeeperSession } from './zookeeper-session.ts';
 import { electionDir, parseCandidateName, type ZooKeeperView } from './zookeeper-view.ts';
@@ -52,33 +52,11 @@ interface OwnNode {
 export function createZooKeeperElection(opts: ZooKeeperElectionOptions): BackendElection {
   const { session, prefix, replicaId, log } = opts;
   const dir = electionDir(prefix);
-  const events = leadershipSubscribers();
-  let running = false;
-  let resigned = false;
-  let wanted = false;
-  let leader = false;
-  let busy = false;
-  let readyProbe: (() => boolean) | undefined;
+  const state = createCandidateState({ log });
   let own: OwnNode | undefined;
   /** A protected create whose answer was lost: look for this uuid's node before creating another. */
   let pending: { uuid: string; sessionId: string } | undefined;
   let termConnection: ZkConnection | undefined;
-  let termEnd: AbortController | undefined;
-  let wake = Promise.withResolvers<void>();
-  const poke = () => {
-    wake.resolve();
-    wake = Promise.withResolvers<void>();
-  };
-
-  function endTerm(reason: string, how: 'lost' | 'ended') {
-    if (termEnd && !termEnd.signal.aborted) termEnd.abort(new Error(`campaign interrupted: ${reason}`));
-    if (leader) {
-      leader = false;
-      if (how === 'lost') log.warn({ reason }, 'leadership lost');
-      else log.info({ reason }, 'leadership ended');
-      events.onLost(reason);
-    }
-  }
 
   const connected = () => termConnection !== undefined && !termConnection.lost.aborted;
 
@@ -128,17 +106,16 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
   }
 
   async function term(c: ZkConnection): Promise<void> {
-    const end = new AbortController();
-    termEnd = end;
+    const end = state.beginTerm();
     termConnection = c;
-    const onLost = () => endTerm('connection to zookeeper lost', 'lost');
+    const onLost = () => state.endTerm('connection to zookeeper lost', 'lost');
     c.lost.addEventListener('abort', onLost, { once: true });
     try {
       if (c.lost.aborted) return onLost();
       const node = await ensureNode(c);
       const name = node.path.slice(dir.length + 1);
       for (;;) {
-        end.signal.throwIfAborted();
+        end.throwIfAborted();
         const line = (await opts.limit(() => c.handle.get_children(dir, false)))
           .map((n) => parseCandidateName(dir, n))
           .filter((n) => n !== undefined)
@@ -155,18 +132,12 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
             own = undefined;
             throw new Error(`candidate node ${node.path} is not of our session`);
           }
-          end.signal.throwIfAborted();
-          if (!running) return;
-          leader = true;
-          log.info({ sessionId: c.sessionId, node: node.path }, 'elected leader');
-          events.onElected();
-          await new Promise<void>((resolve) => {
-            if (end.signal.aborted) resolve();
-            end.signal.addEventListener('abort', () => resolve(), { once: true });
-          });
+          end.throwIfAborted();
+          if (!state.running) return;
+          await state.lead(end, { sessionId: c.sessionId, node: node.path });
           return;
         }
-        await waitForPredecessor(c, (line[at - 1] as { key: string }).key, end.signal);
+        await waitForPredecessor(c, (line[at - 1] as { key: string }).key, end);
       }
     } finally {
       c.lost.removeEventListener('abort', onLost);
@@ -199,19 +170,19 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
 
   async function campaign(): Promise<void> {
     let failures = 0;
-    while (running) {
-      if (!wanted) {
-        await wake.promise;
+    while (state.running) {
+      if (!state.wanted) {
+        await state.woken;
         continue;
       }
-      busy = true;
+      state.busy = true;
       const stop = new AbortController();
-      void wake.promise.then(() => stop.abort());
+      void state.woken.then(() => stop.abort());
       let c: ZkConnection;
       try {
         c = await session.nextConnection(stop.signal);
       } catch {
-        busy = false;
+        state.busy = false;
         if (session.closed) break;
         continue;
       }
@@ -219,76 +190,39 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
         await term(c);
         failures = 0;
       } catch (err) {
-        if (running && wanted && !c.lost.aborted && !termEnd?.signal.aborted) {
+        if (state.running && state.wanted && !c.lost.aborted && !state.termEnded) {
           failures += 1;
           log.warn({ err: { message: (err as Error).message } }, 'campaign failed; retrying');
         }
       } finally {
-        endTerm('term ended', 'ended');
+        state.endTerm('term ended', 'ended');
         termConnection = undefined;
         // Suspended: the node stays (the session may live on; reconnected, we read the line again). Else
         // the session lives on: our node must go, so that the next candidate is elected at once.
         if (!c.lost.aborted) await deleteOwn(c);
-        busy = false;
+        state.busy = false;
       }
-      if (running && failures > 0)
+      if (state.running && failures > 0)
         await sleep(backoffMs(failures, { baseMs: 200, maxMs: 5000, jitter: true }), c.lost);
     }
   }
 
-  return {
+  return state.election({
     prefix,
-    get active() {
-      return running;
-    },
-    get wanted() {
-      return wanted;
-    },
-    get ready() {
-      return readyProbe?.() ?? true;
-    },
-    readyWhen(probe) {
-      readyProbe = probe;
-    },
-    get idle() {
-      return !busy;
-    },
-    setWanted(w) {
-      if (w === wanted) return;
-      wanted = w;
-      if (!w && !leader) endTerm('withdrawn', 'ended');
-      poke();
-    },
-    addEventHandler: (e) => events.add(e),
-    start() {
-      if (running || resigned) return;
-      running = true;
-      void campaign();
-    },
-    async resign() {
-      resigned = true;
-      running = false;
-      wanted = false;
+    campaign,
+    onResign() {
       const c = termConnection ?? session.connection;
-      endTerm('resigned', 'ended');
-      poke();
-      if (c && !c.lost.aborted && own?.sessionId === c.sessionId)
-        await withTimeout(c.handle.delete_(own.path, -1), 2000, 'candidate node delete').catch(
-          () => undefined,
-        );
+      return async () => {
+        if (c && !c.lost.aborted && own?.sessionId === c.sessionId)
+          await withTimeout(c.handle.delete_(own.path, -1), 2000, 'candidate node delete').catch(
+            () => undefined,
+          );
+      };
     },
-    stepDown(reason) {
-      if (leader) endTerm(`stepped down: ${reason}`, 'ended');
-    },
-    get isLeader() {
-      return leader;
-    },
-    get keepaliveAgeMs() {
-      return running ? session.disconnectedForMs : undefined;
-    },
-    stillLeader: () => leader && connected(),
+    sessionAgeMs: () => session.disconnectedForMs,
+    stillLeader: () => state.leader && connected(),
     async fence(signal) {
-      if (!leader) throw new FencedError('not the leader');
+      if (!state.leader) throw new FencedError('not the leader');
       const c = termConnection;
       const node = own;
       if (!c || c.lost.aborted) throw new FencedError('disconnected from zookeeper');
@@ -302,14 +236,14 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
       }
       signal.throwIfAborted();
       if (stat?.ephemeralOwner !== c.sessionId) {
-        if (own === node) endTerm('leader node gone or not of our session', 'lost');
+        if (own === node) state.endTerm('leader node gone or not of our session', 'lost');
         throw new FencedError('leader node gone or not of our session');
       }
-      if (!leader) throw new FencedError('leadership lost during the fencing read');
+      if (!state.leader) throw new FencedError('leadership lost during the fencing read');
       if (c.lost.aborted) throw new FencedError('disconnected from zookeeper during the fencing read');
     },
     async currentLeader() {
-      if (leader && connected()) return replicaId;
+      if (state.leader && connected()) return replicaId;
       if (opts.view.synced) return opts.view.candidates(prefix)[0]?.replicaId;
       const c = session.connection;
       if (!c) return undefined;
@@ -319,5 +253,5 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
         .sort((a, b) => a.sequence - b.sequence);
       return line[0]?.replicaId;
     },
-  };
+  });
 }
