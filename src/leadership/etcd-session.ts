@@ -19,6 +19,7 @@ import { DEFAULT_ETCD_KEY_PREFIX } from '../config/fields.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
 import { withTimeout } from '../with-timeout.ts';
+import { createWaitList } from './wait-list.ts';
 
 /** Where all leadership keys live by default (`etcdKeyPrefix`); one watch over it serves every election of a replica. */
 export const ETCD_ROOT = DEFAULT_ETCD_KEY_PREFIX;
@@ -130,7 +131,7 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
   let refreshing = false;
   let refreshAgain = false;
   let lastRefreshMs = Number.NEGATIVE_INFINITY;
-  let waiters: PromiseWithResolvers<SessionLease>[] = [];
+  const waiters = createWaitList<SessionLease>();
   const stop = new AbortController();
 
   const keepaliveAgeMs = () =>
@@ -201,8 +202,7 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
       granted += 1;
       log.info({ leaseId: id, ttlSeconds: opts.ttlSeconds }, 'etcd session lease granted');
       const live: SessionLease = { id, ended: end.signal };
-      for (const w of waiters) w.resolve(live);
-      waiters = [];
+      waiters.resolveAll(live);
       for (const cb of listeners) cb(live);
       // Watchdog: etcd3 notices a dead lease late; we end it as soon as it may have expired on the server.
       const watchdog = setInterval(
@@ -305,15 +305,7 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
       if (closed) return Promise.reject(new LeaseEnd('resigned', 'ended'));
       const live = this.lease;
       if (live) return Promise.resolve(live);
-      const w = Promise.withResolvers<SessionLease>();
-      waiters.push(w);
-      const onAbort = () => w.reject(signal.reason);
-      signal.addEventListener('abort', onAbort, { once: true });
-      if (signal.aborted) onAbort();
-      return w.promise.finally(() => {
-        signal.removeEventListener('abort', onAbort);
-        waiters = waiters.filter((x) => x !== w);
-      });
+      return waiters.wait(signal);
     },
     fresh,
     get keepaliveAgeMs() {
@@ -338,8 +330,7 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
       closed = true;
       running = false;
       stop.abort();
-      for (const w of waiters) w.reject(new LeaseEnd('resigned', 'ended'));
-      waiters = [];
+      waiters.rejectAll(new LeaseEnd('resigned', 'ended'));
       const c = current;
       endLease(new LeaseEnd('resigned', 'ended'));
       if (!c) return;

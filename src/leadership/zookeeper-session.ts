@@ -22,6 +22,7 @@ import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
 import { withTimeout } from '../with-timeout.ts';
 import { MEMBER_VALUE_MIN_GAP_MS } from './etcd-session.ts';
+import { createWaitList } from './wait-list.ts';
 import {
   addDigestAuth,
   CREATOR_ALL_ACL,
@@ -143,7 +144,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
   let refreshing = false;
   let lastRefreshMs = Number.NEGATIVE_INFINITY;
   const listeners: ((c: ZkConnection) => void)[] = [];
-  let waiters: PromiseWithResolvers<ZkConnection>[] = [];
+  const waiters = createWaitList<ZkConnection>();
   const stop = new AbortController();
 
   const acl = settings.digest ? CREATOR_ALL_ACL : OPEN_ACL_UNSAFE;
@@ -213,8 +214,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
     current = { handle: h, sessionId, lost: end.signal, end };
     log.info({ sessionId, newSession: fresh, timeoutMs }, 'zookeeper session connected');
     const live: ZkConnection = { handle: h, sessionId, lost: end.signal };
-    for (const w of waiters) w.resolve(live);
-    waiters = [];
+    waiters.resolveAll(live);
     for (const cb of listeners) cb(live);
     if (!fresh) refreshMemberValue();
   }
@@ -315,15 +315,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
     nextConnection(signal) {
       if (closed) return Promise.reject(new Error('resigned'));
       if (current) return Promise.resolve(current);
-      const w = Promise.withResolvers<ZkConnection>();
-      waiters.push(w);
-      const onAbort = () => w.reject(signal.reason);
-      signal.addEventListener('abort', onAbort, { once: true });
-      if (signal.aborted) onAbort();
-      return w.promise.finally(() => {
-        signal.removeEventListener('abort', onAbort);
-        waiters = waiters.filter((x) => x !== w);
-      });
+      return waiters.wait(signal);
     },
     onConnection(cb) {
       listeners.push(cb);
@@ -365,8 +357,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
       running = false;
       stop.abort();
       clearInterval(watchdog);
-      for (const w of waiters) w.reject(new Error('resigned'));
-      waiters = [];
+      waiters.rejectAll(new Error('resigned'));
       endConnection('resigned', 'ended');
       const h = handle;
       handle = undefined;
