@@ -31,7 +31,8 @@ export function registerExplainCommand(program: Command): void {
     .argument('<pod>', 'context:namespace/pod, namespace/pod, or the pod UID')
     .description(
       'Why is this pod still here? What the API server, the queue, the tombstones and the election know ' +
-        'about one pod, and one sentence. Exit 0 explained, 2 bad configuration or pod, 3 Redis/etcd unreachable.',
+        'about one pod, and one sentence. Exit 0 explained, 2 bad configuration or pod, ' +
+        '3 Redis, etcd or ZooKeeper unreachable.',
     )
     .option('--json', 'print JSON instead of text')
     .option('--offline', 'do not GET the pod from the API server (Redis and etcd only)');

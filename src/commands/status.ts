@@ -1,10 +1,11 @@
 /**
- * `spark-driver-cleaner status`: one block per target from Redis and etcd alone (no API server) — leader and
- * since when, jobs by state, next deadline, overdue jobs, last accepted DELETE — then, with etcd, how
+ * `spark-driver-cleaner status`: one block per target from Redis and the leadership backend (etcd or
+ * ZooKeeper) alone (no API server) — leader and since when, jobs by state, next deadline, overdue jobs, last
+ * accepted DELETE — then, with either backend, how
  * leaderships are balanced (members, cap, per replica leads vs. assigned); `--json` for scripts. Same
  * configuration as `run` (flags, `SDC_*`, `--config`); for `context:*` targets, the namespaces some replica
- * campaigns for in etcd (src/status/discovered-targets.ts). A check: exit 0 when every target has a leader and no
- * overdue job, 1 otherwise, 2 for bad configuration, 3 when Redis or etcd cannot be reached.
+ * campaigns for in etcd or ZooKeeper (src/status/discovered-targets.ts). A check: exit 0 when every target has a leader and no
+ * overdue job, 1 otherwise, 2 for bad configuration, 3 when Redis or the leadership backend cannot be reached.
  */
 import type { Command } from 'commander';
 import { selfCheckSettings } from '../cleaner/self-check.ts';
@@ -29,9 +30,10 @@ export function registerStatusCommand(program: Command): void {
   const cmd = program
     .command('status')
     .description(
-      'Each target from Redis and etcd: leader, jobs, next deadline, overdue jobs, last DELETE; ' +
-        'with etcd, the leadership balance (members, cap, per replica leads vs. assigned). ' +
-        'Exit 0 healthy, 1 a target without leader or with overdue jobs, 2 bad configuration, 3 Redis/etcd unreachable.',
+      'Each target from Redis and etcd or ZooKeeper: leader, jobs, next deadline, overdue jobs, last DELETE; ' +
+        'the leadership balance (members, cap, per replica leads vs. assigned). ' +
+        'Exit 0 healthy, 1 a target without leader or with overdue jobs, 2 bad configuration, ' +
+        '3 Redis, etcd or ZooKeeper unreachable.',
     )
     .option('--json', 'print JSON instead of text');
   addConfigOptions(cmd);
