@@ -94,12 +94,14 @@ describe('the production CLI is the cleaner only', () => {
 
 describe('the image build takes only what ships', () => {
   const dockerfile = DockerfileParser.parse(readFileSync(path.join(REPO_ROOT, 'Dockerfile'), 'utf8'));
-  it('every COPY from the build context names a manifest, a tsconfig, src or workers', () => {
+  it('every COPY from the build context names a manifest, a tsconfig, src, workers or the dependency patches', () => {
     const allowed = new Set([
       'package.json',
       'package-lock.json',
       'tsconfig.json',
       'tsconfig.build.json',
+      // Applied to node_modules before the native addon is compiled (scripts/setup.sh does the same).
+      'patches',
       ...SHIPPED,
     ]);
     const sources = dockerfile
