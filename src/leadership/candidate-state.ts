@@ -2,10 +2,13 @@
  * The candidate and term bookkeeping both election backends share (src/leadership/etcd-leadership.ts,
  * src/leadership/zookeeper-election.ts): whether the election runs, is wanted, has resigned, is busy in a
  * campaign or term, and leads; the readiness probe; the subscribers told of each term; the wake-up of the
- * campaign loop; how a term ends; and the {@link BackendElection} object built over them. A backend keeps
- * what is its own: the campaign loop, fencing, deleting its candidate key or node, and resign's call.
+ * campaign loop and the loop itself; how a term ends; and the {@link BackendElection} object built over them.
+ * A backend keeps what is its own: the steps of a campaign ({@link CampaignSteps}: its session's next lease
+ * or connection, a term on it, deleting its candidate key or node), fencing, and resign's call.
  */
+import { backoffMs } from '../backoff.ts';
 import type { Logger } from '../log.ts';
+import { sleep } from '../sleep.ts';
 import type { BackendElection } from './backend.ts';
 import { leadershipSubscribers } from './leadership.ts';
 
@@ -16,11 +19,36 @@ export interface CandidateStateOptions {
   logInterruptions?: boolean;
 }
 
+/**
+ * A backend's steps of the shared campaign loop. `S` is what a term stands on: the session's lease (etcd) or
+ * connection (ZooKeeper), one per term.
+ */
+export interface CampaignSteps<S> {
+  /** The session's next live `S`; rejects when `signal` aborts (a wake-up of the loop) or the session closes. */
+  next(signal: AbortSignal): Promise<S>;
+  /** Whether the session is closed: the loop then stops. */
+  closed(): boolean;
+  /**
+   * One term on `s`: its campaign and, if elected, its leadership ({@link CandidateState.lead}); `end` aborts
+   * when the term ends. Rejects when the campaign fails.
+   */
+  term(s: S, end: AbortSignal): Promise<void>;
+  /** Aborted when `s` is lost: a campaign that fails after it is not counted as a failure. */
+  lost(s: S): AbortSignal;
+  /**
+   * Run once the term on `s` has ended (also after a failure): forgets the term and deletes its own key or
+   * node unless `s` is lost. Never rejects.
+   */
+  afterTerm(s: S): Promise<void>;
+  /** Cuts the backoff after a failed campaign on `s` short when it aborts (undefined: never). */
+  backoffUntil(s: S): AbortSignal | undefined;
+}
+
 /** What a backend adds to its {@link CandidateState} to make its election. */
-export interface BackendPart
+export interface BackendPart<S>
   extends Pick<BackendElection, 'prefix' | 'stillLeader' | 'fence' | 'currentLeader'> {
-  /** The campaign loop: started once by `start()`, runs while {@link CandidateState.running}. */
-  campaign(): Promise<void>;
+  /** The steps of the campaign loop, which `start()` starts once and which runs while the election runs. */
+  campaign: CampaignSteps<S>;
   /**
    * Called by `resign()` once the flags are cleared and before the term ends, to capture what the term holds
    * (its key or node, its lease or connection): returns the backend call that deletes the term's entry if
@@ -32,25 +60,15 @@ export interface BackendPart
   sessionAgeMs(): number | undefined;
 }
 
-/** One election's candidacy and current term, for its backend's campaign loop. */
+/** One election's candidacy and current term, for its backend's campaign steps. */
 export interface CandidateState {
   /** Started and not resigned: the campaign loop runs while true. */
   readonly running: boolean;
-  /** Whether this replica should be a candidate (the balancer's `setWanted`). */
-  readonly wanted: boolean;
   /** True during a term this replica won, until {@link CandidateState.endTerm}. */
   readonly leader: boolean;
-  /** In a campaign or term (from waiting for the session to deleting the entry after it); set by the loop. */
-  busy: boolean;
-  /** Resolves at the next wake-up of the campaign loop (wanted changed, resigned). */
-  readonly woken: Promise<void>;
-  /** True once the current term (campaign or leadership) has been ended by {@link CandidateState.endTerm}. */
-  readonly termEnded: boolean;
-  /** Begins a term (a campaign, then leadership): the returned signal aborts when it ends. */
-  beginTerm(): AbortSignal;
   /**
    * The term's candidate won: becomes leader, logs `elected leader` with `fields`, tells the subscribers, and
-   * resolves when the term ends (`term`: the signal {@link CandidateState.beginTerm} returned).
+   * resolves when the term ends (`term`: the signal {@link CampaignSteps.term} was given).
    */
   lead(term: AbortSignal, fields: Record<string, unknown>): Promise<void>;
   /**
@@ -59,8 +77,8 @@ export interface CandidateState {
    * handed over (every rolling update does it), logged at info.
    */
   endTerm(reason: string, how: 'lost' | 'ended'): void;
-  /** The election: this state's accessors and flags, with `backend`'s own calls. */
-  election(backend: BackendPart): BackendElection;
+  /** The election: this state's accessors and flags and the campaign loop, with `backend`'s own steps. */
+  election<S>(backend: BackendPart<S>): BackendElection;
 }
 
 /** Creates the state of one election: not running, not wanted, not leading. */
@@ -71,6 +89,7 @@ export function createCandidateState(opts: CandidateStateOptions): CandidateStat
   let resigned = false;
   let wanted = false;
   let leader = false;
+  /** In a campaign or term (from waiting for the session to deleting the entry after it). */
   let busy = false;
   let readyProbe: (() => boolean) | undefined;
   /** Aborted when the current term (campaign or leadership) ends; created before anything waits. */
@@ -95,31 +114,55 @@ export function createCandidateState(opts: CandidateStateOptions): CandidateStat
     }
   }
 
+  /**
+   * The campaign loop: while running, waits until wanted; takes the session's next lease or connection (a
+   * wake-up abandons the wait: the loop decides again); runs a term on it, ends the term, and has the backend
+   * delete the term's entry. A failed campaign is logged and retried after 200 ms, doubling per failure up to
+   * 5 s, with jitter; none after a normal end. Stops when the session is closed.
+   */
+  async function campaign<S>(steps: CampaignSteps<S>): Promise<void> {
+    let failures = 0;
+    while (running) {
+      if (!wanted) {
+        await wake.promise;
+        continue;
+      }
+      busy = true;
+      const stop = new AbortController();
+      void wake.promise.then(() => stop.abort());
+      let s: S;
+      try {
+        s = await steps.next(stop.signal);
+      } catch {
+        busy = false;
+        if (steps.closed()) break;
+        continue; // woken (no longer wanted, resigned): the loop decides
+      }
+      try {
+        termEnd = new AbortController();
+        await steps.term(s, termEnd.signal);
+        failures = 0;
+      } catch (err) {
+        if (running && wanted && !steps.lost(s).aborted && !termEnd?.signal.aborted) {
+          failures += 1;
+          log.warn({ err: { message: (err as Error).message } }, 'campaign failed; retrying');
+        }
+      } finally {
+        endTerm('term ended', 'ended');
+        await steps.afterTerm(s);
+        busy = false;
+      }
+      if (running && failures > 0)
+        await sleep(backoffMs(failures, { baseMs: 200, maxMs: 5000, jitter: true }), steps.backoffUntil(s));
+    }
+  }
+
   return {
     get running() {
       return running;
     },
-    get wanted() {
-      return wanted;
-    },
     get leader() {
       return leader;
-    },
-    get busy() {
-      return busy;
-    },
-    set busy(b) {
-      busy = b;
-    },
-    get woken() {
-      return wake.promise;
-    },
-    get termEnded() {
-      return termEnd?.signal.aborted ?? false;
-    },
-    beginTerm() {
-      termEnd = new AbortController();
-      return termEnd.signal;
     },
     async lead(term, fields) {
       leader = true;
@@ -159,7 +202,7 @@ export function createCandidateState(opts: CandidateStateOptions): CandidateStat
       start() {
         if (running || resigned) return;
         running = true;
-        void backend.campaign();
+        void campaign(backend.campaign);
       },
       async resign() {
         resigned = true;

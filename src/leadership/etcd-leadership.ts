@@ -225,8 +225,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
     }
   }
 
-  async function term(lease: SessionLease): Promise<void> {
-    const end = state.beginTerm();
+  async function term(lease: SessionLease, end: AbortSignal): Promise<void> {
     termLease = lease;
     const onLeaseEnd = () => {
       const why = lease.ended.reason;
@@ -253,35 +252,14 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
     }
   }
 
-  async function campaign(): Promise<void> {
-    let failures = 0;
-    while (state.running) {
-      if (!state.wanted) {
-        await state.woken;
-        continue;
-      }
-      state.busy = true;
-      const stop = new AbortController();
-      const onWake = () => stop.abort();
-      void state.woken.then(onWake);
-      let lease: SessionLease;
-      try {
-        lease = await session.nextLease(stop.signal);
-      } catch {
-        state.busy = false;
-        if (session.closed) break;
-        continue; // woken (no longer wanted, resigned): the loop decides
-      }
-      try {
-        await term(lease);
-        failures = 0;
-      } catch (err) {
-        if (state.running && state.wanted && !lease.ended.aborted && !state.termEnded) {
-          failures += 1;
-          opts.log.warn({ err: { message: (err as Error).message } }, 'campaign failed; retrying');
-        }
-      } finally {
-        state.endTerm('term ended', 'ended');
+  return state.election({
+    prefix,
+    campaign: {
+      next: (signal) => session.nextLease(signal),
+      closed: () => session.closed,
+      term,
+      lost: (lease) => lease.ended,
+      async afterTerm(lease) {
         const key = myKey;
         const revision = myRevision;
         myKey = undefined;
@@ -289,17 +267,10 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
         termLease = undefined;
         // The lease lives on (shared): our key must go, so that the next candidate is elected at once.
         if (key && revision && !lease.ended.aborted) await deleteKey(key, revision, lease);
-        state.busy = false;
-      }
-      // 200 ms after a failed campaign, doubling per failure up to 5 s, with jitter; none after a normal end.
-      if (state.running && failures > 0)
-        await sleep(backoffMs(failures, { baseMs: 200, maxMs: 5000, jitter: true }), session.lease?.ended);
-    }
-  }
-
-  return state.election({
-    prefix,
-    campaign,
+      },
+      // The session's live lease when the backoff starts (a later one than the term's if that was lost).
+      backoffUntil: () => session.lease?.ended,
+    },
     onResign() {
       const key = myKey;
       const revision = myRevision;

@@ -105,8 +105,7 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
     });
   }
 
-  async function term(c: ZkConnection): Promise<void> {
-    const end = state.beginTerm();
+  async function term(c: ZkConnection, end: AbortSignal): Promise<void> {
     termConnection = c;
     const onLost = () => state.endTerm('connection to zookeeper lost', 'lost');
     c.lost.addEventListener('abort', onLost, { once: true });
@@ -168,48 +167,21 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
     }
   }
 
-  async function campaign(): Promise<void> {
-    let failures = 0;
-    while (state.running) {
-      if (!state.wanted) {
-        await state.woken;
-        continue;
-      }
-      state.busy = true;
-      const stop = new AbortController();
-      void state.woken.then(() => stop.abort());
-      let c: ZkConnection;
-      try {
-        c = await session.nextConnection(stop.signal);
-      } catch {
-        state.busy = false;
-        if (session.closed) break;
-        continue;
-      }
-      try {
-        await term(c);
-        failures = 0;
-      } catch (err) {
-        if (state.running && state.wanted && !c.lost.aborted && !state.termEnded) {
-          failures += 1;
-          log.warn({ err: { message: (err as Error).message } }, 'campaign failed; retrying');
-        }
-      } finally {
-        state.endTerm('term ended', 'ended');
+  return state.election({
+    prefix,
+    campaign: {
+      next: (signal) => session.nextConnection(signal),
+      closed: () => session.closed,
+      term,
+      lost: (c) => c.lost,
+      async afterTerm(c) {
         termConnection = undefined;
         // Suspended: the node stays (the session may live on; reconnected, we read the line again). Else
         // the session lives on: our node must go, so that the next candidate is elected at once.
         if (!c.lost.aborted) await deleteOwn(c);
-        state.busy = false;
-      }
-      if (state.running && failures > 0)
-        await sleep(backoffMs(failures, { baseMs: 200, maxMs: 5000, jitter: true }), c.lost);
-    }
-  }
-
-  return state.election({
-    prefix,
-    campaign,
+      },
+      backoffUntil: (c) => c.lost,
+    },
     onResign() {
       const c = termConnection ?? session.connection;
       return async () => {
