@@ -13,8 +13,8 @@
  * Fencing: the term ends as soon as the session's lease ends or goes stale (no successful keepalive for
  * TTL − margin, timed from when the keepalive was sent, on the monotonic clock); and before each DELETE,
  * `fence()` confirms our key still exists with our create revision. Fencing reads are coalesced
- * (single-flight): concurrent `fence()` calls share one etcd GET, but a call is only ever satisfied by a GET
- * that started after it was made, so a confirmation is never older than its call.
+ * (single-flight, src/leadership/fresh-read.ts): concurrent `fence()` calls share one etcd GET, but a call is
+ * only ever satisfied by a GET that started after it was made, so a confirmation is never older than its call.
  */
 import type { Etcd3 } from 'etcd3';
 import type { LimitFunction } from 'p-limit';
@@ -28,6 +28,7 @@ import { createCandidateState } from './candidate-state.ts';
 import type { ElectionView } from './election-view.ts';
 import { type EtcdSession, LeaseEnd, type SessionLease } from './etcd-session.ts';
 import { FencedError } from './fenced-error.ts';
+import { abortable, createFreshRead } from './fresh-read.ts';
 
 /** Options of {@link createEtcdLeadership}. */
 export interface EtcdLeadershipOptions {
@@ -66,16 +67,6 @@ type FenceRead =
   | { readonly ok: true; readonly key: string; readonly revision: string }
   | { readonly ok: false; readonly reason: string };
 
-/** Settles with `p`, or rejects with the signal's reason as soon as it aborts (leaving `p` running). */
-function abortable<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-  });
-}
-
 /** Creates the etcd leadership of one target; call `start()` to campaign (when wanted). */
 export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadership {
   const { client, session, view, prefix } = opts;
@@ -90,10 +81,6 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
   const getRevision = async (key: string) => (await client.get(key).exec()).kvs[0]?.create_revision;
   const readLeaderKey = (key: string) =>
     opts.readLeaderKey ? opts.readLeaderKey(key, getRevision) : getRevision(key);
-  /** The fencing read in flight, if any. */
-  let readInFlight: Promise<FenceRead> | undefined;
-  /** Callers that arrived while a read was in flight: they share the next read. */
-  let nextRead: PromiseWithResolvers<FenceRead> | undefined;
 
   /** The term's lease is still the live, fresh session lease. */
   const fresh = () => termLease !== undefined && !termLease.ended.aborted && session.fresh();
@@ -117,25 +104,8 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
     return { ok: true, key, revision };
   }
 
-  /** Starts a fencing read now; when it settles, starts the one the callers that arrived meanwhile wait for. */
-  function startRead(): Promise<FenceRead> {
-    const read = readOnce();
-    readInFlight = read;
-    void read.then(() => {
-      readInFlight = undefined;
-      const waiting = nextRead;
-      nextRead = undefined;
-      waiting?.resolve(startRead());
-    });
-    return read;
-  }
-
-  /** A fencing read that starts now or later, never one already in flight. */
-  function sharedRead(): Promise<FenceRead> {
-    if (!readInFlight) return startRead();
-    nextRead ??= Promise.withResolvers<FenceRead>();
-    return nextRead.promise;
-  }
+  /** Fencing reads, coalesced: a call is answered by a read that started after it. */
+  const sharedRead = createFreshRead(readOnce);
 
   /**
    * Puts our candidate key (`prefix/<lease id>` = replica id, on the session lease) unless it exists, and
@@ -294,7 +264,7 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
       if (!key || !rev) throw new FencedError('no leader key');
       signal.throwIfAborted();
       // An abort rejects this call at once; the shared read goes on for the others.
-      const read = await abortable(sharedRead(), signal);
+      const read = await sharedRead(signal);
       signal.throwIfAborted();
       if (!read.ok) throw new FencedError(read.reason);
       // The read was of a later term's key: ours is gone.

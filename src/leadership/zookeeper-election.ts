@@ -13,7 +13,8 @@
  * - A term that ends otherwise (stepped down, withdrawn, resigned) **deletes its own node**, since the
  *   session is shared and lives on.
  * Fencing: before each DELETE, `fence()` confirms we are connected and our node still exists with our
- * session as its owner.
+ * session as its owner. Fencing reads are coalesced as etcd's are (src/leadership/fresh-read.ts): concurrent
+ * calls share one read, never one that started before the call.
  */
 import { randomUUID } from 'node:crypto';
 import type { LimitFunction } from 'p-limit';
@@ -24,6 +25,7 @@ import { withTimeout } from '../with-timeout.ts';
 import type { BackendElection } from './backend.ts';
 import { createCandidateState } from './candidate-state.ts';
 import { FencedError } from './fenced-error.ts';
+import { createFreshRead } from './fresh-read.ts';
 import { createNode, statOf, ZK_ERR, ZK_MODE, type ZkStat, zkCode } from './zookeeper-client.ts';
 import type { ZkConnection, ZooKeeperSession } from './zookeeper-session.ts';
 import { electionDir, parseCandidateName, type ZooKeeperView } from './zookeeper-view.ts';
@@ -48,6 +50,11 @@ interface OwnNode {
   readonly sessionId: string;
 }
 
+/** The result of one shared fencing read: the node and session it confirmed, or why it could not. */
+type FenceRead =
+  | { readonly ok: true; readonly path: string; readonly sessionId: string }
+  | { readonly ok: false; readonly reason: string };
+
 /** Creates the ZooKeeper election of one target; `start()` campaigns (when wanted). */
 export function createZooKeeperElection(opts: ZooKeeperElectionOptions): BackendElection {
   const { session, prefix, replicaId, log } = opts;
@@ -59,6 +66,29 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
   let termConnection: ZkConnection | undefined;
 
   const connected = () => termConnection !== undefined && !termConnection.lost.aborted;
+
+  /** One fencing read of our node; never rejects. Ends the term (once) if the node is gone or not ours. */
+  async function readOnce(): Promise<FenceRead> {
+    const c = termConnection;
+    const node = own;
+    if (!c || c.lost.aborted) return { ok: false, reason: 'disconnected from zookeeper' };
+    if (!node) return { ok: false, reason: 'no leader node' };
+    let stat: ZkStat | null;
+    try {
+      stat = await withTimeout(statOf(c.handle, node.path), opts.fenceTimeoutMs, 'fencing read');
+    } catch (err) {
+      return { ok: false, reason: `cannot confirm the leader node: ${(err as Error).message}` };
+    }
+    if (stat?.ephemeralOwner !== c.sessionId) {
+      // Only the term this read was for: a later term has a node of its own.
+      if (own === node) state.endTerm('leader node gone or not of our session', 'lost');
+      return { ok: false, reason: 'leader node gone or not of our session' };
+    }
+    return { ok: true, path: node.path, sessionId: c.sessionId };
+  }
+
+  /** Fencing reads, coalesced: a call is answered by a read that started after it. */
+  const sharedRead = createFreshRead(readOnce);
 
   /** Our node in the line now, creating it if needed (protected create). */
   async function ensureNode(c: ZkConnection): Promise<OwnNode> {
@@ -200,17 +230,13 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
       if (!c || c.lost.aborted) throw new FencedError('disconnected from zookeeper');
       if (!node) throw new FencedError('no leader node');
       signal.throwIfAborted();
-      let stat: ZkStat | null;
-      try {
-        stat = await withTimeout(statOf(c.handle, node.path), opts.fenceTimeoutMs, 'fencing read');
-      } catch (err) {
-        throw new FencedError(`cannot confirm the leader node: ${(err as Error).message}`);
-      }
+      // An abort rejects this call at once; the shared read goes on for the others.
+      const read = await sharedRead(signal);
       signal.throwIfAborted();
-      if (stat?.ephemeralOwner !== c.sessionId) {
-        if (own === node) state.endTerm('leader node gone or not of our session', 'lost');
+      if (!read.ok) throw new FencedError(read.reason);
+      // The read was of a later term's node: ours is gone.
+      if (read.path !== node.path || read.sessionId !== c.sessionId)
         throw new FencedError('leader node gone or not of our session');
-      }
       if (!state.leader) throw new FencedError('leadership lost during the fencing read');
       if (c.lost.aborted) throw new FencedError('disconnected from zookeeper during the fencing read');
     },

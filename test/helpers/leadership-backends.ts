@@ -5,7 +5,7 @@
  */
 import { Etcd3 } from 'etcd3';
 import { type LocalEtcd, startEtcd } from '../../harness/sandbox/local-services.ts';
-import { type LocalZooKeeper, startZooKeeper } from '../../harness/sandbox/local-zookeeper.ts';
+import { fourLetters, type LocalZooKeeper, startZooKeeper } from '../../harness/sandbox/local-zookeeper.ts';
 import { monotonicClock } from '../../src/clock.ts';
 import type { BackendElection } from '../../src/leadership/backend.ts';
 import { createEtcdLeadershipGroup } from '../../src/leadership/etcd-leadership-group.ts';
@@ -43,6 +43,11 @@ export interface TestBackend {
   sessions(): Promise<number>;
   /** Candidates in an election now, read from the store. */
   candidates(prefix: string): Promise<number>;
+  /**
+   * Requests the server has received so far, by its own count: etcd's ranges (`etcd_mvcc_range_total` of its
+   * `/metrics`), ZooKeeper's packets (`Received` of `srvr`, pings included). For comparing before and after.
+   */
+  requestCount(): Promise<number>;
   /** Deletes the election's first candidate (the leader's key or node) behind the replicas' backs. */
   deleteLeader(prefix: string): Promise<void>;
   /** The first argument of test/helpers/leadership-group-process.ts for this backend. */
@@ -108,6 +113,10 @@ export function etcdBackend(): TestBackend {
     async candidates(prefix) {
       return (await need().probe.getAll().prefix(prefix).keys()).length;
     },
+    async requestCount() {
+      const text = await (await fetch(`${need().etcd.endpoints[0]}/metrics`)).text();
+      return Number(/^etcd_mvcc_range_total (\d+)/m.exec(text)?.[1] ?? Number.NaN);
+    },
     async deleteLeader(prefix) {
       const first = (await need().probe.getAll().prefix(prefix).sort('Create', 'Ascend').limit(1).keys())[0];
       if (first) await need().probe.delete().key(first).exec();
@@ -150,6 +159,10 @@ export function zookeeperBackend(): TestBackend {
     },
     async candidates(prefix) {
       return (await zkChildren(connect(), prefix.replace(/\/$/, ''))).length;
+    },
+    async requestCount() {
+      const port = Number(connect().split(',')[0]?.split(':')[1]);
+      return Number(/^Received: (\d+)/m.exec(await fourLetters(port, 'srvr'))?.[1] ?? Number.NaN);
     },
     deleteLeader: (prefix) =>
       withZk(connect(), async (h) => {

@@ -2,8 +2,9 @@
  * The leadership contract, one suite run against both backends (real etcd, real ZooKeeper): one leader per
  * election, resign and stepDown hand over at once, the balance over replicas (at most ⌈T / R⌉ each, one
  * session per replica), a replica added or killed, and — all along every handover — no two replicas whose
- * `fence()` succeeds for one target in the same round. The etcd-only cases (lease revisions, the campaign
- * transaction, coalesced fencing reads) stay in leadership.test.ts and leadership-balance.test.ts.
+ * `fence()` succeeds for one target in the same round; a burst of `fence()` calls costs the server a few reads,
+ * not one each. The etcd-only cases (lease revisions, the campaign transaction, the order of coalesced fencing
+ * reads) stay in leadership.test.ts and leadership-balance.test.ts.
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -124,6 +125,26 @@ describe.each(leadershipBackends())('leadership contract on $name (real server)'
       await waitForSessions(3);
     } finally {
       for (const c of cs) await c.g.close();
+    }
+  });
+
+  it('50 concurrent fence() calls of a leader cost the server a few reads, not 50, and all resolve', async () => {
+    const ts = targetsOf('fence-burst', 1);
+    const a = replica('a', ts, false);
+    try {
+      await waitFor('a leads', () => a.elections[0]?.isLeader);
+      const fence = () => a.elections[0]?.fence(new AbortController().signal);
+      await fence(); // warm: the first call's own read
+      const before = await backend.requestCount();
+      await Promise.all(Array.from({ length: 50 }, fence));
+      const reads = (await backend.requestCount()) - before;
+      // Coalesced: one read in flight and one shared by the calls that arrived meanwhile, plus the probe's own
+      // request and a ping or two; uncoalesced it is 50 or more.
+      console.info(`[contract] ${backend.name}: 50 concurrent fence() calls → ${reads} server requests`);
+      expect(reads).toBeLessThanOrEqual(6);
+      expect(a.elections[0]?.isLeader).toBe(true);
+    } finally {
+      await a.g.close();
     }
   });
 
