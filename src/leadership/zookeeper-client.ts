@@ -26,6 +26,8 @@ export interface ZkAcl {
 export interface ZkHandle {
   /** The session id (hex) once connected. */
   readonly client_id: string;
+  /** The session timeout the server granted, ms, once connected (the C client's `zoo_recv_timeout`). */
+  readonly timeout: number;
   init(config: Record<string, unknown>): void;
   close(): void;
   on(event: 'connect' | 'connecting', cb: () => void): void;

@@ -19,6 +19,7 @@
 import { randomUUID } from 'node:crypto';
 import type { LimitFunction } from 'p-limit';
 import { backoffMs } from '../backoff.ts';
+import type { MonotonicClock } from '../clock.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
 import { withTimeout } from '../with-timeout.ts';
@@ -42,6 +43,8 @@ export interface ZooKeeperElectionOptions {
   limit: LimitFunction;
   /** Timeout of the fencing read and of deletes, ms. */
   fenceTimeoutMs: number;
+  /** The monotonic clock, ms (src/clock.ts): how old the last confirmation of our node is. */
+  monotonicNow: MonotonicClock;
 }
 
 /** Our candidate node: its path and the session that created it. */
@@ -52,8 +55,17 @@ interface OwnNode {
 
 /** The result of one shared fencing read: the node and session it confirmed, or why it could not. */
 type FenceRead =
-  | { readonly ok: true; readonly path: string; readonly sessionId: string }
+  | { readonly ok: true; readonly path: string; readonly sessionId: string; readonly sentAtMs: number }
   | { readonly ok: false; readonly reason: string };
+
+/**
+ * How long a confirmation of our node counts, ms, from when its read was sent: the session cannot have
+ * expired on the server before the server last heard from us plus the granted timeout. The margin is the
+ * etcd lease's (src/leadership/etcd-session.ts): 1 s, or a fifth of a shorter timeout.
+ */
+export function confirmationValidMs(timeoutMs: number): number {
+  return timeoutMs - Math.min(1000, timeoutMs / 5);
+}
 
 /** Creates the ZooKeeper election of one target; `start()` campaigns (when wanted). */
 export function createZooKeeperElection(opts: ZooKeeperElectionOptions): BackendElection {
@@ -66,6 +78,16 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
   let termConnection: ZkConnection | undefined;
 
   const connected = () => termConnection !== undefined && !termConnection.lost.aborted;
+  /**
+   * When the read that last confirmed our node (for this term) was sent, monotonic ms. A process frozen past
+   * the session timeout wakes before its client has read the socket that would say the session expired:
+   * `stillLeader()` then refuses by this age alone, as etcd's lease freshness does.
+   */
+  let confirmedSentAtMs: number | undefined;
+  const confirmationFresh = () =>
+    termConnection !== undefined &&
+    confirmedSentAtMs !== undefined &&
+    opts.monotonicNow() - confirmedSentAtMs < confirmationValidMs(termConnection.timeoutMs);
 
   /** One fencing read of our node; never rejects. Ends the term (once) if the node is gone or not ours. */
   async function readOnce(): Promise<FenceRead> {
@@ -74,6 +96,7 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
     if (!c || c.lost.aborted) return { ok: false, reason: 'disconnected from zookeeper' };
     if (!node) return { ok: false, reason: 'no leader node' };
     let stat: ZkStat | null;
+    const sentAtMs = opts.monotonicNow();
     try {
       stat = await withTimeout(statOf(c.handle, node.path), opts.fenceTimeoutMs, 'fencing read');
     } catch (err) {
@@ -84,7 +107,7 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
       if (own === node) state.endTerm('leader node gone or not of our session', 'lost');
       return { ok: false, reason: 'leader node gone or not of our session' };
     }
-    return { ok: true, path: node.path, sessionId: c.sessionId };
+    return { ok: true, path: node.path, sessionId: c.sessionId, sentAtMs };
   }
 
   /** Fencing reads, coalesced: a call is answered by a read that started after it. */
@@ -137,6 +160,7 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
 
   async function term(c: ZkConnection, end: AbortSignal): Promise<void> {
     termConnection = c;
+    confirmedSentAtMs = undefined;
     const onLost = () => state.endTerm('connection to zookeeper lost', 'lost');
     c.lost.addEventListener('abort', onLost, { once: true });
     try {
@@ -156,6 +180,7 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
         }
         if (at === 0) {
           // CURATOR-696: the node must be of our live session, not one the server is still expiring.
+          const sentAtMs = opts.monotonicNow();
           const stat = await opts.limit(() => statOf(c.handle, node.path));
           if (stat?.ephemeralOwner !== c.sessionId) {
             own = undefined;
@@ -163,6 +188,7 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
           }
           end.throwIfAborted();
           if (!state.running) return;
+          confirmedSentAtMs = sentAtMs;
           await state.lead(end, { sessionId: c.sessionId, node: node.path });
           return;
         }
@@ -222,7 +248,7 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
       };
     },
     sessionAgeMs: () => session.disconnectedForMs,
-    stillLeader: () => state.leader && connected(),
+    stillLeader: () => state.leader && connected() && confirmationFresh(),
     async fence(signal) {
       if (!state.leader) throw new FencedError('not the leader');
       const c = termConnection;
@@ -237,6 +263,7 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
       // The read was of a later term's node: ours is gone.
       if (read.path !== node.path || read.sessionId !== c.sessionId)
         throw new FencedError('leader node gone or not of our session');
+      confirmedSentAtMs = Math.max(confirmedSentAtMs ?? read.sentAtMs, read.sentAtMs);
       if (!state.leader) throw new FencedError('leadership lost during the fencing read');
       if (c.lost.aborted) throw new FencedError('disconnected from zookeeper during the fencing read');
     },

@@ -122,6 +122,7 @@ export function createZooKeeperLeadershipGroup(
             log: elog,
             limit: ctx.limit,
             fenceTimeoutMs,
+            monotonicNow: opts.monotonicNow,
           });
         },
         tidy(e, done) {

@@ -64,6 +64,8 @@ export interface ZkConnection {
   readonly sessionId: string;
   /** Aborted when this connection ends (the session may live on: a later connection has the same id). */
   readonly lost: AbortSignal;
+  /** The session timeout the server granted, ms (it bounds what was asked for). */
+  readonly timeoutMs: number;
 }
 
 /** Options of {@link createZooKeeperSession}. */
@@ -211,9 +213,11 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
     disconnectedAt = undefined;
     giveUpAt = undefined;
     const end = new AbortController();
-    current = { handle: h, sessionId, lost: end.signal, end };
-    log.info({ sessionId, newSession: fresh, timeoutMs }, 'zookeeper session connected');
-    const live: ZkConnection = { handle: h, sessionId, lost: end.signal };
+    // Granted by the server within its bounds; what was asked for if the binding does not say.
+    const grantedMs = h.timeout > 0 ? h.timeout : timeoutMs;
+    current = { handle: h, sessionId, lost: end.signal, timeoutMs: grantedMs, end };
+    log.info({ sessionId, newSession: fresh, timeoutMs: grantedMs }, 'zookeeper session connected');
+    const live: ZkConnection = { handle: h, sessionId, lost: end.signal, timeoutMs: grantedMs };
     waiters.resolveAll(live);
     for (const cb of listeners) cb(live);
     if (!fresh) refreshMemberValue();

@@ -35,8 +35,15 @@ export interface TestBackend {
   readonly name: 'etcd' | 'zookeeper';
   start(): Promise<void>;
   stop(): Promise<void>;
-  /** A replica's group (not started). */
-  group(replicaId: string, log: Logger, opts?: { balanced?: boolean }): TestGroup;
+  /**
+   * A replica's group (not started). `monotonicNow`: its monotonic clock, ms (default the real one; a test
+   * moves it forward to stand for a process frozen that long).
+   */
+  group(
+    replicaId: string,
+    log: Logger,
+    opts?: { balanced?: boolean; monotonicNow?: () => number },
+  ): TestGroup;
   /** The election prefix of a target. */
   prefix(t: TargetRef): string;
   /** Live replica sessions in the store now (etcd: leases; ZooKeeper: membership nodes). */
@@ -95,7 +102,7 @@ export function etcdBackend(): TestBackend {
         replicaId,
         ttlSeconds: TEST_SESSION_SECONDS,
         log,
-        monotonicNow: monotonicClock,
+        monotonicNow: opts.monotonicNow ?? monotonicClock,
         balanced: opts.balanced,
       });
       return {
@@ -148,7 +155,7 @@ export function zookeeperBackend(): TestBackend {
         },
         replicaId,
         log,
-        monotonicNow: monotonicClock,
+        monotonicNow: opts.monotonicNow ?? monotonicClock,
         balanced: opts.balanced,
       });
       return { group, close: () => group.close() };

@@ -85,9 +85,14 @@ describe.each(leadershipBackends())('leadership contract on $name (real server)'
   const waitForSessions = (n: number) =>
     waitFor(`${n} live sessions`, async () => (await backend.sessions()) === n, 15_000);
 
-  function replica(id: string, targets: ReturnType<typeof targetsOf>, balanced = true): Replica {
+  function replica(
+    id: string,
+    targets: ReturnType<typeof targetsOf>,
+    balanced = true,
+    monotonicNow?: () => number,
+  ): Replica {
     const log = memoryLogger().log;
-    const g = backend.group(id, log, { balanced });
+    const g = backend.group(id, log, { balanced, monotonicNow });
     const events: string[] = [];
     const elections = targets.map((t) => {
       const e = g.group.election(targetLabel(t), backend.prefix(t), log);
@@ -143,6 +148,24 @@ describe.each(leadershipBackends())('leadership contract on $name (real server)'
       console.info(`[contract] ${backend.name}: 50 concurrent fence() calls → ${reads} server requests`);
       expect(reads).toBeLessThanOrEqual(6);
       expect(a.elections[0]?.isLeader).toBe(true);
+    } finally {
+      await a.g.close();
+    }
+  });
+
+  it('a leader whose process was frozen past its session (its monotonic clock jumps) → stillLeader() false before any I/O', async () => {
+    // What the handler checks right before each DELETE, with no await between it and the request: a process
+    // frozen between its fence and its DELETE (SIGSTOP, a long GC pause, a stalled node) must not send it on
+    // waking, before its client has even read the socket that would tell it the session expired.
+    const ts = targetsOf('frozen-still', 1);
+    let frozenMs = 0;
+    const a = replica('a', ts, false, () => performance.now() + frozenMs);
+    try {
+      await waitFor('a leads', () => a.elections[0]?.isLeader);
+      await a.elections[0]?.fence(new AbortController().signal);
+      expect(a.elections[0]?.stillLeader()).toBe(true);
+      frozenMs = TEST_SESSION_SECONDS * 1000 + 500; // synchronously: no I/O is processed meanwhile
+      expect(a.elections[0]?.stillLeader()).toBe(false);
     } finally {
       await a.g.close();
     }
