@@ -79,10 +79,11 @@ const stale: DriverPod = {
 };
 
 /**
- * Deps as the target cleaner wires them: an accepted DELETE is recorded, `acceptedBefore` asks the record.
- * The GET answers the stale copy too (an API server whose watch cache lags): only the record can tell.
+ * Deps as the target cleaner wires them: DELETEs go through the record's `deleteOnce` (an accepted one is
+ * recorded), `acceptedBefore` asks the record. The GET answers the stale copy too (an API server whose watch
+ * cache lags): only the record can tell. `fence` replaces the default one (which only notes the call).
  */
-function wired(recheck: RecheckMode) {
+function wired(recheck: RecheckMode, fence?: () => Promise<void>) {
   const calls: string[] = [];
   const record = createAcceptedDeletes({ horizonMs: 60_000, maxEntries: 10, monotonicNow: () => 0 });
   const pods: PodApi = {
@@ -90,19 +91,21 @@ function wired(recheck: RecheckMode) {
       calls.push(`get ${ns}/${name}`);
       return stale;
     },
-    async delete(ns, name, pre) {
-      calls.push(`delete ${ns}/${name}`);
-      record.record(pre.uid);
-      return 'accepted';
-    },
+    delete: (ns, name, pre) =>
+      record.deleteOnce(pre.uid, async () => {
+        calls.push(`delete ${ns}/${name}`);
+        return 'accepted' as const;
+      }),
   };
   const deps: CleanupDeps = {
     pods,
     cached: () => stale,
     recheck,
-    fence: async () => {
-      calls.push('fence');
-    },
+    fence:
+      fence ??
+      (async () => {
+        calls.push('fence');
+      }),
     stillLeader: () => true,
     selector: parseLabelSelector('spark-role=driver'),
     policy: 'ALL',
@@ -153,44 +156,18 @@ describe('deleteOnce: one DELETE per UID at a time', () => {
     // The nemesis's interleaving (Redis restarted empty, the job enqueued again while its first run was
     // still going): run 1 checks `acceptedBefore` (false), awaits the fence; run 2 DELETEs, accepted; run 1
     // goes on from the fence with a cache that has not seen the deletion.
-    const record = make();
     const fenceOpen = Promise.withResolvers<void>();
-    const calls: string[] = [];
-    const pods: PodApi = {
-      async get() {
-        return stale;
-      },
-      async delete(_ns, _name, pre) {
-        calls.push(`delete ${pre.uid}`);
-        return 'accepted';
-      },
-    };
     let fences = 0;
-    const deps: CleanupDeps = {
-      pods: {
-        get: pods.get,
-        delete: (ns, name, pre, signal, beforeSend) =>
-          record.deleteOnce(pre.uid, () => pods.delete(ns, name, pre, signal, beforeSend)),
-      },
-      cached: () => stale,
-      recheck: 'cache',
-      fence: async () => {
-        fences += 1;
-        if (fences === 1) await fenceOpen.promise;
-      },
-      stillLeader: () => true,
-      selector: parseLabelSelector('spark-role=driver'),
-      policy: 'ALL',
-      dryRun: false,
-      now: () => NOW,
-      acceptedBefore: (uid) => record.acceptedBefore(uid),
-    };
+    const { deps, calls } = wired('cache', async () => {
+      fences += 1;
+      if (fences === 1) await fenceOpen.promise;
+    });
     const signal = new AbortController().signal;
     const run1 = cleanupDriverPod(job, deps, signal);
     expect((await cleanupDriverPod(job, deps, signal)).outcome).toBe('accepted');
     fenceOpen.resolve();
     expect((await run1).outcome).toBe('already-absent');
-    expect(calls).toEqual([`delete ${A}`]);
+    expect(calls).toEqual(['delete spark/d1']);
   });
 
   it('a first DELETE that was not accepted, or threw, lets the waiting run send its own', async () => {
