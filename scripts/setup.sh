@@ -67,7 +67,9 @@ if [[ ! -f $zkstamp || $(cat "$zkstamp") != "$zkwant" ]] || ! "$node24" -e "requ
   args=(rebuild)
   [[ -f $nodedir/include/node/node.h ]] && args+=("--nodedir=$PWD/$nodedir")
   log=$(mktemp)
-  if ! (cd "$zk" && "../../$node24" scripts/prepublish.js && "../../$node24" "$gyp" "${args[@]}") >"$log" 2>&1; then
+  # Under `npm run`, npm exports its config as npm_config_*: a `nodedir` there would beat --nodedir.
+  if ! (cd "$zk" && env -u npm_config_nodedir "../../$node24" scripts/prepublish.js &&
+    env -u npm_config_nodedir "../../$node24" "$gyp" "${args[@]}") >"$log" 2>&1; then
     cat "$log"
     exit 1
   fi

@@ -166,7 +166,7 @@ export const FIELDS: readonly FieldSpec[] = [
   {
     key: 'zookeeperRoot',
     default: '/spark-driver-cleaner',
-    help: "With `zookeeper`: the path (inside the chroot) under which the cleaner creates its nodes; keep it outside Kyuubi's `kyuubi.ha.namespace` (Kyuubi reads every child there as a server address), so `/kyuubi…` is refused.",
+    help: "With `zookeeper`: the path (inside the chroot) under which the cleaner creates its nodes; keep it outside Kyuubi's `kyuubi.ha.namespace` (Kyuubi reads every child there as a server address), so `/kyuubi` and anything under it (chroot included) is refused. The chroot must exist.",
   },
   {
     key: 'zookeeperAuth',

@@ -543,7 +543,16 @@ export const configSchema = z
         code: 'custom',
         path: ['zookeeper'],
         message:
-          'set together with etcdEndpoints; leadership uses one backend: set etcdEndpoints or zookeeper, not both',
+          'set together with etcdEndpoints; leadership uses one backend: set etcdEndpoints or zookeeper, not both ' +
+          '(to unset etcdEndpoints where a base config sets it, such as the shipped ConfigMap, set it empty: SDC_ETCD_ENDPOINTS=)',
+      });
+    // A chroot in the connect string is prepended to every path: the root that matters is chroot + root.
+    const chroot = /(\/[^,]*)$/.exec(c.zookeeper ?? '')?.[1];
+    if (chroot !== undefined && /^\/kyuubi(\/|$)/.test(`${chroot}${c.zookeeperRoot}`))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['zookeeper'],
+        message: `its chroot ${chroot} puts zookeeperRoot at ${chroot}${c.zookeeperRoot}, inside Kyuubi's default kyuubi.ha.namespace (/kyuubi): Kyuubi reads every child there as a server address; expected a chroot outside it, or none`,
       });
     for (const key of ['zookeeperAuth', 'zookeeperAuthFile'] as const)
       if (c[key] !== undefined && c.zookeeper === undefined)

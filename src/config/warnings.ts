@@ -27,11 +27,32 @@ export const TOMBSTONE_MARGIN_MS = 3_600_000;
 /** Below this a retention is effectively zero: the driver is deleted as soon as it finishes. */
 export const SHORT_RETENTION_MS = 1000;
 
+/**
+ * The longest session timeout a ZooKeeper server grants by default, s: `maxSessionTimeout` is 20 ticks, 40 s
+ * at the default `tickTime` of 2000 ms (ZooKeeper Administrator's Guide). A server grants at most that.
+ */
+export const ZOOKEEPER_DEFAULT_MAX_SESSION_SECONDS = 40;
+
 /** The warnings for `config`, in field order; empty for the defaults. */
 export function configWarnings(
-  config: Pick<CleanerConfig, 'retentionMs' | 'tombstoneTtlMs'>,
+  config: Pick<CleanerConfig, 'retentionMs' | 'tombstoneTtlMs'> &
+    Partial<Pick<CleanerConfig, 'electionTtlSeconds' | 'zookeeper'>>,
 ): ConfigWarning[] {
   const warnings: ConfigWarning[] = [];
+  if (
+    config.zookeeper !== undefined &&
+    config.electionTtlSeconds !== undefined &&
+    config.electionTtlSeconds > ZOOKEEPER_DEFAULT_MAX_SESSION_SECONDS
+  )
+    warnings.push({
+      field: 'electionTtlSeconds',
+      value: String(config.electionTtlSeconds),
+      message:
+        `longer than the session timeout a ZooKeeper server grants by default (${ZOOKEEPER_DEFAULT_MAX_SESSION_SECONDS} s: ` +
+        '20 ticks of 2000 ms): unless its maxSessionTimeout is raised, the server grants less, and the granted ' +
+        'timeout is what a failover waits for (logged as timeoutMs in "zookeeper session connected"); set ' +
+        `electionTtlSeconds (--election-ttl-seconds, SDC_ELECTION_TTL_SECONDS) to at most ${ZOOKEEPER_DEFAULT_MAX_SESSION_SECONDS}`,
+    });
   if (config.retentionMs < SHORT_RETENTION_MS)
     warnings.push({
       field: 'retention',

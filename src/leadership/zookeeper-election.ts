@@ -161,7 +161,11 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
   async function term(c: ZkConnection, end: AbortSignal): Promise<void> {
     termConnection = c;
     confirmedSentAtMs = undefined;
-    const onLost = () => state.endTerm('connection to zookeeper lost', 'lost');
+    // The replica closing its session (a stop) ends the connection too: a planned end, not a loss.
+    const onLost = () =>
+      session.closed
+        ? state.endTerm('resigned: the session is closing', 'ended')
+        : state.endTerm('connection to zookeeper lost', 'lost');
     c.lost.addEventListener('abort', onLost, { once: true });
     try {
       if (c.lost.aborted) return onLost();

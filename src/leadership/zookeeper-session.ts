@@ -43,7 +43,11 @@ export const ZOOKEEPER_DEFAULT_ROOT = '/spark-driver-cleaner';
 
 /** What a replica refused by the ACL of the cleaner's nodes (ZNOAUTH) is told to fix. */
 export const NO_AUTH_FIX =
-  "the nodes under zookeeperRoot belong to another digest user: set zookeeperAuth (--zookeeper-auth, SDC_ZOOKEEPER_AUTH) or zookeeperAuthFile (--zookeeper-auth-file, SDC_ZOOKEEPER_AUTH_FILE) to the other replicas' user:password";
+  "the nodes under zookeeperRoot belong to another digest user: set zookeeperAuth (--zookeeper-auth, SDC_ZOOKEEPER_AUTH) or zookeeperAuthFile (--zookeeper-auth-file, SDC_ZOOKEEPER_AUTH_FILE) to the other replicas' user:password; or zookeeperRoot's parent lets this user create no child: create zookeeperRoot in advance with an ACL for the cleaner's user";
+
+/** The fix logged when registering meets "no node" under a chroot: the C client does not create the chroot. */
+export const NO_CHROOT_FIX =
+  'the chroot of zookeeper (--zookeeper, SDC_ZOOKEEPER) does not exist: create it, or drop it from the connect string';
 
 /** How to reach ZooKeeper. */
 export interface ZooKeeperSettings {
@@ -199,7 +203,14 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
       }
     } catch (err) {
       // ZNOAUTH: the root's nodes belong to another digest user (the other replicas' `zookeeperAuth`).
-      const fix = zkCode(err) === ZK_ERR.noAuth ? { fix: NO_AUTH_FIX } : {};
+      const code = zkCode(err);
+      const chroot = /\/[^,]*$/.test(settings.connect);
+      const fix =
+        code === ZK_ERR.noAuth
+          ? { fix: NO_AUTH_FIX }
+          : code === ZK_ERR.noNode && chroot
+            ? { fix: NO_CHROOT_FIX }
+            : {};
       log.warn(
         { err: { message: (err as Error).message }, ...fix },
         'cannot register with zookeeper; reconnecting',
@@ -215,6 +226,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
     const end = new AbortController();
     // Granted by the server within its bounds; what was asked for if the binding does not say.
     const grantedMs = h.timeout > 0 ? h.timeout : timeoutMs;
+    everConnected = true;
     current = { handle: h, sessionId, lost: end.signal, timeoutMs: grantedMs, end };
     log.info({ sessionId, newSession: fresh, timeoutMs: grantedMs }, 'zookeeper session connected');
     const live: ZkConnection = { handle: h, sessionId, lost: end.signal, timeoutMs: grantedMs };
@@ -279,6 +291,11 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
   let watchdog: NodeJS.Timeout | undefined;
   const servers = settings.connect.replace(/\/.*$/, '').split(',').length;
   let giveUpAt: number | undefined;
+  /** Never connected since start: said at warn after a session timeout, then at most once a minute. */
+  let everConnected = false;
+  let startedAtMs = 0;
+  let unreachableSaidAtMs: number | undefined;
+  const UNREACHABLE_REPEAT_MS = 60_000;
 
   async function refresh(): Promise<void> {
     refreshing = true;
@@ -340,10 +357,22 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
     start() {
       if (running || closed) return;
       running = true;
+      startedAtMs = opts.monotonicNow();
       open();
       watchdog = setInterval(
         () => {
           const now = opts.monotonicNow();
+          if (
+            !everConnected &&
+            now - startedAtMs >= timeoutMs &&
+            (unreachableSaidAtMs === undefined || now - unreachableSaidAtMs >= UNREACHABLE_REPEAT_MS)
+          ) {
+            unreachableSaidAtMs = now;
+            log.warn(
+              { connect: settings.connect, waitedMs: Math.round(now - startedAtMs) },
+              'cannot connect to zookeeper: no server of the connect string answered yet; retrying',
+            );
+          }
           if (!current && giveUpAt !== undefined && now >= giveUpAt) {
             log.warn(
               { timeoutMs, disconnectedForMs: now - (disconnectedAt ?? now) },

@@ -76,7 +76,7 @@ export function formatBalance(balance: BalanceStatus, rows: readonly TargetStatu
   const ids = Object.keys(balance.share).sort();
   const width = Math.max(0, ...ids.map((id) => id.length));
   const out = [
-    'Leadership balance (etcd: the live members serving these targets)',
+    'Leadership balance (the live members serving these targets)',
     `  members ${balance.members.length}, targets ${balance.targets}, cap ${balance.cap}`,
   ];
   for (const id of ids) {

@@ -104,10 +104,11 @@ describe('egress of the Redis Sentinel overlay', () => {
   });
 });
 
-describe('egress of the base (it cannot know where Redis and etcd run)', () => {
-  it('allows the Redis and etcd ports at any address, and DNS only to the cluster DNS', () => {
+describe('egress of the base (it cannot know where Redis, etcd or ZooKeeper run)', () => {
+  it('allows the Redis, etcd and ZooKeeper client ports at any address, and DNS only to the cluster DNS', () => {
     expect(peersOn(base, 6379)).toBe('any');
     expect(peersOn(base, 2379)).toBe('any');
+    expect(peersOn(base, 2181)).toBe('any');
     expect(peersOn(base, 53)).not.toBe('any');
   });
 });

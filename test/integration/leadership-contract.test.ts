@@ -171,6 +171,25 @@ describe.each(leadershipBackends())('leadership contract on $name (real server)'
     }
   });
 
+  it('a replica stopping while it leads: its terms end as a planned end (info), not as lost (warn)', async () => {
+    const ts = targetsOf('stopping', 2);
+    const { log, lines } = memoryLogger();
+    const g = backend.group('s', log, { balanced: false });
+    const elections = ts.map((t) => {
+      const e = g.group.election(targetLabel(t), backend.prefix(t), log);
+      e.start();
+      return e;
+    });
+    g.group.start();
+    await waitFor('s leads both', () => elections.every((e) => e.isLeader));
+    await g.close();
+    const ends = lines.filter((l) => /^leadership (ended|lost)$/.test(String(l.msg)));
+    expect(ends.map((l) => [l.level, l.msg])).toEqual([
+      ['info', 'leadership ended'],
+      ['info', 'leadership ended'],
+    ]);
+  });
+
   it('stepDown: the next candidate is elected, the one that stepped down campaigns again behind it', async () => {
     const ts = targetsOf('stepdown', 1);
     const prefix = backend.prefix(ts[0] as { context: string; namespace: string });

@@ -224,7 +224,7 @@ describe('status and explain: why is this pod still here?', () => {
     expect(text.status).toBe(0);
     expect(text.stdout).toContain('leader:        why-1');
     expect(text.stdout).toContain(
-      'Leadership balance (etcd: the live members serving these targets)\n  members 1, targets 1, cap 1\n  why-1  leads 1  assigned 1\n',
+      'Leadership balance (the live members serving these targets)\n  members 1, targets 1, cap 1\n  why-1  leads 1  assigned 1\n',
     );
   }, 60_000);
 

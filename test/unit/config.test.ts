@@ -226,6 +226,17 @@ describe('configWarnings', () => {
     expect(w).toMatchObject({ field: 'tombstoneTtl', value: '1d' });
     expect(w?.message).toMatch(/set tombstoneTtl \(--tombstone-ttl, SDC_TOMBSTONE_TTL\) to at least 169h$/);
   });
+
+  it('on ZooKeeper, a session timeout above what a server grants by default (40 s) → electionTtlSeconds', () => {
+    const base = { retentionMs: 300_000, tombstoneTtlMs: 24 * h };
+    const zookeeper = loadConfig({ env: { SDC_TARGETS: 'a:b', SDC_ZOOKEEPER: 'zk:2181' } }).zookeeper;
+    expect(configWarnings({ ...base, zookeeper, electionTtlSeconds: 40 })).toEqual([]);
+    const [w] = configWarnings({ ...base, zookeeper, electionTtlSeconds: 3600 });
+    expect(w).toMatchObject({ field: 'electionTtlSeconds', value: '3600' });
+    expect(w?.message).toMatch(/\(--election-ttl-seconds, SDC_ELECTION_TTL_SECONDS\) to at most 40$/);
+    // etcd leases take any TTL: no warning without ZooKeeper.
+    expect(configWarnings({ ...base, electionTtlSeconds: 3600 })).toEqual([]);
+  });
 });
 
 describe('loadConfig', () => {

@@ -94,7 +94,7 @@ describe('the leadership balance (status, from the members and leaders etcd has)
     const rows = targets.map((t) => row({ target: t, leader: ownerOf(t) }));
     const lines = formatBalance(b, rows);
     expect(lines.slice(0, 2)).toEqual([
-      'Leadership balance (etcd: the live members serving these targets)',
+      'Leadership balance (the live members serving these targets)',
       '  members 3, targets 10, cap 4',
     ]);
     expect(lines.filter((l) => /^ {2}r\d {2}leads \d {2}assigned \d$/.test(l))).toHaveLength(3);

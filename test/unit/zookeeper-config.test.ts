@@ -48,6 +48,25 @@ describe('zookeeper configuration', () => {
         loadConfig({ env: { ...base, SDC_ZOOKEEPER: 'zk:2181', SDC_ETCD_ENDPOINTS: 'http://etcd:2379' } }),
       ).join('\n'),
     ).toMatch(/SDC_ZOOKEEPER: set together with etcdEndpoints.*set etcdEndpoints or zookeeper, not both/);
+    // The shipped base sets the example etcd: the message says how to unset it.
+    expect(
+      problems(() =>
+        loadConfig({ env: { ...base, SDC_ZOOKEEPER: 'zk:2181', SDC_ETCD_ENDPOINTS: 'http://etcd:2379' } }),
+      ).join('\n'),
+    ).toContain('SDC_ETCD_ENDPOINTS=)');
+    expect(
+      loadConfig({ env: { ...base, SDC_ZOOKEEPER: 'zk:2181', SDC_ETCD_ENDPOINTS: '' } }).zookeeper,
+    ).toMatchObject({ connect: 'zk:2181' });
+  });
+
+  it('a chroot that puts the root inside Kyuubi’s default namespace → refused; another chroot is fine', () => {
+    for (const connect of ['zk:2181/kyuubi', 'zk1:2181,zk2:2181/kyuubi/apps'])
+      expect(problems(() => loadConfig({ env: { ...base, SDC_ZOOKEEPER: connect } })).join('\n')).toMatch(
+        /SDC_ZOOKEEPER: its chroot \/kyuubi.* puts zookeeperRoot at \/kyuubi.*\/spark-driver-cleaner, inside Kyuubi's default/,
+      );
+    expect(loadConfig({ env: { ...base, SDC_ZOOKEEPER: 'zk:2181/kyuubi_prod' } }).zookeeper).toMatchObject({
+      connect: 'zk:2181/kyuubi_prod',
+    });
   });
 
   it('a root inside Kyuubi’s default namespace, a bad connect string or a malformed auth → refused', () => {
