@@ -10,8 +10,7 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type LocalZooKeeper, startZooKeeper } from '../../harness/sandbox/local-zookeeper.ts';
+import { afterAll, describe, expect, it } from 'vitest';
 import { CLI_PATH } from '../../harness/sandbox/replica-process.ts';
 import {
   CREATOR_ALL_ACL,
@@ -25,6 +24,7 @@ import {
 import { ZOOKEEPER_DEFAULT_ROOT } from '../../src/leadership/zookeeper-session.ts';
 import { deletesPer, serviceEnv } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { useZooKeeper } from '../helpers/zookeeper.ts';
 import {
   CLEAN,
   checkInvariants,
@@ -38,14 +38,10 @@ import {
 } from './helpers.ts';
 
 const cluster = useFailureCluster();
-let zk: LocalZooKeeper;
+const zk = useZooKeeper();
 const open: ZkHandle[] = [];
-beforeAll(async () => {
-  zk = await startZooKeeper();
-}, 60_000);
-afterAll(async () => {
+afterAll(() => {
   for (const h of open) h.close();
-  await zk?.stop();
 });
 
 const USER = 'cleaner';
@@ -57,7 +53,7 @@ const NOAUTH = -102;
 
 /** A connected session of the binding, authenticated with `digest` when given. */
 async function session(digest?: string): Promise<ZkHandle> {
-  const h = createZkHandle(zk.connect, 10_000);
+  const h = createZkHandle(zk().connect, 10_000);
   open.push(h);
   const up = new Promise<void>((resolve) => h.on('connect', () => resolve()));
   h.init({});
@@ -106,7 +102,7 @@ describe('replicas on ZooKeeper with digest authentication', () => {
     const env = (extra: Record<string, string>) =>
       replicaEnv(cluster(), ns, 'zka', {
         SDC_ETCD_ENDPOINTS: '',
-        SDC_ZOOKEEPER: zk.connect,
+        SDC_ZOOKEEPER: zk().connect,
         SDC_ELECTION_TTL_SECONDS: '10',
         ...extra,
       });
@@ -199,7 +195,7 @@ describe('replicas on ZooKeeper with digest authentication', () => {
       'zn1',
       replicaEnv(cluster(), ns, 'zkn', {
         SDC_ETCD_ENDPOINTS: '',
-        SDC_ZOOKEEPER: zk.connect,
+        SDC_ZOOKEEPER: zk().connect,
         SDC_ZOOKEEPER_ROOT: root,
       }),
     );

@@ -5,11 +5,11 @@
  * and back. DELETEs are counted from the sandbox's request log, and per replica through proxies.
  */
 import { execFile } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type LocalZooKeeper, startZooKeeper } from '../../harness/sandbox/local-zookeeper.ts';
+import { describe, expect, it } from 'vitest';
 import { CLI_PATH } from '../../harness/sandbox/replica-process.ts';
 import { deletesPer, serviceEnv } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { useZooKeeper } from '../helpers/zookeeper.ts';
 import {
   bystandersIntact,
   CLEAN,
@@ -29,17 +29,11 @@ import {
 } from './helpers.ts';
 
 const cluster = useFailureCluster();
-let zk: LocalZooKeeper;
-beforeAll(async () => {
-  zk = await startZooKeeper();
-}, 60_000);
-afterAll(async () => {
-  await zk?.stop();
-});
+const zk = useZooKeeper();
 
 /** A replica's environment on ZooKeeper (no etcd): session timeout 3 s. */
 const zkEnv = (ns: string, prefix: string, extra: Record<string, string> = {}) =>
-  replicaEnv(cluster(), ns, prefix, { SDC_ETCD_ENDPOINTS: '', SDC_ZOOKEEPER: zk.connect, ...extra });
+  replicaEnv(cluster(), ns, prefix, { SDC_ETCD_ENDPOINTS: '', SDC_ZOOKEEPER: zk().connect, ...extra });
 
 /** Runs `src/cli.ts <args>` as an operator beside the replicas; resolves with its exit code and stdout. */
 function cli(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string }> {
@@ -181,14 +175,14 @@ describe('replicas on ZooKeeper', () => {
     try {
       const leader = await firstLeader(replicas, ns);
       const downAt = Date.now();
-      await zk.members[0]?.kill();
+      await zk().members[0]?.kill();
       await leader.waitForLine((l) => l.msg === 'leadership lost' && timeOf(l) >= downAt, 10_000);
       // Created while ZooKeeper is down: nobody leads, nothing is deleted.
       const pods = createDrivers(server, ns, 20, 'zd', 10_000);
       const uids = pods.map(uidOf);
       // Due at once, yet no DELETE while no replica leads.
       expect(deletesPer(server, uids)).toEqual(uids.map(() => 0));
-      await zk.members[0]?.restart();
+      await zk().members[0]?.restart();
       await waitGone(server, pods, 'every pod deleted after ZooKeeper came back', 60_000);
       expect(deletesPer(server, uids)).toEqual(uids.map(() => 1));
       expect(checkInvariants(server, ns, uids, { retentionMs: 1000 })).toEqual(CLEAN);

@@ -3,23 +3,17 @@
  * warn line after a session timeout, naming the connect string), or its chroot does not exist (the
  * registration's "no node" comes with the fix); and with a chroot that exists, every node goes below it.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { freePort } from '../../harness/sandbox/local-services.ts';
-import { type LocalZooKeeper, startZooKeeper } from '../../harness/sandbox/local-zookeeper.ts';
 import { monotonicClock } from '../../src/clock.ts';
 import { createZkHandle, ZK_MODE } from '../../src/leadership/zookeeper-client.ts';
 import { createZooKeeperLeadershipGroup } from '../../src/leadership/zookeeper-leadership-group.ts';
 import { NO_CHROOT_FIX } from '../../src/leadership/zookeeper-session.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { useZooKeeper } from '../helpers/zookeeper.ts';
 
-let zk: LocalZooKeeper;
-beforeAll(async () => {
-  zk = await startZooKeeper();
-}, 60_000);
-afterAll(async () => {
-  await zk?.stop();
-});
+const zk = useZooKeeper();
 
 function group(connect: string) {
   const { log, lines } = memoryLogger();
@@ -51,7 +45,7 @@ describe('zookeeper connect string', () => {
 
   it('a chroot that does not exist → registering fails with the fix; once it exists, the nodes go below it', async () => {
     const chroot = '/apps-cleaner';
-    const { g, lines } = group(`${zk.connect}${chroot}`);
+    const { g, lines } = group(`${zk().connect}${chroot}`);
     try {
       const refused = await waitFor(
         'a refused registration',
@@ -62,7 +56,7 @@ describe('zookeeper connect string', () => {
       expect(refused.fix).toBe(NO_CHROOT_FIX);
       expect(String(refused.fix)).toMatch(/^the chroot of zookeeper .* does not exist/);
 
-      const admin = createZkHandle(zk.connect, 4000);
+      const admin = createZkHandle(zk().connect, 4000);
       await new Promise<void>((resolve) => {
         admin.on('connect', () => resolve());
         admin.init({});

@@ -4,8 +4,8 @@
  * whose `fence()` succeeds for one target in the same round; and what one replica costs the ensemble (one
  * session, its watches), counted.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fourLetters, type LocalZooKeeper, startZooKeeper } from '../../harness/sandbox/local-zookeeper.ts';
+import { describe, expect, it } from 'vitest';
+import { fourLetters } from '../../harness/sandbox/local-zookeeper.ts';
 import { monotonicClock } from '../../src/clock.ts';
 import type { BackendElection } from '../../src/leadership/backend.ts';
 import {
@@ -16,15 +16,10 @@ import {
 import { targetLabel } from '../../src/queue/job-identity.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { useZooKeeper } from '../helpers/zookeeper.ts';
 
 const ROOT = '/sdc-ensemble';
-let zk: LocalZooKeeper;
-beforeAll(async () => {
-  zk = await startZooKeeper({ members: 3 });
-}, 60_000);
-afterAll(async () => {
-  await zk?.stop();
-});
+const zk = useZooKeeper({ members: 3 });
 
 interface Replica {
   id: string;
@@ -38,7 +33,7 @@ const targets = Array.from({ length: 6 }, (_, i) => ({ context: 'ctx', namespace
 function replica(id: string): Replica {
   const { log, lines } = memoryLogger();
   const group = createZooKeeperLeadershipGroup({
-    settings: { connect: zk.connect, root: ROOT, sessionTimeoutMs: 4000 },
+    settings: { connect: zk().connect, root: ROOT, sessionTimeoutMs: 4000 },
     replicaId: id,
     log,
     monotonicNow: monotonicClock,
@@ -98,11 +93,11 @@ describe('zookeeper ensemble (three real servers)', () => {
       // The server most replicas are connected to (its `cons` lists their sessions) killed, quorum kept: the
       // replicas on it move to another server.
       const sessionsOn = await Promise.all(
-        zk.members.map(
+        zk().members.map(
           async (m) => (await fourLetters(m.port, 'cons')).match(/sid=0x(?!f{16})[0-9a-f]+/g)?.length ?? 0,
         ),
       );
-      const killed = zk.members[sessionsOn.indexOf(Math.max(...sessionsOn))];
+      const killed = zk().members[sessionsOn.indexOf(Math.max(...sessionsOn))];
       await killed?.kill();
       const before = rounds;
       await waitFor(

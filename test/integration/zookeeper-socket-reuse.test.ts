@@ -9,18 +9,17 @@
  */
 import { createServer, type Server, Socket } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { type LocalZooKeeper, startZooKeeper } from '../../harness/sandbox/local-zookeeper.ts';
 import { createZkHandle, type ZkHandle } from '../../src/leadership/zookeeper-client.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { useZooKeeper } from '../helpers/zookeeper.ts';
 
 /** The C client's ZOO_NOTCONNECTED_STATE: it holds no socket. */
 const NOT_CONNECTED = 999;
 
-let zk: LocalZooKeeper;
+const zk = useZooKeeper();
 let echo: Server;
 let echoPort = 0;
 beforeAll(async () => {
-  zk = await startZooKeeper();
   echo = createServer((s) => {
     s.on('error', () => undefined);
     s.pipe(s);
@@ -28,9 +27,8 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => echo.listen(0, '127.0.0.1', resolve));
   echoPort = (echo.address() as { port: number }).port;
 }, 60_000);
-afterAll(async () => {
+afterAll(() => {
   echo?.close();
-  await zk?.stop();
 });
 
 /** Blocks the thread (not the process's other threads) for `ms`: the event loop sees nothing meanwhile. */
@@ -39,13 +37,13 @@ function blockFor(ms: number): void {
 }
 
 it('requests that find the connection broken leave the next socket the process opens working, and the session reconnects', async () => {
-  const h: ZkHandle & { readonly state?: number } = createZkHandle(zk.connect, 4000);
+  const h: ZkHandle & { readonly state?: number } = createZkHandle(zk().connect, 4000);
   try {
     await new Promise<void>((resolve) => {
       h.on('connect', () => resolve());
       h.init({});
     });
-    const server = zk.members[0];
+    const server = zk().members[0];
     const pid = server?.pid;
     if (!server || !pid) throw new Error('no ZooKeeper process');
 
