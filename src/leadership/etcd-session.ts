@@ -19,6 +19,7 @@ import { DEFAULT_ETCD_KEY_PREFIX } from '../config/fields.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
 import { withTimeout } from '../with-timeout.ts';
+import { sessionValidMs } from './backend.ts';
 import { createWaitList } from './wait-list.ts';
 
 /** Where all leadership keys live by default (`etcdKeyPrefix`); one watch over it serves every election of a replica. */
@@ -116,8 +117,7 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
   const membersPrefix = `${opts.root ?? ETCD_ROOT}members/`;
   const { log } = opts;
   const ttlMs = opts.ttlSeconds * 1000;
-  // Stop DELETEs a little before the server can expire the lease: its clock's rate and ours, timer granularity.
-  const freshMs = ttlMs - Math.min(1000, ttlMs / 5);
+  const freshMs = sessionValidMs(ttlMs);
   let running = false;
   let closed = false;
   let current: (SessionLease & { end: AbortController; lease: Lease }) | undefined;

@@ -23,7 +23,7 @@ import type { MonotonicClock } from '../clock.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
 import { withTimeout } from '../with-timeout.ts';
-import type { BackendElection } from './backend.ts';
+import { type BackendElection, sessionValidMs } from './backend.ts';
 import { createCandidateState } from './candidate-state.ts';
 import { FencedError } from './fenced-error.ts';
 import { createFreshRead } from './fresh-read.ts';
@@ -58,15 +58,6 @@ type FenceRead =
   | { readonly ok: true; readonly path: string; readonly sessionId: string; readonly sentAtMs: number }
   | { readonly ok: false; readonly reason: string };
 
-/**
- * How long a confirmation of our node counts, ms, from when its read was sent: the session cannot have
- * expired on the server before the server last heard from us plus the granted timeout. The margin is the
- * etcd lease's (src/leadership/etcd-session.ts): 1 s, or a fifth of a shorter timeout.
- */
-export function confirmationValidMs(timeoutMs: number): number {
-  return timeoutMs - Math.min(1000, timeoutMs / 5);
-}
-
 /** Creates the ZooKeeper election of one target; `start()` campaigns (when wanted). */
 export function createZooKeeperElection(opts: ZooKeeperElectionOptions): BackendElection {
   const { session, prefix, replicaId, log } = opts;
@@ -87,7 +78,8 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
   const confirmationFresh = () =>
     termConnection !== undefined &&
     confirmedSentAtMs !== undefined &&
-    opts.monotonicNow() - confirmedSentAtMs < confirmationValidMs(termConnection.timeoutMs);
+    // The session cannot have expired before the server last heard from us plus the granted timeout.
+    opts.monotonicNow() - confirmedSentAtMs < sessionValidMs(termConnection.timeoutMs);
 
   /** One fencing read of our node; never rejects. Ends the term (once) if the node is gone or not ours. */
   async function readOnce(): Promise<FenceRead> {
