@@ -5,9 +5,10 @@
 #   2. every kustomization under infra/k8s renders with `kubectl kustomize`, without a warning, and so
 #      does the example overlay with the monitoring component (test/deploy/with-monitoring);
 #   3. the Dockerfile passes the dockerfile-utils linter;
-#   4. the alerting rules (infra/monitoring/alerts.yaml) pass `promtool check rules` and their unit
-#      tests `promtool test rules test/deploy/alerts.promtool.yaml` (promtool from Debian's prometheus
-#      package, which scripts/install-test-tools.sh installs);
+#   4. the alerting rules (infra/monitoring/alerts.yaml, kube-state-metrics-alerts.yaml) pass `promtool check
+#      rules` and their unit tests `promtool test rules test/deploy/alerts.promtool.yaml` (promtool from Debian's
+#      prometheus package, which scripts/install-test-tools.sh installs; test/deploy/alerts.test.ts runs both
+#      too, so `npm test` does);
 #   5. test/deploy (vitest): every rendered object validated against the Kubernetes schemas, the
 #      RBAC rules exactly get/list/watch/delete on pods (cluster-scope overlay: list/watch cluster-wide,
 #      get/delete per target namespace; namespace-discovery overlay: one ClusterRole, list/watch on
@@ -81,10 +82,11 @@ command -v promtool >/dev/null 2>&1 || bash scripts/install-test-tools.sh
 if ! command -v promtool >/dev/null 2>&1; then
   echo "check-deploy: promtool not found: install Debian's prometheus package (scripts/install-test-tools.sh)" >&2
   status=1
-elif promtool check rules infra/monitoring/alerts.yaml && promtool test rules test/deploy/alerts.promtool.yaml; then
+elif promtool check rules infra/monitoring/alerts.yaml infra/monitoring/kube-state-metrics-alerts.yaml &&
+  promtool test rules test/deploy/alerts.promtool.yaml; then
   echo "check-deploy: alerting rules ok ($(promtool --version 2>&1 | head -n 1))"
 else
-  echo "check-deploy: alerting rules failed (infra/monitoring/alerts.yaml, test/deploy/alerts.promtool.yaml)" >&2
+  echo "check-deploy: alerting rules failed (infra/monitoring/*alerts.yaml, test/deploy/alerts.promtool.yaml)" >&2
   status=1
 fi
 

@@ -2,7 +2,9 @@
  * Overdue driver pods: the outcome check every replica makes from its own informer, whether or not it
  * leads. A pod is **overdue** when the cleaner should have deleted it and has not: terminal, selected,
  * eligible under the policy, not being deleted, and past `deadline + grace` (deadline = finishedAt +
- * retention, as the enqueue side computes it). Pure: "now" is an argument.
+ * retention, as the enqueue side computes it). Pure: "now" is an argument. In dry run the same rule counts the
+ * pods the cleaner *would* have deleted by now (their would-delete deadline passed) and that are still present:
+ * nothing else deleted them either.
  *
  * Why the grace: a healthy target deletes a pod within moments of its deadline, but a failover leaves a
  * target without a consuming leader for up to one lease TTL (the old lease expiring) plus the new leader's

@@ -16,6 +16,11 @@
  *   the `failed` outcomes are counted (`sdc_cleanup_outcomes_total`) and alerted on.
  * - **A follower** that sees pods overdue for longer than `followerAlarmMs` past their deadline logs an
  *   error naming the leader (at most once per `followerAlarmMs` per target).
+ * - **In dry run** nothing is deleted, so the overdue pods are those past their *would-delete* deadline: pods
+ *   that nothing else (Kyuubi's own cleanup) deleted either. They say nothing about the leader (its jobs end
+ *   `would-delete` and the pods stay), so they never make it step down nor a follower alarm; the leader logs one
+ *   warning instead (at most once per `followerAlarmMs`): dry run left on after Kyuubi's cleanup was switched off
+ *   cleans nothing.
  *
  * Intervals between two moments of this process use the monotonic clock (`monotonicNow`); only deadlines
  * from Kubernetes timestamps use a wall clock (`now`): the one the handler judges "due" by, never ahead of the
@@ -110,7 +115,7 @@ export interface SelfCheckOptions {
   readonly leaderStuckMs: number;
   /** A follower alarms when the oldest overdue pod is this far past its deadline, ms (the config: 2 × grace). */
   readonly followerAlarmMs: number;
-  /** Dry-run deletes nothing, so nothing is ever overdue. */
+  /** Dry run deletes nothing: the overdue pods are those past their would-delete deadline (see the module). */
   readonly dryRun: boolean;
   readonly log: Logger;
   /** Epoch ms (deadlines from Kubernetes timestamps): the due clock, `ServerClock.dueNow`. */
@@ -121,11 +126,14 @@ export interface SelfCheckOptions {
 
 /** One target's self-check. */
 export interface SelfCheck {
-  /** The overdue pods now, from the informer's cache (empty before it synced, and in dry-run). */
+  /**
+   * The overdue pods now, from the informer's cache (empty before it synced); in dry run, the pods past their
+   * would-delete deadline plus the grace.
+   */
   overdue(): OverdueReport;
   /**
-   * One check: the leader's stuck test and the follower's alarm. Call periodically (the replica does, every
-   * few seconds); returns what it did, for tests.
+   * One check: the leader's stuck test and the follower's alarm (in dry run, the leader's warning instead of the
+   * alarm). Call periodically (the replica does, every few seconds); returns what it did, for tests.
    */
   check(): Promise<'ok' | 'stepped-down' | 'alarmed'>;
 }
@@ -139,7 +147,7 @@ export function createSelfCheck(opts: SelfCheckOptions): SelfCheck {
   let lastAlarmMs: number | undefined;
 
   function overdue(): OverdueReport {
-    if (opts.dryRun || !s.informerSynced) return NONE_OVERDUE;
+    if (!s.informerSynced) return NONE_OVERDUE;
     return findOverdue(s.pods(), {
       selector: opts.selector,
       policy: opts.policy,
@@ -198,7 +206,8 @@ export function createSelfCheck(opts: SelfCheckOptions): SelfCheck {
   async function check(): Promise<'ok' | 'stepped-down' | 'alarmed'> {
     const report = overdue();
     const mono = opts.monotonicNow();
-    const stuck = await stuckReason(report, mono);
+    // In dry run the pods stay however well the leader works: only its worker running is judged.
+    const stuck = await stuckReason(opts.dryRun ? NONE_OVERDUE : report, mono);
     const fields = {
       overdue: report.count,
       oldestOverdueMs: report.oldestAgeMs,
@@ -210,6 +219,7 @@ export function createSelfCheck(opts: SelfCheckOptions): SelfCheck {
       s.stepDown(`self-check: ${stuck}`);
       return 'stepped-down';
     }
+    if (opts.dryRun) return dryRunWarning(report, mono, fields);
     if (!s.isLeader && report.count > 0 && report.oldestAgeMs >= opts.followerAlarmMs) {
       if (lastAlarmMs === undefined || mono - lastAlarmMs >= opts.followerAlarmMs) {
         lastAlarmMs = mono;
@@ -224,6 +234,29 @@ export function createSelfCheck(opts: SelfCheckOptions): SelfCheck {
       }
     }
     return 'ok';
+  }
+
+  /**
+   * In dry run, the leader (one line per target, not one per replica) warns when pods stay `followerAlarmMs` past
+   * their would-delete deadline: nothing deletes them.
+   */
+  function dryRunWarning(
+    report: OverdueReport,
+    mono: number,
+    fields: Record<string, unknown>,
+  ): 'ok' | 'alarmed' {
+    if (!s.isLeader || report.count === 0 || report.oldestAgeMs < opts.followerAlarmMs) return 'ok';
+    if (lastAlarmMs !== undefined && mono - lastAlarmMs < opts.followerAlarmMs) return 'ok';
+    lastAlarmMs = mono;
+    opts.log.warn(
+      {
+        ...fields,
+        dryRun: true,
+        fix: "if Kyuubi's cleanup is off (kind=NONE), turn dry run off (dryRun=false, SDC_DRY_RUN=false); if it is on, its settings differ from the cleaner's (policy, retention, labelSelector)",
+      },
+      'self-check: dry run is on and pods are past their would-delete deadline: nothing deletes them',
+    );
+    return 'alarmed';
   }
 
   return { overdue, check };

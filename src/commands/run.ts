@@ -54,6 +54,7 @@ export async function runReplica(flags: Record<string, unknown>): Promise<void> 
   const telemetry = await createTelemetry({
     replicaId: config.replicaId,
     electionTtlSeconds: config.electionTtlSeconds,
+    dryRun: config.dryRun,
   });
   for (const w of telemetry.tracing.warnings) log.warn(w);
   if (telemetry.tracing.enabled) log.info('exporting traces over OTLP/HTTP');

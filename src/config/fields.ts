@@ -250,7 +250,7 @@ export const FIELDS: readonly FieldSpec[] = [
   {
     key: 'dryRun',
     default: 'false',
-    help: 'Log `would-delete` instead of sending DELETE; switched off later, those pods are deleted.',
+    help: 'Log `would-delete` instead of sending DELETE; switched off later, those pods are deleted. Exported as `sdc_dry_run`; pods nothing else deletes meanwhile count as overdue (alert `SparkDriverCleanerDryRunPodsOverdue`).',
     flag: true,
   },
   { key: 'replicaId', help: 'This replica’s identity in elections and logs; default `hostname-pid`.' },

@@ -10,7 +10,7 @@ import { backoffMs } from '../backoff.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
 import type { BackendElection } from './backend.ts';
-import { leadershipSubscribers } from './leadership.ts';
+import { leadershipSubscribers, type SessionHealth } from './leadership.ts';
 
 /** Options of {@link createCandidateState}. */
 export interface CandidateStateOptions {
@@ -56,8 +56,8 @@ export interface BackendPart<S>
    * The call never rejects.
    */
   onResign(): () => Promise<void>;
-  /** The session's age for {@link BackendElection.keepaliveAgeMs}, ms; asked only while running. */
-  sessionAgeMs(): number | undefined;
+  /** The session's freshness for {@link BackendElection.session}; asked only while running. */
+  session(): SessionHealth | undefined;
 }
 
 /** One election's candidacy and current term, for its backend's campaign steps. */
@@ -220,8 +220,8 @@ export function createCandidateState(opts: CandidateStateOptions): CandidateStat
       get isLeader() {
         return leader;
       },
-      get keepaliveAgeMs() {
-        return running ? backend.sessionAgeMs() : undefined;
+      get session() {
+        return running ? backend.session() : undefined;
       },
       stillLeader: backend.stillLeader,
       fence: backend.fence,

@@ -254,7 +254,10 @@ export function createEtcdLeadership(opts: EtcdLeadershipOptions): EtcdLeadershi
           ).catch(() => undefined);
       };
     },
-    sessionAgeMs: () => session.keepaliveAgeMs,
+    session: () => {
+      const keepaliveAgeMs = session.keepaliveAgeMs;
+      return keepaliveAgeMs === undefined ? undefined : { backend: 'etcd', keepaliveAgeMs };
+    },
     stillLeader: () => state.leader && fresh(),
     async fence(signal) {
       if (!state.leader) throw new FencedError('not the leader');

@@ -14,6 +14,19 @@ export interface LeadershipEvents {
   onLost: (reason: string) => void;
 }
 
+/**
+ * The freshness of a replica's session with its leadership backend, as each backend measures it (exported as
+ * one gauge per backend: src/telemetry/metrics.ts). Times in ms, monotonic.
+ * - `etcd`: `keepaliveAgeMs`, how long ago the last successful keepalive of the lease was sent. Keepalives go
+ *   every TTL/3; a leader fences itself once TTL − 1 s have passed without one, and etcd expires the lease at TTL.
+ * - `zookeeper`: `disconnectedMs`, how long the session has been without a connection; 0 while connected (the
+ *   client's pings keep a connected session alive). A leader stops its DELETEs as soon as the connection drops;
+ *   the server expires the session after its timeout, and the replica gives it up then and opens a new one.
+ */
+export type SessionHealth =
+  | { readonly backend: 'etcd'; readonly keepaliveAgeMs: number }
+  | { readonly backend: 'zookeeper'; readonly disconnectedMs: number };
+
 /** One target's leadership as seen from this replica. */
 export interface Leadership {
   /**
@@ -53,10 +66,11 @@ export interface Leadership {
   /** The I/O-free part of {@link Leadership.fence}: leader and lease fresh. */
   stillLeader(): boolean;
   /**
-   * How long ago the last successful lease keepalive was sent, ms, on the monotonic clock (undefined when
-   * not campaigning; 0 for local leadership, which has no lease).
+   * How fresh this replica's session with the leadership backend is, in that backend's own terms (ms, on the
+   * monotonic clock); undefined when not campaigning, while the replica holds no session (etcd: no lease
+   * granted; ZooKeeper: never connected yet, or a session given up), and for local leadership, which has none.
    */
-  readonly keepaliveAgeMs: number | undefined;
+  readonly session: SessionHealth | undefined;
   /** The replica id of the current leader of this target, if known. */
   currentLeader(): Promise<string | undefined>;
 }

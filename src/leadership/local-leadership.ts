@@ -39,9 +39,8 @@ export function createLocalLeadership(opts: { replicaId: string }): Leadership {
       if (!leader) throw new FencedError('not the leader');
     },
     stillLeader: () => leader,
-    get keepaliveAgeMs() {
-      return leader ? 0 : undefined;
-    },
+    // No backend, no session.
+    session: undefined,
     async currentLeader() {
       return leader ? opts.replicaId : undefined;
     },

@@ -243,7 +243,12 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
           );
       };
     },
-    sessionAgeMs: () => session.disconnectedForMs,
+    session: () => {
+      // A session given up (expired, or suspended for a whole timeout) is none: exported as absent, as etcd's
+      // lost lease is, until a new one connects.
+      const disconnectedMs = session.sessionId === undefined ? undefined : session.disconnectedForMs;
+      return disconnectedMs === undefined ? undefined : { backend: 'zookeeper', disconnectedMs };
+    },
     stillLeader: () => state.leader && connected() && confirmationFresh(),
     async fence(signal) {
       if (!state.leader) throw new FencedError('not the leader');

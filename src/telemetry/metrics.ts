@@ -4,12 +4,13 @@
  * `_total`); every cleanup series carries `context` and `namespace` (the target).
  *
  * Recorded as things happen: outcomes, API request durations, DELETE lateness, reconciles.
- * Read at scrape time from the replica ({@link CleanerMetrics.watch}): leadership, lease keepalive age,
- * informer restarts and sync — so a scrape shows the state *now*, not a stale copy. Queue job counts are read
+ * Read at scrape time from the replica ({@link CleanerMetrics.watch}): leadership, the leadership session's
+ * freshness (one gauge per backend), informer restarts and sync — so a scrape shows the state *now*, not a stale copy. Queue job counts are read
  * from Redis by each target's leader only, at most every {@link QUEUE_COUNTS_MAX_AGE_MS} (see there).
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { Outcome } from '../cleanup/outcome.ts';
+import type { SessionHealth } from '../leadership/leadership.ts';
 import type { TargetRef } from '../queue/job-identity.ts';
 import { VERSION } from '../version.ts';
 
@@ -36,12 +37,15 @@ export interface MetricsSource {
   /** This replica can clean the target now (src/cleaner/target-cleaner.ts `ready`). */
   readonly ready: boolean;
   readonly informer: { readonly restarts: number; readonly synced: boolean };
-  /** ms since the last successful keepalive was sent (monotonic; src/leadership/leadership.ts). */
-  readonly leadership: { readonly keepaliveAgeMs: number | undefined };
+  /** The leadership session's freshness, per backend (src/leadership/leadership.ts). */
+  readonly leadership: { readonly session: SessionHealth | undefined };
   readonly queue: {
     readonly bullQueue: { getJobCounts(...types: string[]): Promise<Record<string, number>> };
   };
-  /** The self-check's overdue pods of the target (src/cleaner/overdue.ts): count, and the oldest's age in ms. */
+  /**
+   * The self-check's overdue pods of the target (src/cleaner/overdue.ts): count, and the oldest's age in ms; in
+   * dry run, the pods past their would-delete deadline.
+   */
   overdue(): { readonly count: number; readonly oldestAgeMs: number };
 }
 
@@ -92,6 +96,8 @@ export interface MetricsOptions {
   monotonicNow?: () => number;
   /** The configured leadership lease TTL, s: exported as `sdc_election_ttl_seconds` (not exported when unset). */
   electionTtlSeconds?: number;
+  /** The replica's dry-run setting: exported as `sdc_dry_run` (not exported when unset). */
+  dryRun?: boolean;
 }
 
 /** One target's last queue counts read by this replica as its leader. */
@@ -167,9 +173,18 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
   if (opts.electionTtlSeconds !== undefined) {
     new Gauge({
       name: 'sdc_election_ttl_seconds',
-      help: 'The configured TTL of the leadership leases (electionTtlSeconds), s: keepalives go every TTL/3; a leader fences itself at TTL − 1 s.',
+      help: 'The configured TTL of the etcd leadership lease, or the ZooKeeper session timeout asked for (electionTtlSeconds), s.',
       registers,
     }).set(opts.electionTtlSeconds);
+  }
+
+  // Dry run left on after Kyuubi's cleanup was switched off deletes nothing: the dry-run alert reads this.
+  if (opts.dryRun !== undefined) {
+    new Gauge({
+      name: 'sdc_dry_run',
+      help: '1 when this replica runs in dry run (dryRun): it logs would-delete and sends no DELETE; sdc_overdue_pods then counts the pods past their would-delete deadline, which nothing deletes unless Kyuubi still does.',
+      registers,
+    }).set(opts.dryRun ? 1 : 0);
   }
 
   const outcomes = new Counter({
@@ -265,22 +280,37 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
       for (const c of cleaners()) this.set(labelsOf(c.target), c.isLeader ? 1 : 0);
     },
   });
+  // One name per backend, each meaning what it says; both registered, only the replica's own backend has
+  // samples. Absent while the replica holds no session: the backend-unreachable alert reads the absence.
   new Gauge({
     name: 'sdc_lease_keepalive_age_seconds',
-    help: 'Seconds since the last successful keepalive of the leadership lease was sent (absent while not campaigning).',
+    help: 'etcd: seconds since the last successful keepalive of the leadership lease was sent (keepalives go every TTL/3; a leader fences itself at TTL − 1 s); absent while the replica holds no lease, and on other backends.',
     labelNames: TARGET,
     registers,
     collect() {
       this.reset();
       for (const c of cleaners()) {
-        const age = c.leadership.keepaliveAgeMs;
-        if (age !== undefined) this.set(labelsOf(c.target), Math.max(0, age) / 1000);
+        const s = c.leadership.session;
+        if (s?.backend === 'etcd') this.set(labelsOf(c.target), Math.max(0, s.keepaliveAgeMs) / 1000);
+      }
+    },
+  });
+  new Gauge({
+    name: 'sdc_zookeeper_disconnected_seconds',
+    help: 'ZooKeeper: seconds the leadership session has been without a connection, 0 while connected (a leader stops its DELETEs when the connection drops); absent while the replica holds no session (never connected, or given up after a session timeout), and on other backends.',
+    labelNames: TARGET,
+    registers,
+    collect() {
+      this.reset();
+      for (const c of cleaners()) {
+        const s = c.leadership.session;
+        if (s?.backend === 'zookeeper') this.set(labelsOf(c.target), Math.max(0, s.disconnectedMs) / 1000);
       }
     },
   });
   new Gauge({
     name: 'sdc_overdue_pods',
-    help: 'Terminated driver pods of the target still present past their deadline plus the grace (overdueGrace), counted by this replica from its informer, leader or not (0 in dry run and before the first list).',
+    help: 'Terminated driver pods of the target still present past their deadline plus the grace (overdueGrace), counted by this replica from its informer, leader or not (0 before the first list). In dry run (sdc_dry_run 1): the pods past their would-delete deadline plus the grace.',
     labelNames: TARGET,
     registers,
     collect() {

@@ -15,6 +15,8 @@ export interface TelemetryOptions extends TracingOptions {
   processMetrics?: boolean;
   /** The configured leadership lease TTL, s (exported as `sdc_election_ttl_seconds`). */
   electionTtlSeconds?: number;
+  /** The replica's dry-run setting (exported as `sdc_dry_run`). */
+  dryRun?: boolean;
 }
 
 /** Tracing and metrics of one replica. */
@@ -35,6 +37,7 @@ export async function createTelemetry(opts: TelemetryOptions): Promise<Telemetry
   const metrics = createMetrics({
     processMetrics: opts.processMetrics,
     electionTtlSeconds: opts.electionTtlSeconds,
+    dryRun: opts.dryRun,
   });
   return {
     tracing,

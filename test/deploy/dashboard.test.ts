@@ -46,12 +46,14 @@ describe('Grafana dashboard (infra/monitoring/grafana-dashboard.json)', () => {
     }
   });
 
-  it('shows outcomes, lateness, leaders, queue depth, informer health and overdue pods', () => {
+  it('shows outcomes, lateness, leaders, the leadership session on either backend, queue depth, informer health and overdue pods', () => {
     const used = new Set(queries.flatMap((q) => metricNames(q.expr)));
     for (const name of [
       'sdc_cleanup_outcomes_total',
       'sdc_delete_lateness_seconds_bucket',
       'sdc_leader',
+      'sdc_lease_keepalive_age_seconds',
+      'sdc_zookeeper_disconnected_seconds',
       'sdc_queue_jobs',
       'sdc_informer_synced',
       'sdc_informer_restarts_total',

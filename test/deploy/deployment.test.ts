@@ -117,6 +117,16 @@ describe('spark-driver-cleaner Deployment', () => {
   });
 });
 
+describe('the example overlay as the README tells to start', () => {
+  it('starts in dry run (SDC_DRY_RUN=true over the base’s false): it deletes nothing until the cut-over', () => {
+    expect(config.SDC_DRY_RUN).toBe('true');
+    const base = renderKustomization('infra/k8s/base');
+    const baseDeployment = findOne<Workload>(base, 'Deployment', 'spark-driver-cleaner');
+    const baseContainer = findContainer(baseDeployment.spec.template.spec.containers, 'spark-driver-cleaner');
+    expect(configMapEnv(base, baseContainer).SDC_DRY_RUN).toBe('false');
+  });
+});
+
 describe('objects around the Deployment', () => {
   const service = findOne<
     KubeObject & { spec: { selector: Record<string, string>; ports: { port: number; targetPort: string }[] } }

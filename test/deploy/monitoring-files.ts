@@ -1,13 +1,18 @@
 /**
- * Reads what infra/monitoring ships, for the monitoring tests: the alerting rules, the promtool unit
- * tests of them, and the PromQL queries of the Grafana dashboard.
+ * Reads what infra/monitoring ships, for the monitoring tests: the alerting rules (the cleaner's own, and the
+ * optional ones on kube-state-metrics), the promtool unit tests of them, and the PromQL queries of the Grafana
+ * dashboard.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { REPO_ROOT, readYamlFile } from './render.ts';
 
-/** The rules file (Prometheus `rule_files:` format). */
+/** The rules file on the cleaner's own series (Prometheus `rule_files:` format). */
 export const RULES_FILE = 'infra/monitoring/alerts.yaml';
+/** The optional rules file on kube-state-metrics' series (finished drivers in any namespace). */
+export const KSM_RULES_FILE = 'infra/monitoring/kube-state-metrics-alerts.yaml';
+/** Every shipped rules file. */
+export const RULE_FILES = [RULES_FILE, KSM_RULES_FILE] as const;
 /** The promtool unit tests of the rules. */
 export const RULES_TESTS_FILE = 'test/deploy/alerts.promtool.yaml';
 /** The Grafana dashboard. */
@@ -48,19 +53,31 @@ export interface RulesTestsFile {
   tests: { name?: string; alert_rule_test?: AlertRuleTest[] }[];
 }
 
-/** The alerting rules of {@link RULES_FILE}, every group. */
-export function alertRules(): AlertRule[] {
-  return readYamlFile<RulesFile>(RULES_FILE).groups.flatMap((g) => g.rules);
+/** The alerting rules of a rules file (default {@link RULES_FILE}, the cleaner's own), every group. */
+export function alertRules(file: string = RULES_FILE): AlertRule[] {
+  return readYamlFile<RulesFile>(file).groups.flatMap((g) => g.rules);
 }
 
-/** For each alert name: how many promtool cases expect it to fire, and how many expect it not to. */
-export function alertTestCases(): Map<string, { fires: number; silent: number }> {
-  const cases = new Map<string, { fires: number; silent: number }>();
+/** The alerting rules of every shipped rules file ({@link RULE_FILES}). */
+export function allAlertRules(): AlertRule[] {
+  return RULE_FILES.flatMap((f) => alertRules(f));
+}
+
+/**
+ * For each alert name: how many promtool cases expect it to fire, by the severity they expect (`fires`, keyed by
+ * the expected `severity` label), and how many expect it not to fire at all (`silent`).
+ */
+export function alertTestCases(): Map<string, { fires: Map<string, number>; silent: number }> {
+  const cases = new Map<string, { fires: Map<string, number>; silent: number }>();
   for (const t of readYamlFile<RulesTestsFile>(RULES_TESTS_FILE).tests) {
     for (const a of t.alert_rule_test ?? []) {
-      const c = cases.get(a.alertname) ?? { fires: 0, silent: 0 };
-      if ((a.exp_alerts ?? []).length > 0) c.fires += 1;
-      else c.silent += 1;
+      const c = cases.get(a.alertname) ?? { fires: new Map<string, number>(), silent: 0 };
+      const expected = (a.exp_alerts ?? []) as { exp_labels?: Record<string, string> }[];
+      if (expected.length === 0) c.silent += 1;
+      for (const e of expected) {
+        const severity = e.exp_labels?.severity ?? '';
+        c.fires.set(severity, (c.fires.get(severity) ?? 0) + 1);
+      }
       cases.set(a.alertname, c);
     }
   }

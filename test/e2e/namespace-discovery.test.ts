@@ -3,7 +3,8 @@
  * real Redis, real etcd and a sandbox API server serving namespaces. A namespace that gains the label is
  * cleaned (each pod deleted once, by the sandbox's request log); one that loses it, or is deleted, is no
  * longer led (no election key in etcd, absent from every replica's /api/v1/leaders) and its later pods are
- * left alone; with no namespace matched a replica runs and is ready.
+ * left alone; with no namespace matched a replica runs and is ready, and exports sdc_build_info but no per-target
+ * series (what the absence alert relies on).
  */
 import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -171,6 +172,11 @@ describe('namespace discovery', () => {
     expect(body.discovery).toEqual([
       { context: 'kube', namespaceSelector: 'nobody=here', synced: true, namespaces: [] },
     ]);
+    // What the absence alert reads (infra/monitoring/alerts.yaml): sdc_build_info, never a per-target series,
+    // of which a replica without targets has none.
+    const metrics = (await (await fetch(`${url}/metrics`)).text()).split('\n');
+    expect(metrics.filter((l) => /^sdc_build_info\{version="[^"]+"\} 1$/.test(l))).toHaveLength(1);
+    expect(metrics.filter((l) => l.startsWith('sdc_leader{'))).toEqual([]);
     r.kill('SIGTERM');
     expect(await r.exited).toBe(0);
   }, 60_000);

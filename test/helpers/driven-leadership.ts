@@ -52,9 +52,8 @@ export function drivenLeadership(replicaId = 'test-replica'): DrivenLeadership {
       if (!leader) throw new FencedError('not the leader');
     },
     stillLeader: () => leader,
-    get keepaliveAgeMs() {
-      return leader ? 0 : undefined;
-    },
+    // No backend, no session.
+    session: undefined,
     async currentLeader() {
       return leader ? replicaId : undefined;
     },

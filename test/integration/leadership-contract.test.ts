@@ -3,7 +3,7 @@
  * election, resign and stepDown hand over at once, the balance over replicas (at most ⌈T / R⌉ each, one
  * session per replica), a replica added or killed, and — all along every handover — no two replicas whose
  * `fence()` succeeds for one target in the same round; a burst of `fence()` calls costs the server a few reads,
- * not one each. The etcd-only cases (lease revisions, the campaign transaction, the order of coalesced fencing
+ * not one each; the session's freshness in each backend's own measure. The etcd-only cases (lease revisions, the campaign transaction, the order of coalesced fencing
  * reads) stay in leadership.test.ts and leadership-balance.test.ts.
  */
 import { spawn } from 'node:child_process';
@@ -130,6 +130,26 @@ describe.each(leadershipBackends())('leadership contract on $name (real server)'
       await waitForSessions(3);
     } finally {
       for (const c of cs) await c.g.close();
+    }
+  });
+
+  it("session: the backend's own measure while its session lives (etcd: keepalive age under the TTL; ZooKeeper: 0 s disconnected), none after resign", async () => {
+    const [t] = targetsOf('session', 1);
+    const r = replica('s1', [t as { context: string; namespace: string }], false);
+    try {
+      const e = r.elections[0] as BackendElection;
+      await waitFor('elected', () => e.isLeader);
+      const s = e.session;
+      if (backend.name === 'etcd') {
+        expect(s?.backend).toBe('etcd');
+        expect(s?.backend === 'etcd' && s.keepaliveAgeMs).toBeLessThan(TEST_SESSION_SECONDS * 1000);
+      } else {
+        expect(s).toEqual({ backend: 'zookeeper', disconnectedMs: 0 });
+      }
+      await e.resign();
+      expect(e.session).toBeUndefined();
+    } finally {
+      await r.g.close();
     }
   });
 

@@ -158,8 +158,8 @@ describe('etcd leadership: keepalive freshness (real etcd)', () => {
         // The answer reaches us late (a slow way back): the server renewed the lease when it got the request.
         setTimeout(() => {
           emit(event, ...rest);
-          const age = c?.leadership.keepaliveAgeMs;
-          if (age !== undefined) ages.push(age);
+          const session = c?.leadership.session;
+          if (session?.backend === 'etcd') ages.push(session.keepaliveAgeMs);
         }, delayMs);
         return true;
       };

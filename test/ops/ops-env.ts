@@ -80,6 +80,7 @@ export async function startOpsEnv(contexts: string[], opts: { etcd?: boolean } =
       const telemetry = await createTelemetry({
         replicaId: id,
         electionTtlSeconds: config.electionTtlSeconds,
+        dryRun: config.dryRun,
         env: {},
         ...(o.traces ? { exporter: spans } : {}),
       });

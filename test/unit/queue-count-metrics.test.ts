@@ -16,7 +16,7 @@ function source(namespace: string, leader: boolean) {
     delayed: 3,
     target: { context: 'c', namespace },
     informer: { restarts: 0, synced: true },
-    leadership: { keepaliveAgeMs: 0 },
+    leadership: { session: { backend: 'etcd' as const, keepaliveAgeMs: 0 } },
     queue: {
       bullQueue: {
         getJobCounts: async (...states: string[]): Promise<Record<string, number>> => {

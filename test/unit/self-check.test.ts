@@ -215,16 +215,67 @@ describe('self-check of a leader', () => {
     expect(await sc.check()).toBe('ok');
   });
 
-  it('dry-run: nothing is overdue, nothing steps down', async () => {
-    const s = subject({ pods: [overduePod()], lastProgressMs: 0 });
-    const { sc } = check(s, { t: 100_000 }, true);
-    expect(sc.overdue().count).toBe(0);
-    expect(await sc.check()).toBe('ok');
-  });
-
   it('informer not synced: nothing is judged', async () => {
     const s = subject({ pods: [overduePod()], informerSynced: false, lastProgressMs: 0 });
     expect(check(s, { t: 100_000 }).sc.overdue().count).toBe(0);
+  });
+});
+
+describe('self-check in dry run', () => {
+  it('a pod 50 s past its would-delete deadline (grace 40 s) counts; the leader does not step down for it', async () => {
+    // No progress for 100 s and a job due and waiting would make a leader step down outside dry run.
+    const s = subject({ pods: [overduePod(), finished('fresh', RETENTION)], lastProgressMs: 0 });
+    const { sc, log } = check(s, { t: 100_000 }, true);
+    expect(sc.overdue()).toMatchObject({ count: 1, oldestAgeMs: GRACE + 10_000 });
+    expect(sc.overdue().oldest.map((p) => p.name)).toEqual(['late']);
+    expect(await sc.check()).toBe('ok');
+    expect(s.steps).toEqual([]);
+    expect(log.lines.filter((l) => l.level === 'warn' || l.level === 'error')).toEqual([]);
+  });
+
+  it('a leader without a running worker still steps down (it would not even log would-delete)', async () => {
+    const mono = { t: 100_000 };
+    const s = subject({ workerRunning: false });
+    const { sc } = check(s, mono, true);
+    expect(await sc.check()).toBe('ok');
+    mono.t += STUCK;
+    expect(await sc.check()).toBe('stepped-down');
+  });
+
+  it('the leader warns once a pod is 80 s past its would-delete deadline, again only after 80 s', async () => {
+    const mono = { t: 100_000 };
+    const s = subject({ pods: [finished('stuck', RETENTION + ALARM)], lastProgressMs: 0 });
+    const { sc, log } = check(s, mono, true);
+    expect(await sc.check()).toBe('alarmed');
+    mono.t += ALARM - 1;
+    expect(await sc.check()).toBe('ok');
+    mono.t += 1;
+    expect(await sc.check()).toBe('alarmed');
+    const warns = log.lines.filter((l) => l.level === 'warn');
+    expect(warns).toHaveLength(2);
+    expect(warns[0]?.msg).toBe(
+      'self-check: dry run is on and pods are past their would-delete deadline: nothing deletes them',
+    );
+    expect(warns[0]).toMatchObject({
+      overdue: 1,
+      dryRun: true,
+      oldest: [{ pod: 'stuck', uid: 'uid-stuck' }],
+    });
+    expect(String(warns[0]?.fix)).toMatch(/SDC_DRY_RUN=false/);
+    expect(log.lines.filter((l) => l.level === 'error')).toEqual([]);
+    expect(s.steps).toEqual([]);
+  });
+
+  it('a follower neither alarms nor warns: the leader speaks for the target', async () => {
+    const s = subject({
+      isLeader: false,
+      leaderSinceMs: undefined,
+      pods: [finished('stuck', RETENTION + ALARM)],
+    });
+    const { sc, log } = check(s, { t: 100_000 }, true);
+    expect(sc.overdue().count).toBe(1);
+    expect(await sc.check()).toBe('ok');
+    expect(log.lines.filter((l) => l.level === 'warn' || l.level === 'error')).toEqual([]);
   });
 });
 
