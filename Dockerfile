@@ -60,7 +60,9 @@ FROM ${BASE_IMAGE} AS runtime
 RUN rm -rf /usr/local/include/node /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx \
       /usr/local/bin/corepack /usr/local/bin/yarn /usr/local/bin/yarnpkg /opt/yarn-*
 # In a container the HTTP server must listen beyond loopback for probes and scrapes; the
-# application's own default (127.0.0.1) suits a laptop, not a pod.
+# application's own default (127.0.0.1) suits a laptop, not a pod. Beyond loopback the replica
+# refuses to start without SDC_DASHBOARD_USER/SDC_DASHBOARD_PASSWORD (the Deployment takes them from
+# its Secret), unless SDC_HTTP_ALLOW_UNAUTHENTICATED=true says a NetworkPolicy or a sidecar guards the port.
 ENV NODE_ENV=production \
     SDC_HTTP_HOST=0.0.0.0 \
     SDC_HTTP_PORT=9090

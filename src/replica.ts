@@ -33,6 +33,7 @@ import type { Logger } from './log.ts';
 import { createCleanupQueue } from './queue/cleanup-queue.ts';
 import { createDataMarker } from './queue/data-marker.ts';
 import { dataMarkerKey, electionPrefix, type TargetRef, targetLabel } from './queue/job-identity.ts';
+import { checkRedisAccess, redisRefusal } from './queue/redis-access-check.ts';
 import { createRedisClient, duplicateClient, type RedisClient } from './queue/redis-client.ts';
 import { type ElectionReader, etcdElectionReader } from './status/election-read.ts';
 import { zookeeperElectionReader } from './status/zookeeper-read.ts';
@@ -61,7 +62,8 @@ export interface Replica {
  *   dates, token expiry times)
  * @param deps.monotonicNow the monotonic clock, ms: every interval (lease freshness, the watchdog, the API
  *   rate limiter, backoffs); src/clock.ts
- * @throws KubeconfigError when a target's context cannot be loaded (a configuration error).
+ * @throws KubeconfigError when a target's context cannot be loaded, EtcdAccessError or RedisAccessError when
+ *   etcd or Redis refuses the configured credentials (configuration errors).
  */
 export async function startReplica(
   config: CleanerConfig,
@@ -104,16 +106,38 @@ export async function startReplica(
     // ioredis counts reconnect attempts from 1: 200 ms, 400 ms, … at most 5 s, no jitter.
     retryStrategy: (times) => backoffMs(times + 1, { baseMs: 100, maxMs: 5000 }),
   });
-  let redisDownLogged = false;
+  // One line per outage, and one more when its kind changes: Redis refusing our credentials is named as such.
+  let redisDownLogged: 'unreachable' | 'refused' | undefined;
+  let redisChecked = false;
   redis.on('error', (err) => {
-    if (!redisDownLogged) log.warn({ err: { message: err.message } }, 'redis unreachable; retrying');
-    redisDownLogged = true;
+    const refusal = redisRefusal(err, config.redis);
+    if (refusal && !redisChecked) return; // at start: checkRedisAccess reports it, and the start stops
+    const kind = refusal ? 'refused' : 'unreachable';
+    if (redisDownLogged !== kind) {
+      if (refusal)
+        log.warn(
+          { err: { message: err.message }, setting: refusal.setting, fix: refusal.fix },
+          'redis refused the credentials; retrying',
+        );
+      else log.warn({ err: { message: err.message } }, 'redis unreachable; retrying');
+    }
+    redisDownLogged = kind;
   });
   redis.on('ready', () => {
     if (redisDownLogged) log.info('redis reachable again');
-    redisDownLogged = false;
+    redisDownLogged = undefined;
     void checkEvictionPolicy(redis, log);
   });
+  // Refused at start (wrong password, none, a database the server lacks): a configuration error, exit 2.
+  try {
+    await checkRedisAccess(redis, config.redis);
+    redisChecked = true;
+  } catch (err) {
+    redis.disconnect();
+    etcd?.close();
+    await contexts.close();
+    throw err;
+  }
   // The queues' own commands (enqueue probes, tombstones): one connection for every target, without BullMQ's
   // scripts on it (src/queue/cleanup-queue.ts). With `redis` (BullMQ's Queues and the Workers' commands, shared)
   // that makes two per replica; the only per-target connections are the blocking ones of the Workers of the

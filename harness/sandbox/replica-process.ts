@@ -31,6 +31,8 @@ export interface SpawnReplicaOptions {
    * {@link HARNESS_CLI_PATH}).
    */
   command?: string;
+  /** Arguments after the subcommand, e.g. `['--check']`. */
+  args?: readonly string[];
   /** CLI entry point to run (default {@link CLI_PATH}; the benchmarks also run a compiled `cli.js`). */
   cliPath?: string;
   /**
@@ -66,7 +68,7 @@ export function spawnReplica(opts: SpawnReplicaOptions): ReplicaProcess {
   // REPLICA_NODE_ARGS: extra Node flags for every replica, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` or V8
   // heap flags (bench/README.md).
   const nodeArgs = (process.env.REPLICA_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const argv = [...nodeArgs, opts.cliPath ?? CLI_PATH, opts.command ?? 'run'];
+  const argv = [...nodeArgs, opts.cliPath ?? CLI_PATH, opts.command ?? 'run', ...(opts.args ?? [])];
   // With a cgroup: a shell joins it, then execs Node (same pid), which reads the limit at start.
   const [file, args] = opts.cgroupDir
     ? [

@@ -2,7 +2,8 @@
  * `spark-driver-cleaner run`: one replica. Flags mirror the configuration fields ({@link FIELDS});
  * environment variables `SDC_*` and a YAML file (`--config`) fill in the rest.
  * Exit codes: 2 for bad configuration (one line per bad field on stderr), 0 after a clean shutdown.
- * `run --check` only validates: it prints the effective configuration and exits 0, or 2.
+ * `run --check` only validates (the same checks as a start before it connects): it prints the effective
+ * configuration and exits 0, or 2.
  */
 import type { Command } from 'commander';
 import { monotonicClock, systemClock } from '../clock.ts';
@@ -12,8 +13,10 @@ import { startHttpServer } from '../http/server.ts';
 import { KubeconfigError } from '../kube/kubeconfig.ts';
 import { EtcdAccessError } from '../leadership/etcd-access-check.ts';
 import { createLogger } from '../log.ts';
+import { RedisAccessError } from '../queue/redis-access-check.ts';
 import { type Replica, startReplica } from '../replica.ts';
 import { startReplicaSupervisor } from '../replica-supervisor.ts';
+import { resolveTargets } from '../status/state-store.ts';
 import { createTelemetry } from '../telemetry/telemetry.ts';
 import { addConfigOptions, loadConfigOrExit } from './config-options.ts';
 
@@ -25,8 +28,8 @@ export function registerRunCommand(program: Command): void {
   cmd.option(
     '--check',
     'validate the configuration and exit: the effective configuration as JSON on stdout (secrets masked), ' +
-      'warnings on stderr; exit 0, or 2 naming each bad field. Contacts nothing (kubeconfig contexts, ' +
-      'Redis, etcd and the API server are checked at start)',
+      'warnings on stderr; exit 0, or 2 naming each bad field. Contacts nothing (reads the kubeconfig’s ' +
+      'current context for targets that name none; contexts, Redis, etcd and the API server are checked at start)',
   );
   addConfigOptions(cmd);
   cmd.action(async (flags: Record<string, unknown>) => {
@@ -41,6 +44,14 @@ export function registerRunCommand(program: Command): void {
 export async function runReplica(flags: Record<string, unknown>): Promise<void> {
   const config = loadConfigOrExit(flags);
   if (flags.check === true) {
+    // No two targets that are one, as a start refuses them (the contexts themselves are loaded at start).
+    try {
+      resolveTargets(config);
+    } catch (err) {
+      if (!(err instanceof KubeconfigError)) throw err;
+      process.stderr.write(`spark-driver-cleaner: invalid configuration:\n  - ${err.message}\n`);
+      process.exit(2);
+    }
     process.stdout.write(`${JSON.stringify(redactConfig(config), null, 2)}\n`);
     for (const w of configWarnings(config))
       process.stderr.write(`spark-driver-cleaner: warning: ${w.field} ${w.value}: ${w.message}\n`);
@@ -67,7 +78,7 @@ export async function runReplica(flags: Record<string, unknown>): Promise<void> 
         ? await startReplicaSupervisor(config, deps)
         : await startReplica(config, deps);
   } catch (err) {
-    if (err instanceof KubeconfigError || err instanceof EtcdAccessError) {
+    if (err instanceof KubeconfigError || err instanceof EtcdAccessError || err instanceof RedisAccessError) {
       process.stderr.write(`spark-driver-cleaner: invalid configuration:\n  - ${err.message}\n`);
       log.flush();
       process.exit(2);
@@ -95,7 +106,8 @@ export async function runReplica(flags: Record<string, unknown>): Promise<void> 
     log.flush();
     process.exit(2);
   }
-  log.info({ url: http.url }, 'http server listening');
+  // `address`: where the socket is bound (0.0.0.0:9090 in a pod); `url`: how to reach it from this host.
+  log.info({ address: http.address, url: http.url }, 'http server listening');
 
   let exiting = false;
   const shutdown = (signal: string) => {

@@ -257,6 +257,12 @@ export const FIELDS: readonly FieldSpec[] = [
   { key: 'httpHost', default: '127.0.0.1', help: 'Address of the HTTP server (health, metrics, dashboard).' },
   { key: 'httpPort', default: '9090', help: 'Port of the HTTP server; 0 picks a free one.' },
   {
+    key: 'httpAllowUnauthenticated',
+    default: 'false',
+    help: 'Serve `/ui` and `/api/v1/` without `dashboardUser`/`dashboardPassword` on an `httpHost` that is not loopback (refused otherwise, exit 2): only where a NetworkPolicy or an authenticating sidecar already guards the port.',
+    flag: true,
+  },
+  {
     key: 'tombstoneTtl',
     default: 'PT24H',
     help: 'How long a cancelled or completed pod is remembered (a tombstone, and the finished job that makes a repeated enqueue a no-op).',

@@ -14,17 +14,24 @@ export const MASK = '***';
 const PLAIN_QUERY_KEYS: ReadonlySet<string> = new Set(['db', 'family']);
 
 /**
- * `url` with its userinfo password and its query values masked (the user name and the harmless `db` and
- * `family` kept). Text that is not a URL is masked the same way by pattern, so a malformed URL quoted in an
- * error does not leak either.
+ * `url` with its userinfo password, its query values and its fragment masked (the user name and the harmless
+ * `db` and `family` kept). Text that is not a URL is masked the same way by pattern, so a malformed URL quoted
+ * in an error does not leak either: there everything up to the last `@` after the first `:` of the userinfo is
+ * the password (an unencoded `#`, `/` or `?` in a password is what often makes such a URL malformed).
  */
 export function maskUrl(url: string): string {
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    return url
-      .replace(/(\/\/[^/@?#]*?:)[^/@?#]*@/, `$1${MASK}@`)
+    const userinfo = /^([a-z][a-z0-9+.-]*:\/\/)(.*)@/i.exec(url);
+    const rest = userinfo ? url.slice(userinfo[0].length) : url;
+    const colon = userinfo?.[2]?.indexOf(':') ?? -1;
+    const head = userinfo
+      ? `${userinfo[1]}${colon < 0 ? MASK : `${userinfo[2]?.slice(0, colon)}:${MASK}`}@`
+      : '';
+    return `${head}${rest}`
+      .replace(/#.*$/, `#${MASK}`)
       .replace(/([?&])([^=&#]*)=([^&#]*)/g, (m, sep: string, key: string) =>
         PLAIN_QUERY_KEYS.has(key) ? m : `${sep}${key}=${MASK}`,
       );
@@ -32,6 +39,7 @@ export function maskUrl(url: string): string {
   if (parsed.password) parsed.password = MASK;
   for (const key of new Set(parsed.searchParams.keys()))
     if (!PLAIN_QUERY_KEYS.has(key)) parsed.searchParams.set(key, MASK);
+  if (parsed.hash) parsed.hash = MASK;
   return parsed.toString();
 }
 

@@ -9,8 +9,10 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { formatDurationMs, parseDurationMs } from './duration.ts';
 import { fieldSpec, rangeMs } from './fields.ts';
+import { exposureProblem } from './http-exposure.ts';
 import { parseLabelSelector } from './label-selector.ts';
 import { maskUrl } from './redact.ts';
+import { redisUrlProblem, unparseableUrlProblem } from './redis-url.ts';
 import { labelSelectorProblem } from './selector-scope.ts';
 
 /**
@@ -142,9 +144,11 @@ const url = (protocols: string[], check?: (url: URL) => string | undefined) =>
     } catch {
       // reported below
     }
-    const problem =
-      !parsed || !protocols.includes(parsed.protocol)
-        ? `expected a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}`
+    const expected = `expected a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}`;
+    const problem = !parsed
+      ? (protocols.some((p) => v.startsWith(`${p}//`)) && unparseableUrlProblem(v)) || expected
+      : !protocols.includes(parsed.protocol)
+        ? expected
         : check?.(parsed);
     if (problem) ctx.addIssue({ code: 'custom', message: `"${maskUrl(v)}": ${problem}` });
   });
@@ -362,7 +366,7 @@ export const configSchema = z
     }),
     policy: upperEnum(['ALL', 'COMPLETED']),
     retention: duration('retention'),
-    redisUrl: url(['redis:', 'rediss:']),
+    redisUrl: url(['redis:', 'rediss:'], redisUrlProblem),
     redisMode: lowerEnum(['single', 'sentinel', 'cluster']),
     redisSentinels: hostPorts(26379).optional(),
     redisMasterName: z.string().min(1, 'empty; expected the master group name').optional(),
@@ -444,6 +448,7 @@ export const configSchema = z
       .string()
       .refine((v) => isIP(v) !== 0 || HOSTNAME.test(v), 'expected an IP address or a host name (RFC 1123)'),
     httpPort: int(0, 65535),
+    httpAllowUnauthenticated: bool,
     tombstoneTtl: duration('tombstoneTtl'),
     reconcileInterval: duration('reconcileInterval'),
     overdueGrace: duration('overdueGrace').optional(),
@@ -480,6 +485,9 @@ export const configSchema = z
         message: 'not set; set both dashboardUser and dashboardPassword, or neither',
       });
     }
+    // The dashboard and /api/v1/ open to the network without credentials (src/config/http-exposure.ts).
+    const exposed = exposureProblem(c);
+    if (exposed) ctx.addIssue({ code: 'custom', path: ['httpHost'], message: exposed });
     // Each Redis mode takes its own fields: a field of another mode is a mistake, not something to ignore.
     for (const key of REDIS_REQUIRED[c.redisMode]) {
       if (c[key as keyof typeof c] === undefined)
@@ -626,6 +634,8 @@ export const configSchema = z
     replicaId: c.replicaId ?? `${hostname()}-${process.pid}`,
     httpHost: c.httpHost,
     httpPort: c.httpPort,
+    /** `/ui` and `/api/v1/` may answer without credentials beyond loopback (src/config/http-exposure.ts). */
+    httpAllowUnauthenticated: c.httpAllowUnauthenticated,
     tombstoneTtlMs: c.tombstoneTtl,
     reconcileIntervalMs: c.reconcileInterval,
     /** Undefined: 2 × electionTtlSeconds + 30 s (src/cleaner/self-check.ts). */

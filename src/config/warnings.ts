@@ -3,6 +3,7 @@
  * (and printed by `run --check`), never refused. Each says what follows from the value and what to set.
  */
 import { formatDurationMs } from './duration.ts';
+import { isLoopbackHost } from './http-exposure.ts';
 import type { CleanerConfig } from './schema.ts';
 
 /** One warning about the effective configuration. */
@@ -36,7 +37,17 @@ export const ZOOKEEPER_DEFAULT_MAX_SESSION_SECONDS = 40;
 /** The warnings for `config`, in field order; empty for the defaults. */
 export function configWarnings(
   config: Pick<CleanerConfig, 'retentionMs' | 'tombstoneTtlMs'> &
-    Partial<Pick<CleanerConfig, 'electionTtlSeconds' | 'zookeeper'>>,
+    Partial<
+      Pick<
+        CleanerConfig,
+        | 'electionTtlSeconds'
+        | 'zookeeper'
+        | 'httpHost'
+        | 'httpPort'
+        | 'httpAllowUnauthenticated'
+        | 'dashboard'
+      >
+    >,
 ): ConfigWarning[] {
   const warnings: ConfigWarning[] = [];
   if (
@@ -59,7 +70,8 @@ export function configWarnings(
       value: formatDurationMs(config.retentionMs),
       message:
         'drivers are deleted as soon as they finish: their logs (kubectl logs) and final status are gone at ' +
-        'once, before anyone can read them; Kyuubi keeps PT5M by default (retention, --retention, SDC_RETENTION)',
+        'once, before anyone can read them (a number without a unit is milliseconds: write 30s, 5m or PT5M); ' +
+        'Kyuubi keeps PT5M by default (retention, --retention, SDC_RETENTION)',
     });
   if (config.tombstoneTtlMs < config.retentionMs + TOMBSTONE_MARGIN_MS)
     warnings.push({
@@ -70,6 +82,21 @@ export function configWarnings(
         'its retention can be forgotten before its deadline, and a replica that still sees it enqueues it ' +
         `again (a second DELETE, answered 404); set tombstoneTtl (--tombstone-ttl, SDC_TOMBSTONE_TTL) to at ` +
         `least ${formatDurationMs(config.retentionMs + TOMBSTONE_MARGIN_MS)}`,
+    });
+  const { httpHost, dashboard } = config;
+  if (
+    config.httpAllowUnauthenticated &&
+    httpHost !== undefined &&
+    !isLoopbackHost(httpHost) &&
+    dashboard?.user === undefined
+  )
+    warnings.push({
+      field: 'httpAllowUnauthenticated',
+      value: 'true',
+      message:
+        `/ui and /api/v1/ answer anyone who reaches ${httpHost}:${config.httpPort ?? '?'} without credentials ` +
+        '(the dashboard, pod data, explains with live GETs): make sure a NetworkPolicy or an authenticating ' +
+        'sidecar guards the port, or set dashboardUser and dashboardPassword',
     });
   return warnings;
 }

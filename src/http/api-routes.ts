@@ -13,7 +13,10 @@
  * - `GET /api/v1/applications/{namespace}/{pod}[?context=C]` → the application of that driver pod;
  * - `GET /api/v1/explain/{namespace}/{pod}[?context=C]` → why that pod is still here (or where it went):
  *   {@link Explanation}, from a live GET, the queue, the tombstone and the election (src/status/explain.ts);
- *   the namespace must be one of this replica's targets (else 404). Each makes a live GET through the
+ *   the namespace must be one of this replica's targets (else 404), and it answers only about driver pods: a pod
+ *   the `labelSelector` does not select reads as absent, and a pod absent with nothing about it in Redis is a
+ *   404, the same answer whether another pod of that name exists or not (no uid, phase or existence of pods
+ *   the cleaner does not manage is disclosed to the dashboard's users). Each makes a live GET through the
  *   cleanup's rate limiter, so explains have a budget of their own per replica ({@link EXPLAIN_BUDGET}):
  *   beyond it, `429` with `Retry-After` at once, before anything is asked of the API server (src/http/request-budget.ts).
  *
@@ -200,10 +203,22 @@ export function registerApiRoutes(
         queue: c.queue.bullQueue,
         redis: replica.redis,
         elections: replica.elections,
-        getPod: (ns, name) => c.pods.get(ns, name),
+        // Only the driver pods the cleaner manages: any other pod of the namespace reads as absent.
+        getPod: async (ns, name) => {
+          const got = await c.pods.get(ns, name);
+          return got && selector.matches(got.metadata?.labels) ? got : undefined;
+        },
       },
       { name: pod },
     );
+    if (facts.pod.read === 'absent' && !facts.job && facts.tombstoneTtlMs === undefined) {
+      await reply.code(404).send({
+        error:
+          `no driver pod ${targetLabel(c.target)}/${pod}: the API server has none that ${rules.labelSelector} ` +
+          'selects, and Redis nothing about it',
+      });
+      return undefined;
+    }
     return explain(facts, {
       selector,
       selectorText: rules.labelSelector,

@@ -2,9 +2,12 @@
  * The Bull dashboard (bull-board) at `/ui`, with one queue per target, labelled `context:namespace`.
  *
  * Read-only by default: bull-board then answers 405 to every mutating API call (retry, remove, promote,
- * clean, pause…) on the server side, not only by hiding buttons. Enabling actions is an operator's
+ * clean, pause…) on the server side, not only by hiding buttons; its pause and resume of every queue at once,
+ * which it answers 200 without doing anything, are answered 405 here. Enabling actions is an operator's
  * choice (`dashboardReadOnly: false`): a "retry" of a cleanup job is harmless (the handler re-checks and
- * deletes with the UID precondition), a "remove" forgets a pending cleanup until the next reconcile.
+ * deletes with the UID precondition), a "remove" forgets a pending cleanup until the next reconcile. Three
+ * stay refused even then ({@link ALWAYS_REFUSED}): editing a job's data or its delay would move a driver's
+ * deadline (its retention skipped), and a job added by hand stands for no pod an informer saw terminate.
  *
  * Loaded on the first request under `/ui`: bull-board's resident code (bench/README.md, "Measurements behind
  * design choices") is not carried by a replica nobody looks at. Fastify cannot add routes once it listens, so the dashboard runs in its own
@@ -21,6 +24,35 @@ export const DASHBOARD_PATH = '/ui';
 
 /** `<link>` tags of bull-board's page that load fonts from Google (removed from the page). */
 const EXTERNAL_FONTS = /<link[^>]*fonts\.(?:googleapis|gstatic)\.com[^>]*>\s*/g;
+
+/**
+ * bull-board's routes refused on the cleanup queues whatever `dashboardReadOnly` says (`METHOD pattern` →
+ * why), matched on the route the dashboard's router picked, so no spelling of the URL slips past.
+ */
+export const ALWAYS_REFUSED: ReadonlyMap<string, string> = new Map([
+  [
+    `PATCH ${DASHBOARD_PATH}/api/queues/:queueName/:jobId/update-data`,
+    "update-data is refused on the cleanup queues: a job's data holds its pod's deadline, and changing it would " +
+      'delete the driver before its retention ends',
+  ],
+  [
+    `PATCH ${DASHBOARD_PATH}/api/queues/:queueName/:jobId/delay`,
+    "delay is refused on the cleanup queues: a job's delay is its pod's retention, and shortening it would " +
+      'delete the driver before it ends',
+  ],
+  [
+    `POST ${DASHBOARD_PATH}/api/queues/:queueName/add`,
+    'add is refused on the cleanup queues: cleanup jobs come from the informers, for driver pods seen terminated',
+  ],
+]);
+
+/** Routes refused when the dashboard is read-only, besides those bull-board refuses itself. */
+const READ_ONLY_REFUSED: ReadonlyMap<string, string> = new Map(
+  ['pause', 'resume'].map((action) => [
+    `PUT ${DASHBOARD_PATH}/api/queues/${action}`,
+    `${action} of every queue is refused: the dashboard is read-only (dashboardReadOnly)`,
+  ]),
+);
 
 /** Options of {@link registerDashboard}. */
 export interface DashboardOptions {
@@ -96,6 +128,14 @@ async function buildDashboard(opts: DashboardOptions): Promise<FastifyInstance> 
     import('@bull-board/fastify'),
   ]);
   const app = Fastify({ logger: false });
+  // Before bull-board's handlers: the route it matched, so `%75pdate-data` is refused as `update-data` is.
+  app.addHook('onRequest', async (req, reply) => {
+    const route = `${req.method} ${req.routeOptions.url ?? ''}`;
+    const why = ALWAYS_REFUSED.get(route) ?? (opts.readOnly ? READ_ONLY_REFUSED.get(route) : undefined);
+    if (why === undefined) return;
+    // bull-board's own shape ({ error: { key } }, translated by its page), with the reason for people and scripts.
+    return reply.code(405).send({ error: { key: 'ERRORS.QUEUE_READ_ONLY' }, message: why });
+  });
   const serverAdapter = new FastifyAdapter();
   serverAdapter.setBasePath(DASHBOARD_PATH);
   createBullBoard({

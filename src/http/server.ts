@@ -7,7 +7,10 @@
  * - `/api/v1/leaders`, `/api/v1/applications…`, `/api/v1/explain…` — this replica's view (api-routes.ts).
  *
  * With `dashboardUser`/`dashboardPassword` set, `/ui` (with the dashboard's own API) and `/api/v1/`
- * require HTTP Basic credentials.
+ * require HTTP Basic credentials (failed logins logged and slowed per address: basic-auth.ts); beyond loopback
+ * they must be set, or explicitly waived (src/config/http-exposure.ts). Every answer forbids framing
+ * (`X-Frame-Options`, CSP `frame-ancestors`). Client errors (4xx: a malformed body, a bad URL) are logged at
+ * debug: anyone who reaches the port can send them, so at warn they would flood the log.
  */
 import Fastify from 'fastify';
 import type { MonotonicClock } from '../clock.ts';
@@ -47,8 +50,13 @@ export interface HttpServerOptions {
 
 /** A listening HTTP server. */
 export interface HttpServer {
-  /** `http://host:port` actually bound (the port is resolved when `httpPort` is 0). */
+  /**
+   * `http://host:port` to reach it from this host (the port resolved when `httpPort` is 0; loopback when it is
+   * bound to every address).
+   */
   readonly url: string;
+  /** `host:port` the socket is bound to, e.g. `0.0.0.0:9090` or `[::]:9090`. */
+  readonly address: string;
   close(): Promise<void>;
 }
 
@@ -73,8 +81,20 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
 
   const { user, password } = config.dashboard;
   if (user !== undefined && password !== undefined) {
-    registerBasicAuth(app, { user, password, protectedPrefixes: [DASHBOARD_PATH, '/api/'] });
+    registerBasicAuth(app, {
+      user,
+      password,
+      protectedPrefixes: [DASHBOARD_PATH, '/api/'],
+      log: opts.log,
+      monotonicNow: opts.monotonicNow,
+    });
   }
+  // No page of this port is meant to be framed: the dashboard's buttons must not be clickjacked.
+  app.addHook('onSend', async (_req, reply) => {
+    reply.header('x-frame-options', 'DENY');
+    reply.header('content-security-policy', "frame-ancestors 'none'");
+    reply.header('x-content-type-options', 'nosniff');
+  });
   registerHealthRoutes(app, {
     replica,
     monotonicNow: opts.monotonicNow,
@@ -93,13 +113,22 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
   });
   app.setErrorHandler((err, req, reply) => {
     const e = err as { message?: string; statusCode?: number };
-    opts.log.warn({ err: { message: e.message }, url: req.url }, 'http request failed');
-    return reply.code(e.statusCode ?? 500).send({ error: e.message ?? String(err) });
+    const status = e.statusCode ?? 500;
+    const fields = { err: { message: e.message }, url: req.url, status, client: req.ip };
+    if (status < 500) opts.log.debug(fields, 'http client error');
+    else opts.log.warn(fields, 'http request failed');
+    return reply.code(status).send({ error: e.message ?? String(err) });
   });
 
-  const address = await app.listen({ host: config.httpHost, port: config.httpPort });
+  const url = await app.listen({ host: config.httpHost, port: config.httpPort });
+  const bound = app.server.address();
+  const address =
+    bound && typeof bound === 'object'
+      ? `${bound.family === 'IPv6' ? `[${bound.address}]` : bound.address}:${bound.port}`
+      : String(bound);
   return {
-    url: address,
+    url,
+    address,
     close: () => app.close(),
   };
 }

@@ -64,14 +64,59 @@ export interface ExecCredentialStatus {
   readonly expiresAt?: number;
 }
 
-/** The error of a failed run; `notFound` when the command does not exist. */
+/**
+ * The error of a failed run; `notFound` when the command does not exist. `detail` is the first line of the
+ * plugin's stderr (tokens redacted, truncated: {@link stderrDetail}) when the message carries it; `summary` is
+ * the message without it.
+ */
 export class ExecPluginError extends Error {
   override name = 'ExecPluginError';
   readonly notFound: boolean;
-  constructor(message: string, notFound = false) {
+  readonly summary: string;
+  readonly detail: string | undefined;
+  constructor(message: string, notFound = false, parts?: { summary: string; detail: string }) {
     super(message);
     this.notFound = notFound;
+    this.summary = parts?.summary ?? message;
+    this.detail = parts?.detail;
   }
+}
+
+/** The longest excerpt of a plugin's stderr in a message, characters. */
+export const STDERR_DETAIL_MAX_CHARS = 200;
+
+/**
+ * Token shapes that credential plugins print (and how): JWTs (OIDC, Azure, service account tokens), Google
+ * OAuth access tokens, EKS tokens, AWS access key ids, `Bearer`/`Basic` credentials, `key=value` secrets and any
+ * long run of token characters.
+ */
+const TOKEN_SHAPES: readonly (readonly [RegExp, string])[] = [
+  [/\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*/g, '***'],
+  [/\bya29\.[A-Za-z0-9._-]+/g, '***'],
+  [/\bk8s-aws-v1\.[A-Za-z0-9_-]+/g, '***'],
+  [/\b(?:AKIA|ASIA)[A-Z0-9]{16}\b/g, '***'],
+  [/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+/gi, '$1 ***'],
+  [/\b([A-Za-z0-9_-]*(?:token|secret|password|passwd|key)["']?\s*[:=]\s*["']?)[^\s"',;]+/gi, '$1***'],
+  [/[A-Za-z0-9+/_-]{40,}={0,2}/g, '***'],
+];
+
+/** `text` with every known token shape replaced by `***` (a `Bearer `, `token=` … prefix kept). Pure. */
+export function redactTokens(text: string): string {
+  return TOKEN_SHAPES.reduce((out, [shape, replacement]) => out.replace(shape, replacement), text);
+}
+
+/**
+ * What of a plugin's stderr goes in a message: its first non-empty line, tokens redacted, at most
+ * {@link STDERR_DETAIL_MAX_CHARS} characters (cloud plugins print account details and tokens there).
+ */
+export function stderrDetail(stderr: string): string {
+  const line = redactTokens(
+    stderr
+      .split('\n')
+      .map((l) => l.trim())
+      .find(Boolean) ?? '',
+  );
+  return line.length > STDERR_DETAIL_MAX_CHARS ? `${line.slice(0, STDERR_DETAIL_MAX_CHARS)}…` : line;
 }
 
 /** A plugin's token source. */
@@ -127,25 +172,26 @@ function describeFailure(
   timeoutMs: number,
 ): ExecPluginError {
   const what = `user "${cfg.user}": exec plugin ${JSON.stringify(cfg.command)}`;
-  const detail = firstLine(stderr);
+  const detail = stderrDetail(stderr);
+  /** `summary`, then the stderr excerpt (or `none` when there is none). */
+  const failure = (summary: string, none?: string) =>
+    detail
+      ? new ExecPluginError(`${summary}: ${detail}`, false, { summary, detail })
+      : new ExecPluginError(none === undefined ? summary : `${summary}: ${none}`);
   if (err.code === 'ENOENT' || err.code === 'EACCES') {
     const hint = cfg.installHint ? `; ${oneLine(cfg.installHint)}` : '';
     const reason = err.code === 'ENOENT' ? 'not found' : 'not executable (EACCES)';
     return new ExecPluginError(`${what}: executable ${reason}${hint}`, true);
   }
   if (err.code === 'ETIMEDOUT' || (err.killed && err.signal)) {
-    return new ExecPluginError(
-      `${what} did not finish within ${timeoutMs / 1000} s${detail ? `: ${detail}` : ''}`,
-    );
+    return failure(`${what} did not finish within ${timeoutMs / 1000} s`);
   }
   // execFile: a numeric `code` is the exit code; execFileSync: `status`.
   const exit = typeof err.code === 'number' ? err.code : err.status;
-  if (typeof exit === 'number') {
-    return new ExecPluginError(`${what} failed with exit code ${exit}: ${detail || '(no output on stderr)'}`);
-  }
-  if (err.signal)
-    return new ExecPluginError(`${what} was killed by ${err.signal}: ${detail || '(no stderr)'}`);
-  return new ExecPluginError(`${what} could not run: ${firstLine(err.message)}`);
+  if (typeof exit === 'number')
+    return failure(`${what} failed with exit code ${exit}`, '(no output on stderr)');
+  if (err.signal) return failure(`${what} was killed by ${err.signal}`, '(no stderr)');
+  return new ExecPluginError(`${what} could not run: ${redactTokens(firstLine(err.message))}`);
 }
 
 /** Parses and checks what the plugin printed, as client-go does. */
@@ -156,7 +202,7 @@ export function parseExecCredential(cfg: ExecPluginConfig, stdout: string): Exec
     doc = JSON.parse(stdout);
   } catch (err) {
     throw new ExecPluginError(
-      `${what}: output is not an ExecCredential (${firstLine((err as Error).message)}): ${JSON.stringify(firstLine(stdout).slice(0, 80))}`,
+      `${what}: output is not an ExecCredential (${firstLine((err as Error).message)}): ${JSON.stringify(redactTokens(firstLine(stdout)).slice(0, 80))}`,
     );
   }
   const obj = (doc ?? {}) as Record<string, unknown>;
@@ -238,10 +284,14 @@ export function createExecCredentialSource(
   let failures = 0;
   let lastFailure: ExecPluginError | undefined;
   let retryAt = Number.NEGATIVE_INFINITY;
+  // The stderr excerpt last put in a message: every caller logs the error it gets (an informer's restart, a
+  // failed GET), so an unchanged stderr is reported once per failing stretch, not on every retry.
+  let reportedDetail: string | undefined;
   const succeeded = (status: ExecCredentialStatus) => {
     failures = 0;
     lastFailure = undefined;
     retryAt = Number.NEGATIVE_INFINITY;
+    reportedDetail = undefined;
     cached = status;
     return status;
   };
@@ -261,7 +311,12 @@ export function createExecCredentialSource(
     const ms = Math.max(0, retryAt - opts.monotonicNow());
     const inS = ms < 10_000 ? Math.ceil(ms / 100) / 10 : Math.ceil(ms / 1000);
     const times = failures === 1 ? 'failed once' : `failed ${failures} times in a row`;
-    return new ExecPluginError(`${failure.message} (${times}; retried in ${inS} s)`, failure.notFound);
+    const text =
+      failure.detail !== undefined && failure.detail === reportedDetail
+        ? `${failure.summary}, its stderr as reported before`
+        : failure.message;
+    if (failure.detail !== undefined) reportedDetail = failure.detail;
+    return new ExecPluginError(`${text} (${times}; retried in ${inS} s)`, failure.notFound);
   };
 
   const runAsync = () =>

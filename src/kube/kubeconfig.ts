@@ -640,6 +640,42 @@ function inClusterAccess(opts: LoadClusterAccessOptions): ClusterAccess {
   };
 }
 
+/** The context named `context` (undefined: the current one) of the merged files. @throws KubeconfigError */
+function pickContext(
+  merged: Merged,
+  file: string,
+  context: string | undefined,
+): { readonly name: string; readonly ctx: Named } {
+  const known = [...merged.contexts.keys()].join(', ') || '(none)';
+  const name = context ?? merged.currentContext;
+  if (!name) {
+    throw new KubeconfigError(
+      `--targets: no context given and ${file} has no current-context; name one (context:namespace), one of: ${known}`,
+    );
+  }
+  const ctx = merged.contexts.get(name);
+  if (!ctx) {
+    throw new KubeconfigError(`--targets: context "${name}" is not in ${file}; expected one of: ${known}`);
+  }
+  return { name, ctx };
+}
+
+/**
+ * The name `context` resolves to (undefined = the kubeconfig's current context, or `in-cluster` when there is
+ * no file), read from the files alone: no user is loaded, no credential plugin runs, nothing is contacted.
+ * @throws KubeconfigError when a file is unreadable or has no such context (the message lists the known ones).
+ */
+export function resolveContextName(path: string | undefined, context: string | undefined): string {
+  const files = [...new Set((path ?? '').split(':').filter(Boolean))];
+  if (files.length === 0) {
+    if (context && context !== IN_CLUSTER_CONTEXT) {
+      throw new KubeconfigError(`context "${context}": no kubeconfig found (set --kubeconfig or KUBECONFIG)`);
+    }
+    return IN_CLUSTER_CONTEXT;
+  }
+  return pickContext(mergeFiles(files), files.join(':'), context).name;
+}
+
 /**
  * Resolves `context` (undefined = the kubeconfig's current context, or in-cluster when there is no file) to
  * how to reach and authenticate to its API server. `path` may list several files separated by `:` as
@@ -663,17 +699,7 @@ export function loadClusterAccess(
   }
   const file = files.join(':');
   const merged = mergeFiles(files);
-  const known = [...merged.contexts.keys()].join(', ') || '(none)';
-  const name = context ?? merged.currentContext;
-  if (!name) {
-    throw new KubeconfigError(
-      `--targets: no context given and ${file} has no current-context; name one (context:namespace), one of: ${known}`,
-    );
-  }
-  const ctx = merged.contexts.get(name);
-  if (!ctx) {
-    throw new KubeconfigError(`--targets: context "${name}" is not in ${file}; expected one of: ${known}`);
-  }
+  const { name, ctx } = pickContext(merged, file, context);
   const where = `--kubeconfig ${ctx.file}: context "${name}"`;
   const f = fields(ctx.body, where);
   const clusterName = f.str('cluster');

@@ -231,6 +231,13 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
   };
   const lockLoss = createLockLossLog(opts.log);
   const closingKeyPrefix = closingWorkerKeyPrefix(opts.prefix, opts.target);
+  // The target's fields for a log line, unless the logger already carries them (a target's logger is a child
+  // with both): a key written twice makes a JSON line some log pipelines reject or read by its last value.
+  const bound = opts.log.bindings();
+  const where = {
+    ...(bound.context === undefined ? { context: opts.target.context } : {}),
+    ...(bound.namespace === undefined ? { namespace: opts.target.namespace } : {}),
+  };
 
   /**
    * Refuses a job whose stored data cannot be trusted (a hash lost or edited in Redis, a job of another
@@ -243,8 +250,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
   const refuse = (job: Job<StoredJobData, Outcome>, err: InvalidJobDataError): never => {
     opts.log.warn(
       {
-        context: opts.target.context,
-        namespace: opts.target.namespace,
+        ...where,
         pod: job.name,
         uid: job.id,
         outcome: 'refused',
@@ -348,7 +354,6 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
    * logging how many. Never rejects: a failure leaves them to the stalled-jobs check.
    */
   async function takeOver(w: CleanupBullWorker): Promise<void> {
-    const where = { context: opts.target.context, namespace: opts.target.namespace };
     try {
       const taken = await withTimeout(
         takeOverActiveJobs(opts.connection, w, `${w.id}:`, closingKeyPrefix),
@@ -443,8 +448,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
             // next leader takes them over (stalled-jobs check); the close goes on in the background.
             opts.log.warn(
               {
-                context: opts.target.context,
-                namespace: opts.target.namespace,
+                ...where,
                 reason,
                 why: err.message,
                 lockDurationMs: LOCK_DURATION_MS,

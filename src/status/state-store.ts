@@ -10,7 +10,7 @@ import { EtcdError, GRPCGenericError } from 'etcd3';
 import { describeRedis } from '../config/redact.ts';
 import type { CleanerConfig } from '../config/schema.ts';
 import { assertDistinctTargets } from '../kube/distinct-targets.ts';
-import { kubeconfigPath, loadClusterAccess } from '../kube/kubeconfig.ts';
+import { kubeconfigPath, resolveContextName } from '../kube/kubeconfig.ts';
 import { createEtcdClient, LOGIN_TIMEOUT_MS } from '../leadership/etcd-client.ts';
 import type { StoredJobData } from '../queue/cleanup-queue.ts';
 import { queueName, type TargetRef } from '../queue/job-identity.ts';
@@ -168,13 +168,19 @@ export function openStateStore(
 /**
  * The configured targets with their context names resolved as the replicas resolve them (a target without a
  * context takes the kubeconfig's current context, or `in-cluster`): queue names and election keys use them.
- * @throws KubeconfigError when a context cannot be resolved, or DuplicateTargetError (a KubeconfigError) when
- *   two targets resolve to one (context, namespace) (a configuration error, exit 2).
+ * Reads the kubeconfig files only when a target names no context, and then only the current context's name: no
+ * credential plugin runs, nothing is contacted, so `run --check` makes the same check.
+ * @throws KubeconfigError when the current context cannot be resolved, or DuplicateTargetError (a
+ *   KubeconfigError) when two targets resolve to one (context, namespace) (a configuration error, exit 2).
  */
 export function resolveTargets(config: Pick<CleanerConfig, 'targets' | 'kubeconfig'>): TargetRef[] {
-  const path = kubeconfigPath(config.kubeconfig);
+  let current: string | undefined;
+  const currentContext = (): string => {
+    current ??= resolveContextName(kubeconfigPath(config.kubeconfig), undefined);
+    return current;
+  };
   const refs = config.targets.map((t) => ({
-    context: t.context ?? loadClusterAccess(path, undefined).context,
+    context: t.context ?? currentContext(),
     namespace: t.namespace,
   }));
   assertDistinctTargets(

@@ -75,6 +75,11 @@ describe('infra/compose.yaml', () => {
       expect(host, name).toBe('otel-collector');
       expect(collector.receivers.otlp?.protocols?.http?.endpoint.endsWith(`:${port}`), name).toBe(true);
       expect(env.SDC_HTTP_HOST, name).toBe('0.0.0.0');
+      // Beyond loopback a replica without dashboard credentials refuses to start: both come from the environment,
+      // the password required.
+      expect(env.SDC_DASHBOARD_USER, name).toMatch(/^\$\{SDC_DASHBOARD_USER:-\w+\}$/);
+      expect(env.SDC_DASHBOARD_PASSWORD, name).toMatch(/^\$\{SDC_DASHBOARD_PASSWORD:\?.+\}$/);
+      expect(env.SDC_HTTP_ALLOW_UNAUTHENTICATED, name).toBeUndefined();
     }
   });
 

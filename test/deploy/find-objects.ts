@@ -84,6 +84,23 @@ export function configMapEnv(objects: readonly KubeObject[], container: Containe
   return env;
 }
 
+/**
+ * The environment the configuration loader sees in the pod: {@link configMapEnv}, then the container's own `env`
+ * (a literal value as written; a `secretKeyRef` as a stand-in `secret:<name>/<key>`, since Secrets are not
+ * rendered and the pod does not start without them; a `fieldRef` left out).
+ *
+ * @throws {ObjectNotFoundError} when a referenced ConfigMap is not among `objects`.
+ */
+export function podEnv(objects: readonly KubeObject[], container: Container): Record<string, string> {
+  const env = configMapEnv(objects, container);
+  for (const e of container.env ?? []) {
+    const ref = e.valueFrom?.secretKeyRef;
+    if (e.value !== undefined) env[e.name] = e.value;
+    else if (ref) env[e.name] = `secret:${ref.name}/${ref.key}`;
+  }
+  return env;
+}
+
 /** `ctx:ns,ns2` → `['ns', 'ns2']`: the namespaces of SDC_TARGETS (a bare entry is a namespace). */
 export function targetNamespaces(targets: string): string[] {
   return targets

@@ -229,6 +229,8 @@ describe.skipIf(problem !== undefined)(`the image (${problem ?? 'podman'})`, () 
       ...['--env', `SDC_REDIS_URL=${cluster.redis.url}`],
       ...['--env', `SDC_ETCD_ENDPOINTS=${cluster.etcd.endpoints.join(',')}`],
       ...['--env', `SDC_HTTP_PORT=${port}`],
+      // The image listens on 0.0.0.0: without the credentials (the Deployment's Secret) it refuses to start.
+      ...['--env', 'SDC_DASHBOARD_USER=admin', '--env', 'SDC_DASHBOARD_PASSWORD=image-test'],
       ...Object.entries(settings).flatMap(([k, v]) => ['--env', `${k}=${v}`]),
       IMAGE,
     ]);

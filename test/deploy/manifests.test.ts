@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { envName, FIELDS } from '../../src/config/fields.ts';
 import { loadConfig } from '../../src/config/load.ts';
-import { type Container, configMapEnv, findOne, type Workload } from './find-objects.ts';
+import { type Container, configMapEnv, findOne, podEnv, type Workload } from './find-objects.ts';
 import { KUSTOMIZATIONS, kustomize } from './render.ts';
 import { type KubeObject, UnknownKindError, validateKubeObject } from './validate-object.ts';
 
@@ -157,7 +157,8 @@ describe('the Redis Sentinel overlay', () => {
     .containers[0] as Container;
 
   it('its configuration loads as the replica loads it: Sentinel mode, three Sentinels, the master name', () => {
-    const config = loadConfig({ env: configMapEnv(objects, container) });
+    // With the Deployment's dashboard credentials: without them its 0.0.0.0 port is refused.
+    const config = loadConfig({ env: podEnv(objects, container) });
     expect(config.redis).toMatchObject({ mode: 'sentinel', masterName: 'mymaster', tls: false });
     expect(config.redis.mode === 'sentinel' ? config.redis.sentinels.map((s) => s.port) : []).toEqual([
       26379, 26379, 26379,

@@ -4,7 +4,7 @@
  * nothing at all.
  */
 import { describe, expect, it } from 'vitest';
-import { configMapEnv, findOne, targetNamespaces, type Workload } from './find-objects.ts';
+import { configMapEnv, findOne, podEnv, targetNamespaces, type Workload } from './find-objects.ts';
 import {
   discoveryRbacProblems,
   type POD_CLEANUP_RULE,
@@ -218,7 +218,11 @@ describe('RBAC of the namespace-discovery overlay (SDC_TARGETS=* with SDC_NAMESP
     expect(env.SDC_TARGETS).toBe('*');
     expect(env.SDC_NAMESPACE_SELECTOR).toBe('spark-driver-cleaner/clean=enabled');
     const { loadConfig } = await import('../../src/config/load.ts');
-    const c = loadConfig({ env: { ...env, SDC_KUBECONFIG: '/k' } });
+    const pod = podEnv(
+      discoveryOverlay,
+      d.spec.template.spec.containers[0] as Workload['spec']['template']['spec']['containers'][0],
+    );
+    const c = loadConfig({ env: { ...pod, SDC_KUBECONFIG: '/k' } });
     expect(c.discover).toEqual([{ context: undefined }]);
     expect(c.targets).toEqual([]);
   });

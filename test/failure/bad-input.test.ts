@@ -78,6 +78,7 @@ const BAD: Record<string, Record<string, string>> = {
   replicaId: { SDC_REPLICA_ID: 'bad id!' },
   httpHost: { SDC_HTTP_HOST: 'not a host' },
   httpPort: { SDC_HTTP_PORT: '70000' },
+  httpAllowUnauthenticated: { SDC_HTTP_ALLOW_UNAUTHENTICATED: 'perhaps' },
   tombstoneTtl: { SDC_TOMBSTONE_TTL: '0' }, // a duration, out of its range (1h to 365d)
   reconcileInterval: { SDC_RECONCILE_INTERVAL: 'P30D' }, // above Node's timer limit: reconciled every 1 ms
   overdueGrace: { SDC_OVERDUE_GRACE: '500ms' }, // below its range (1s to 24h)
@@ -89,14 +90,15 @@ const BAD: Record<string, Record<string, string>> = {
 };
 
 /**
- * Runs `src/cli.ts <command>` (default `run`) with a valid configuration overridden by `env`; kills it if it
- * does not exit.
+ * Runs `src/cli.ts <command> <args…>` (default `run`) with a valid configuration overridden by `env`; kills it
+ * if it does not exit. `stdout`: its lines (JSON log lines, or `run --check`'s configuration), as JSON text.
  */
 async function runWith(
   id: string,
   env: Record<string, string>,
   command = 'run',
-): Promise<{ code: number | string; stderr: string }> {
+  args: string[] = [],
+): Promise<{ code: number | string; stderr: string; stdout: string }> {
   const kubeconfig = tempFile(
     'kubeconfig.yaml',
     buildKubeconfig([{ contextName: 'fm', url: 'http://127.0.0.1:9' }]),
@@ -104,6 +106,7 @@ async function runWith(
   const r = spawnReplica({
     id,
     command,
+    args,
     env: {
       KUBECONFIG: kubeconfig,
       SDC_TARGETS: 'fm:spark',
@@ -117,7 +120,7 @@ async function runWith(
   const timer = setTimeout(() => r.kill('SIGKILL'), 90_000);
   const code = await r.exited;
   clearTimeout(timer);
-  return { code, stderr: r.stderr() };
+  return { code, stderr: r.stderr(), stdout: JSON.stringify(r.lines) };
 }
 
 describe('bad input', () => {
@@ -222,7 +225,7 @@ describe('bad input', () => {
         SDC_RETENTION: '500ms', // under 1 s: warned, and then shorter than the tombstone's margin (1 h)
         SDC_TOMBSTONE_TTL: '1h',
       }),
-      // A wrong password in the userinfo: connection errors, retried.
+      // A wrong password in the userinfo: Redis refuses it at start, a configuration error (exit 2).
       cluster().startReplica('sec-userinfo', {
         ...replicaEnv(cluster(), 'secrets-2', 'bi-sec2'),
         SDC_REDIS_URL: `redis://:${secret}-x@127.0.0.1:${port}`,
@@ -240,7 +243,15 @@ describe('bad input', () => {
         `redis://127.0.0.1:${port}?password=***`,
       );
       await waitGone(cluster().server, pods, 'pods deleted through the Redis whose password is in the query');
-      await userinfo?.waitForLine((l) => l.msg === 'redis unreachable; retrying');
+      await waitFor(
+        'the replica given a wrong password exits',
+        () => userinfo?.child.exitCode !== null,
+        60_000,
+      );
+      expect(userinfo?.child.exitCode, userinfo?.stderr()).toBe(2);
+      expect(userinfo?.stderr()).toContain(
+        `- redisUrl (--redis-url, SDC_REDIS_URL) redis://:***@127.0.0.1:${port}: Redis refused the credentials (WRONGPASS`,
+      );
       await waitFor('the replica given etcd credentials exits', () => etcd?.child.exitCode !== null, 60_000);
       expect(etcd?.child.exitCode).toBe(2);
       expect(etcd?.stderr()).toContain(
@@ -263,14 +274,20 @@ describe('bad input', () => {
     }
   }, 120_000);
 
-  it('two targets that are one (`spark` and `fm:spark`, the current context fm) → run and status exit 2 naming both', async () => {
+  it('two targets that are one (`spark` and `fm:spark`, the current context fm) → run, run --check and status exit 2 naming both', async () => {
     const env = { SDC_TARGETS: 'spark,fm:spark' };
-    const run = await runWith('same-target', env);
-    expect(run.code, run.stderr).toBe(2);
-    expect(run.stderr).toContain(
-      '- targets (--targets, SDC_TARGETS): "spark" and "fm:spark" are the same target, fm:spark',
-    );
-    expect(run.stderr).not.toMatch(/\n\s+at /);
+    // `run --check` refuses what `run` refuses: one validation for both.
+    const [run, check] = await Promise.all([
+      runWith('same-target', env),
+      runWith('same-target-check', env, 'run', ['--check']),
+    ]);
+    for (const r of [run, check]) {
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toContain(
+        '- targets (--targets, SDC_TARGETS): "spark" and "fm:spark" are the same target, fm:spark',
+      );
+      expect(r.stderr).not.toMatch(/\n\s+at /);
+    }
     // The same check as the operator's `status` beside the replicas, before Redis or etcd is asked anything.
     const status = await runWith('same-target-status', env, 'status');
     expect(status.code, status.stderr).toBe(2);
@@ -289,7 +306,11 @@ describe('bad input', () => {
       const [inUse, foreign] = await Promise.all([
         runWith('http-in-use', { SDC_HTTP_HOST: '127.0.0.1', SDC_HTTP_PORT: port }),
         // TEST-NET-2 (RFC 5737): never an address of this host.
-        runWith('http-foreign', { SDC_HTTP_HOST: '198.51.100.7' }),
+        runWith('http-foreign', {
+          SDC_HTTP_HOST: '198.51.100.7',
+          SDC_DASHBOARD_USER: 'ops',
+          SDC_DASHBOARD_PASSWORD: 'pw',
+        }),
       ]);
       for (const [r, why] of [
         [inUse, 'EADDRINUSE'],
@@ -306,6 +327,215 @@ describe('bad input', () => {
       taken.close();
     }
   }, 120_000);
+
+  it('the HTTP port beyond loopback without dashboard credentials → run --check and run exit 2 naming httpHost, dashboardUser and dashboardPassword; the opt-out is warned about; with credentials the listening line names the bound address', async () => {
+    const open = { SDC_HTTP_HOST: '0.0.0.0' };
+    const [check, run, v6, optOut, local] = await Promise.all([
+      runWith('open-check', open, 'run', ['--check']),
+      runWith('open-run', open),
+      runWith('open-v6', { SDC_HTTP_HOST: '::' }, 'run', ['--check']),
+      runWith('open-opt-out', { ...open, SDC_HTTP_ALLOW_UNAUTHENTICATED: 'true' }, 'run', ['--check']),
+      runWith('open-local', { SDC_HTTP_HOST: 'localhost' }, 'run', ['--check']),
+    ]);
+    for (const r of [check, run, v6]) {
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toMatch(
+        /^ {2}- SDC_HTTP_HOST: .*not a loopback address.*set dashboardUser and dashboardPassword.*httpAllowUnauthenticated/m,
+      );
+      expect(r.stderr).not.toMatch(/\n\s+at /);
+    }
+    // The opt-out (a NetworkPolicy or a sidecar guards the port) starts, and says what it leaves open.
+    expect(optOut.code, optOut.stderr).toBe(0);
+    expect(optOut.stderr).toMatch(
+      /warning: httpAllowUnauthenticated true: \/ui and \/api\/v1\/ answer anyone who reaches 0\.0\.0\.0:0/,
+    );
+    expect(local.code, local.stderr).toBe(0);
+    expect(local.stderr).toBe('');
+    // With credentials: it serves, and its listening line names the address the socket is bound to.
+    const r = cluster().startReplica('open-auth', {
+      ...replicaEnv(cluster(), 'open', 'bi-open'),
+      SDC_HTTP_HOST: '0.0.0.0',
+      SDC_DASHBOARD_USER: 'ops',
+      SDC_DASHBOARD_PASSWORD: 'pw',
+    });
+    try {
+      const line = await r.waitForLine((l) => l.msg === 'http server listening', 60_000);
+      expect(String(line.address)).toMatch(/^0\.0\.0\.0:[1-9]\d*$/);
+      const port = String(line.address).split(':')[1];
+      expect(line.url).toBe(`http://127.0.0.1:${port}`);
+      expect((await fetch(`http://127.0.0.1:${port}/api/v1/leaders`)).status).toBe(401);
+    } finally {
+      await stopAll([r]);
+    }
+  }, 150_000);
+
+  it('a Redis URL that the Redis client cannot use (malformed percent-encoding, a database that is no number, a port out of range, a fragment, an unencoded #) → run --check, run and status exit 2 naming redisUrl and the fix, no stack trace, no secret', async () => {
+    const port = new URL(cluster().redis.url).port;
+    const secret = 'Zq7-s3cret';
+    const bad = {
+      encoding: `redis://:${secret}%zz@127.0.0.1:${port}`,
+      db: `redis://127.0.0.1:${port}/abc`,
+      dbQuery: `redis://127.0.0.1:${port}?db=two`,
+      port: 'redis://127.0.0.1:70000',
+      fragment: `redis://127.0.0.1:${port}/0#${secret}`,
+      hash: `redis://:${secret}#x@127.0.0.1:${port}`,
+    };
+    const want: Record<keyof typeof bad, RegExp> = {
+      encoding:
+        /SDC_REDIS_URL: "redis:\/\/:\*\*\*@127\.0\.0\.1:\d+": the password has malformed percent-encoding.*%25/,
+      db: /SDC_REDIS_URL: "redis:\/\/127\.0\.0\.1:\d+\/abc": the database \(\/abc\) is not a number; expected \/0 to \/15/,
+      dbQuery: /SDC_REDIS_URL: .*: the database \(db=two\) is not a number; expected/,
+      port: /SDC_REDIS_URL: "redis:\/\/127\.0\.0\.1:70000": port 70000 is out of range; expected 1 to 65535/,
+      fragment: /SDC_REDIS_URL: "redis:\/\/127\.0\.0\.1:\d+\/0#\*\*\*": a fragment .* %23/,
+      hash: /SDC_REDIS_URL: "redis:\/\/:\*\*\*@127\.0\.0\.1:\d+": .*%23/,
+    };
+    const keys = Object.keys(bad) as (keyof typeof bad)[];
+    const results = await Promise.all([
+      ...keys.map(async (k) => ({
+        k,
+        how: 'run --check',
+        ...(await runWith(`url-${k}`, { SDC_REDIS_URL: bad[k] }, 'run', ['--check'])),
+      })),
+      // Before they were refused, these crashed `run` and `status` with URIError: URI malformed.
+      {
+        k: 'encoding' as const,
+        how: 'run',
+        ...(await runWith('url-enc-run', { SDC_REDIS_URL: bad.encoding })),
+      },
+      {
+        k: 'encoding' as const,
+        how: 'status',
+        ...(await runWith('url-enc-status', { SDC_REDIS_URL: bad.encoding }, 'status')),
+      },
+    ]);
+    const problems: string[] = [];
+    for (const r of results) {
+      const what = `${r.k} (${r.how})`;
+      if (r.code !== 2) problems.push(`${what}: exit ${r.code}: ${r.stderr.slice(0, 300)}`);
+      if (!want[r.k].test(r.stderr))
+        problems.push(`${what}: no line like ${want[r.k]} in: ${r.stderr.slice(0, 400)}`);
+      if (/\n\s+at /.test(r.stderr)) problems.push(`${what}: stack trace: ${r.stderr.slice(0, 300)}`);
+      if (`${r.stdout}${r.stderr}`.includes(secret)) problems.push(`${what}: printed the secret`);
+    }
+    expect(problems).toEqual([]);
+  }, 150_000);
+
+  it('Redis refusing the replica at start (a wrong password, no password, a database it does not have) → exit 2 naming redisUrl and the fix; refused later → a named warn line, and it recovers', async () => {
+    const secret = 'Zq7-other-pw';
+    const redis = await startRedis();
+    const admin = new Redis(redis.url);
+    await admin.config('SET', 'requirepass', secret);
+    const port = new URL(redis.url).port;
+    const plain = new URL(cluster().redis.url).port;
+    try {
+      const [wrong, none, db] = await Promise.all([
+        runWith('refused-wrong', { SDC_REDIS_URL: `redis://:${secret}-x@127.0.0.1:${port}` }),
+        runWith('refused-none', { SDC_REDIS_URL: `redis://127.0.0.1:${port}` }),
+        runWith('refused-db', { SDC_REDIS_URL: `redis://127.0.0.1:${plain}/99` }),
+      ]);
+      for (const [r, line] of [
+        [
+          wrong,
+          /^ {2}- redisUrl .*redis:\/\/:\*\*\*@127\.0\.0\.1:\d+: Redis refused the credentials \(WRONGPASS.*\)\. Fix: /m,
+        ],
+        [none, /^ {2}- redisUrl .*: Redis requires a password and none is configured \(NOAUTH.*\)\. Fix: /m],
+        [db, /^ {2}- redisUrl .*\/99: Redis has no database 99 \(.*out of range.*\)\. Fix: /m],
+      ] as const) {
+        expect(r.code, r.stderr).toBe(2);
+        expect(r.stderr).toMatch(line);
+        expect(r.stderr).not.toMatch(/\n\s+at /);
+        expect(`${r.stdout}${r.stderr}`).not.toContain(secret);
+      }
+      // Started with the right password, then the password changes under it: a warn line naming the setting.
+      const ns = 'refused-later';
+      const r = cluster().startReplica('refused-later', {
+        ...replicaEnv(cluster(), ns, 'bi-refused'),
+        SDC_REDIS_URL: `redis://:${secret}@127.0.0.1:${port}`,
+      });
+      try {
+        await firstLeader([r], ns);
+        await admin.config('SET', 'requirepass', `${secret}-rotated`);
+        await admin.auth(`${secret}-rotated`);
+        await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+        const refused = await r.waitForLine(
+          (l) => l.msg === 'redis refused the credentials; retrying',
+          60_000,
+        );
+        expect(refused).toMatchObject({ level: 'warn', setting: 'redisUrl' });
+        expect(String(refused.fix)).toContain('password');
+        await admin.config('SET', 'requirepass', secret);
+        await r.waitForLine((l) => l.msg === 'redis reachable again', 60_000);
+        const pods = createDrivers(cluster().server, ns, 2, 'refused');
+        await waitGone(cluster().server, pods, 'pods deleted once Redis accepts the replica again', 60_000);
+        expect(r.child.exitCode).toBeNull();
+        expect(`${JSON.stringify(r.lines)}${r.stderr()}`).not.toContain(secret);
+      } finally {
+        await stopAll([r]);
+      }
+    } finally {
+      admin.disconnect();
+      await redis.stop();
+    }
+  }, 180_000);
+
+  it('a sub-millisecond retention is warned about in its unit; an exec credential plugin failing with secrets on stderr → its stderr logged once, truncated, tokens redacted', async () => {
+    const half = await runWith('retention-half', { SDC_RETENTION: '0.5' }, 'run', ['--check']);
+    expect(half.code, half.stderr).toBe(0);
+    expect(half.stderr).toMatch(/warning: retention 0\.5ms: .*a number without a unit is milliseconds/);
+    // A plugin that fails, printing what cloud plugins print: account details and tokens.
+    const jwt = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJjbGVhbmVyIn0.c2lnbmF0dXJlLXRoYXQtaXMtbG9uZw';
+    const google = 'ya29.a0AfH6SMBx3Y-secret-oauth-token';
+    const marker = 'PLUGIN-STDERR-MARKER';
+    const plugin = tempFile(
+      'plugin.mjs',
+      `process.stderr.write(${JSON.stringify(`${marker}: refresh failed for ops@example.com with Authorization: Bearer ${jwt} and ${google}; ${'x'.repeat(400)}\n`)});\nprocess.exit(1);\n`,
+    );
+    const kubeconfig = tempFile(
+      'kubeconfig.yaml',
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Config',
+        'current-context': 'fm',
+        clusters: [{ name: 'fm', cluster: { server: cluster().server.url } }],
+        contexts: [{ name: 'fm', context: { cluster: 'fm', user: 'plugin' } }],
+        users: [
+          {
+            name: 'plugin',
+            user: {
+              exec: {
+                apiVersion: 'client.authentication.k8s.io/v1',
+                command: process.execPath,
+                args: [plugin],
+                interactiveMode: 'Never',
+              },
+            },
+          },
+        ],
+      }),
+    );
+    const ns = 'exec-stderr';
+    const r = cluster().startReplica('exec-stderr', {
+      ...replicaEnv(cluster(), ns, 'bi-exec'),
+      KUBECONFIG: kubeconfig,
+    });
+    try {
+      await waitFor(
+        'the informer restarted 3 times on the failing plugin',
+        () => r.lines.filter((l) => l.msg === 'informer stopped on an error; restarting').length >= 3,
+        90_000,
+        200,
+      );
+      const text = (l: unknown) => JSON.stringify(l);
+      const withStderr = r.lines.filter((l) => text(l).includes(marker));
+      expect(withStderr).toHaveLength(1);
+      expect(text(withStderr[0])).not.toMatch(/x{200}/); // truncated
+      const all = `${text(r.lines)}${r.stderr()}`;
+      for (const token of [jwt, google, 'c2lnbmF0dXJl']) expect(all).not.toContain(token);
+      expect(r.child.exitCode).toBeNull();
+    } finally {
+      await stopAll([r]);
+    }
+  }, 150_000);
 
   it('Redis, etcd and the API server unreachable at start → warnings, retries with backoff, no exit; recovers when they appear', async () => {
     const ns = 'late';

@@ -165,7 +165,9 @@ describe('job data that cannot be trusted (real Redis, a real worker)', () => {
 
     const calls: string[] = [];
     const refused: RefusedJob[] = [];
-    const { log, lines } = memoryLogger();
+    // As a replica gives it: the target's logger, a child carrying context and namespace.
+    const { log: parent, lines, raw: rawLines } = memoryLogger();
+    const log = parent.child({ context: target.context, namespace: target.namespace });
     const w = worker(
       prefix,
       log,
@@ -209,6 +211,11 @@ describe('job data that cannot be trusted (real Redis, a real worker)', () => {
         ].sort(),
       );
       for (const l of warned) expect(l).toMatchObject({ level: 'warn', context: 'ctx', namespace: 'spark' });
+      // Each key once per line: a key written twice makes JSON some log pipelines reject.
+      for (const line of rawLines.filter((l) => l.includes('"outcome":"refused"'))) {
+        expect(line.match(/"context":/g), line).toHaveLength(1);
+        expect(line.match(/"namespace":/g), line).toHaveLength(1);
+      }
       // Added again (as the informer's copy would be), the lost one is a new delayed job.
       expect(await q.enqueue({ ...due(1), deadlineMs: Date.now() + 60_000 })).toBe('added');
     } finally {

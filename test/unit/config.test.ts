@@ -614,10 +614,18 @@ describe('secrets in URLs', () => {
     ['nothing secret: unchanged', 'redis://127.0.0.1:6379', 'redis://127.0.0.1:6379'],
     ['not a URL, userinfo', 'redis://:s3cret@redis:port', 'redis://:***@redis:port'],
     ['not a URL, query', 'redis://redis:port?db=1&password=s3cret', 'redis://redis:port?db=1&password=***'],
+    ['not a Redis URL: a fragment', 'redis://redis:6379/0#s3cret', 'redis://redis:6379/0#***'],
+    ['not a URL, an unencoded # in the password', 'redis://:s3c#ret@redis:6379', 'redis://:***@redis:6379'],
+    [
+      'not a URL, user and a password with @ and /',
+      'redis://u:s3/c@r@redis:70000',
+      'redis://u:***@redis:70000',
+    ],
+    ['not a URL, a fragment', 'redis://redis:70000#s3cret', 'redis://redis:70000#***'],
   ];
   for (const [name, url, want] of cases) it(`maskUrl: ${name}`, () => expect(maskUrl(url)).toBe(want));
 
-  for (const [name, url] of cases.filter(([n, u]) => u.startsWith('redis') && !n.startsWith('not a URL'))) {
+  for (const [name, url] of cases.filter(([n, u]) => u.startsWith('redis') && !n.startsWith('not a'))) {
     it(`SDC_REDIS_URL with a ${name}: the effective configuration holds no secret`, () => {
       const text = JSON.stringify(redactConfig(loadConfig({ env: { ...base, SDC_REDIS_URL: url } })));
       expect(text).not.toContain('s3cret');
@@ -800,4 +808,78 @@ describe('secured etcd settings', () => {
     expect(JSON.stringify(redactConfig(c))).not.toContain('Zq7-etcd-pw');
     expect(JSON.stringify(redactConfig(c))).toContain('cleaner');
   });
+});
+
+describe('the HTTP port beyond loopback needs credentials, or the explicit opt-out', () => {
+  const creds = { SDC_DASHBOARD_USER: 'ops', SDC_DASHBOARD_PASSWORD: 'pw' };
+  const optOut = { SDC_HTTP_ALLOW_UNAUTHENTICATED: 'true' };
+  const cases: [string, string, Record<string, string>, boolean][] = [
+    ['IPv4 loopback', '127.0.0.1', {}, true],
+    ['anywhere in 127/8', '127.1.2.3', {}, true],
+    ['IPv6 loopback', '::1', {}, true],
+    ['localhost', 'localhost', {}, true],
+    ['every IPv4 address', '0.0.0.0', {}, false],
+    ['every IPv6 address', '::', {}, false],
+    ['a pod IP', '10.0.0.5', {}, false],
+    ['a host name (it may resolve anywhere)', 'cleaner.example', {}, false],
+    ['every address, with credentials', '0.0.0.0', creds, true],
+    ['every address, with the opt-out', '0.0.0.0', optOut, true],
+  ];
+  for (const [name, host, extra, accepted] of cases)
+    it(`${name} (${host}${Object.keys(extra).length ? ` + ${Object.keys(extra).join(', ')}` : ''}) → ${accepted ? 'accepted' : 'refused naming httpHost and the fix'}`, () => {
+      const load = () => loadConfig({ env: { ...base, SDC_HTTP_HOST: host, ...extra } });
+      if (accepted) expect(load().httpHost).toBe(host);
+      else
+        expect(problems(load)).toEqual([
+          expect.stringMatching(
+            /^SDC_HTTP_HOST: .* is not a loopback address and no dashboard credentials are set: .*set dashboardUser and dashboardPassword.*httpAllowUnauthenticated true/,
+          ),
+        ]);
+    });
+
+  it('the opt-out is warned about beyond loopback without credentials, and only then', () => {
+    const warned = (env: Record<string, string>) =>
+      configWarnings(loadConfig({ env: { ...base, ...env } })).map((w) => w.field);
+    expect(warned({ SDC_HTTP_HOST: '0.0.0.0', ...optOut })).toEqual(['httpAllowUnauthenticated']);
+    expect(warned({ SDC_HTTP_HOST: '127.0.0.1', ...optOut })).toEqual([]);
+    expect(warned({ SDC_HTTP_HOST: '0.0.0.0', ...optOut, ...creds })).toEqual([]);
+  });
+});
+
+describe('a redisUrl the Redis client cannot use as written is refused, its secrets masked', () => {
+  const cases: [string, string, string | undefined][] = [
+    ['a plain URL', 'redis://redis:6379', undefined],
+    ['a database number', 'redis://redis:6379/3', undefined],
+    ['a percent-encoded password', 'redis://:p%40ss%23@redis:6379', undefined],
+    ['db in the query', 'redis://redis:6379?db=2', undefined],
+    [
+      'malformed percent-encoding',
+      'redis://:s3cret%zz@redis:6379',
+      'the password has malformed percent-encoding',
+    ],
+    [
+      'malformed percent-encoding in the user',
+      'redis://us%er:pw@redis:6379',
+      'the user has malformed percent-encoding',
+    ],
+    ['a database that is no number', 'redis://redis:6379/abc', 'the database (/abc) is not a number'],
+    ['a path of two segments', 'redis://redis:6379/0/1', 'the database (/0/1) is not a number'],
+    ['db in the query that is no number', 'redis://redis:6379?db=x', 'the database (db=x) is not a number'],
+    ['a fragment', 'redis://redis:6379/0#s3cret', 'a fragment (#…) is ignored by the Redis client'],
+    ['an unencoded # in the password', 'redis://:s3c#ret@redis:6379', 'a "#" ends the address there'],
+    ['a port out of range', 'redis://redis:70000', 'port 70000 is out of range; expected 1 to 65535'],
+  ];
+  for (const [name, url, problem] of cases)
+    it(`${name}: ${problem ?? 'accepted'}`, () => {
+      const load = () => loadConfig({ env: { ...base, SDC_REDIS_URL: url } });
+      if (problem === undefined) {
+        expect(load().redis).toEqual({ mode: 'single', url });
+        return;
+      }
+      const lines = problems(load);
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toContain(problem);
+      expect(lines[0]).toMatch(/^SDC_REDIS_URL: "/);
+      expect(lines.join('\n')).not.toMatch(/s3c/);
+    });
 });

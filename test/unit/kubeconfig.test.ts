@@ -14,6 +14,8 @@ import {
   EXEC_FAILURE_BACKOFF_INITIAL_MS,
   EXEC_FAILURE_BACKOFF_MAX_MS,
   execFailureBackoffMs,
+  STDERR_DETAIL_MAX_CHARS,
+  stderrDetail,
 } from '../../src/kube/exec-credential.ts';
 import { KubeconfigError, loadClusterAccess, TOKEN_FILE_REREAD_MS } from '../../src/kube/kubeconfig.ts';
 
@@ -566,7 +568,9 @@ describe('loadClusterAccess: exec credential plugins', () => {
       monotonicNow: () => now,
     });
     expect(p.runs()).toBe(1); // failed at load: backoff until T0 + 1 s
-    const what = `user "u": exec plugin ${JSON.stringify(process.execPath)} failed with exit code 3: boom: credentials expired`;
+    const failed = `user "u": exec plugin ${JSON.stringify(process.execPath)} failed with exit code 3`;
+    // The plugin's stderr is in the first message of a failing stretch only: every caller logs what it gets.
+    const what = `${failed}, its stderr as reported before`;
     const reject = async (): Promise<string> => {
       const outcomes = await Promise.allSettled([access.headers(), access.headers(), access.headers()]);
       const messages = outcomes.map((o) =>
@@ -575,6 +579,9 @@ describe('loadClusterAccess: exec credential plugins', () => {
       expect(new Set(messages).size).toBe(1);
       return messages[0] ?? '';
     };
+    expect(await access.headers().catch((e: Error) => e.message)).toBe(
+      `${failed}: boom: credentials expired (failed once; retried in 1 s)`,
+    );
     for (let i = 0; i < 5; i++) expect(await reject()).toBe(`${what} (failed once; retried in 1 s)`);
     now = T0 + 999;
     expect(await reject()).toBe(`${what} (failed once; retried in 0.1 s)`);
@@ -603,7 +610,10 @@ describe('loadClusterAccess: exec credential plugins', () => {
     expect(p.runs()).toBe(4);
     p.setMode('fail');
     access.unauthorized?.(); // a 401: the next call runs the plugin, which fails: the backoff starts from 1 s
-    expect(await reject()).toBe(`${what} (failed once; retried in 1 s)`);
+    // A new failing stretch after a success: its stderr is reported again, once.
+    expect(await access.headers().catch((e: Error) => e.message)).toBe(
+      `${failed}: boom: credentials expired (failed once; retried in 1 s)`,
+    );
     expect(p.runs()).toBe(5);
     expect(await reject()).toBe(`${what} (failed once; retried in 1 s)`);
     expect(p.runs()).toBe(5);
@@ -785,5 +795,36 @@ describe('loadClusterAccess: in-cluster', () => {
         }),
       ),
     ).toMatch(/in-cluster: cannot read the service account token .*token \(ENOENT\)/);
+  });
+});
+
+describe("what of a credential plugin's stderr goes in a message", () => {
+  const jwt = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl';
+  const cases: [string, string, string][] = [
+    [
+      'a plain error: its first line',
+      'boom: credentials expired\nsecond line\n',
+      'boom: credentials expired',
+    ],
+    ['a JWT', `token ${jwt} expired`, 'token *** expired'],
+    ['a Bearer credential', 'sent Authorization: Bearer abc.def-123', 'sent Authorization: Bearer ***'],
+    ['a Google OAuth token', 'refresh of ya29.a0AfH6SMB-x failed', 'refresh of *** failed'],
+    ['an EKS token', 'k8s-aws-v1.aHR0cHM6Ly9zdHMuYW1hem9uYXdzLmNvbQ rejected', '*** rejected'],
+    ['an AWS access key id', 'key AKIAABCDEFGHIJKLMNOP denied', 'key *** denied'],
+    [
+      'key=value secrets',
+      'aws_secret_access_key=abc123 password: "hunter2"',
+      'aws_secret_access_key=*** password: "***"',
+    ],
+    ['a long run of token characters', `id ${'A1b2'.repeat(12)} unknown`, 'id *** unknown'],
+    ['blank lines before it', '\n\n  gcloud: not logged in  \n', 'gcloud: not logged in'],
+  ];
+  for (const [name, stderr, want] of cases)
+    it(`${name} → ${JSON.stringify(want)}`, () => expect(stderrDetail(stderr)).toBe(want));
+
+  it(`at most ${STDERR_DETAIL_MAX_CHARS} characters, then an ellipsis`, () => {
+    const detail = stderrDetail(`error: ${'word '.repeat(100)}`);
+    expect(detail).toHaveLength(STDERR_DETAIL_MAX_CHARS + 1);
+    expect(detail.endsWith('…')).toBe(true);
   });
 });

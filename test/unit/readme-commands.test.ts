@@ -328,14 +328,15 @@ const COVERAGE: Record<string, Record<string, Coverage>> = {
     'kubectl auth can-i patch pods -n spark-team-a --as=$SA': RBAC,
     'kubectl auth can-i delete pods -n default --as=$SA': RBAC,
     'kubectl auth can-i get secrets -n spark-team-a --as=$SA': RBAC,
-    'SDC_TARGETS=kind-kind:spark docker compose -f infra/compose.yaml up --build': {
-      run: 'needs',
-      needs: 'a Docker engine and a cluster',
-      instead:
-        'the compose test checks the services, the build from the Dockerfile and the replicas run as in the pod',
-      file: 'test/deploy/compose.test.ts',
-      invocation: "it('runs Redis, etcd, a collector, Jaeger and three replicas'",
-    },
+    'SDC_TARGETS=kind-kind:spark SDC_DASHBOARD_PASSWORD=change-me docker compose -f infra/compose.yaml up --build':
+      {
+        run: 'needs',
+        needs: 'a Docker engine and a cluster',
+        instead:
+          'the compose test checks the services, the build from the Dockerfile and the replicas run as in the pod',
+        file: 'test/deploy/compose.test.ts',
+        invocation: "it('runs Redis, etcd, a collector, Jaeger and three replicas'",
+      },
     'bash scripts/check-deploy.sh': {
       run: 'elsewhere',
       file: '.ci/run',
@@ -403,7 +404,7 @@ const COVERAGE: Record<string, Record<string, Coverage>> = {
       invocation: "const REPORT = 'bash scripts/image-report.sh spark-driver-cleaner:dev';",
       why: 'the image test runs it as written on the image it built and checks each section',
     },
-    'podman run --rm --network host --user 1000:1000 --read-only --read-only-tmpfs=false --tmpfs /tmp:rw,mode=1777,size=64m --cap-drop=ALL --security-opt no-new-privileges --volume "$HOME/.kube/config:/kube/config:ro" --env KUBECONFIG=/kube/config --env SDC_TARGETS=kind-kind:spark --env SDC_REDIS_URL=redis://127.0.0.1:6379 --env SDC_ETCD_ENDPOINTS=http://127.0.0.1:2379 --env SDC_DRY_RUN=true spark-driver-cleaner:dev':
+    'podman run --rm --network host --user 1000:1000 --read-only --read-only-tmpfs=false --tmpfs /tmp:rw,mode=1777,size=64m --cap-drop=ALL --security-opt no-new-privileges --volume "$HOME/.kube/config:/kube/config:ro" --env KUBECONFIG=/kube/config --env SDC_TARGETS=kind-kind:spark --env SDC_REDIS_URL=redis://127.0.0.1:6379 --env SDC_ETCD_ENDPOINTS=http://127.0.0.1:2379 --env SDC_DRY_RUN=true --env SDC_DASHBOARD_USER=admin --env SDC_DASHBOARD_PASSWORD=change-me spark-driver-cleaner:dev':
       {
         run: 'needs',
         needs: 'a kind cluster in ~/.kube/config',
