@@ -1,6 +1,7 @@
 import diagnostics from 'node:diagnostics_channel';
+import { once } from 'node:events';
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, connect, createServer as createTcpServer, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
 import { monotonicClock } from '../../src/clock.ts';
@@ -10,6 +11,7 @@ import { loadClusterAccess } from '../../src/kube/kubeconfig.ts';
 import { createPodApi, DeleteAnswerAbandonedError } from '../../src/kube/pod-api.ts';
 import { createRateLimiter } from '../../src/kube/rate-limiter.ts';
 import { createTerminatedDrivers } from '../helpers/cluster.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 let server: SandboxApiServer;
 beforeAll(async () => {
@@ -107,13 +109,67 @@ describe('pod API over HTTPS with a bearer token (sandbox)', () => {
     const before = server.requests.countsByVerb().delete ?? 0;
     const veto = new Error('lease went stale');
     const err = await api()
-      .delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, undefined, () => {
-        throw veto;
+      .delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, undefined, {
+        beforeSend: () => {
+          throw veto;
+        },
       })
       .catch((e: unknown) => e);
     expect(err).toBe(veto);
     expect(server.requests.countsByVerb().delete ?? 0).toBe(before);
     expect(server.pods.get('tls', name)).toBeDefined();
+  });
+
+  it('the last check runs once the connection is established: a lease lapsing during a slow TCP+TLS handshake stops the DELETE', async () => {
+    const [pod] = createTerminatedDrivers(server, 'tls', 1, 'handshake');
+    const name = pod?.metadata?.name ?? '';
+    const before = server.requests.countsByVerb().delete ?? 0;
+    // A front that takes connections and holds them (a slow handshake behind a delaying proxy) until released.
+    const upstream = Number(new URL(server.url).port);
+    const held: Socket[] = [];
+    let release = false;
+    const relay = (down: Socket) => {
+      const up = connect(upstream, '127.0.0.1');
+      down.pipe(up).pipe(down);
+      for (const s of [down, up]) s.on('error', () => (s === down ? up : down).destroy());
+    };
+    const front = createTcpServer((down) => (release ? relay(down) : held.push(down)));
+    front.listen(0, '127.0.0.1');
+    await once(front, 'listening');
+    try {
+      const access = loadClusterAccess(server.kubeconfigPath, undefined);
+      const http = createKubeHttp({
+        ...access,
+        server: `https://127.0.0.1:${(front.address() as AddressInfo).port}`,
+      });
+      const pods1 = createPodApi({
+        http,
+        limiter: createRateLimiter({ qps: 1e6, burst: 1e6, monotonicNow: monotonicClock }),
+      });
+      let leaseFresh = true;
+      const veto = new Error('lease went stale');
+      let checks = 0;
+      const result = pods1
+        .delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, undefined, {
+          beforeSend: () => {
+            checks += 1;
+            if (!leaseFresh) throw veto;
+          },
+        })
+        .catch((e: unknown) => e);
+      await waitFor('the DELETE waiting for its connection', () => held.length === 1);
+      leaseFresh = false; // the lease lapses while the handshake is under way
+      release = true;
+      for (const down of held) relay(down);
+      expect(await result).toBe(veto);
+      expect(checks).toBe(1);
+      expect(server.requests.countsByVerb().delete ?? 0).toBe(before);
+      expect(server.pods.get('tls', name)).toBeDefined();
+      await http.close();
+    } finally {
+      for (const s of held) s.destroy();
+      front.close();
+    }
   });
 
   it('a DELETE that has left is not cut by its signal: the answer within the grace is the outcome', async () => {
@@ -123,8 +179,10 @@ describe('pod API over HTTPS with a bearer token (sandbox)', () => {
     const lost = new AbortController();
     try {
       // Leadership lost 50 ms after the request left: aborting now would take nothing back.
-      const result = await api().delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, lost.signal, () => {
-        setTimeout(() => lost.abort(new Error('leadership lost')), 50);
+      const result = await api().delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, lost.signal, {
+        beforeSend: () => {
+          setTimeout(() => lost.abort(new Error('leadership lost')), 50);
+        },
       });
       expect(lost.signal.aborted).toBe(true);
       expect(result).toBe('accepted');
@@ -147,8 +205,10 @@ describe('pod API over HTTPS with a bearer token (sandbox)', () => {
     });
     try {
       const err = await pods
-        .delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, lost.signal, () => {
-          setTimeout(() => lost.abort(new Error('leadership lost')), 20);
+        .delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, lost.signal, {
+          beforeSend: () => {
+            setTimeout(() => lost.abort(new Error('leadership lost')), 20);
+          },
         })
         .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(DeleteAnswerAbandonedError);
