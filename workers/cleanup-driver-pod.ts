@@ -14,9 +14,9 @@
  *   pod and re-checks it live. Not in the cache (not synced, or already gone) → a live GET.
  * - `live`: GET the pod, then DELETE with `preconditions` `uid` and the `resourceVersion` just read (two
  *   requests per pod).
- * - `cache`: the informer's copy, DELETE with `preconditions.uid` only; a pod not in the cache is GOT live.
+ * - `cache`: the informer's copy, DELETE with `preconditions.uid` only; a pod not in the cache is read live (GET).
  * After a live GET the DELETE always carries the `resourceVersion` read: a pod relabelled, or whose deletion
- * began (a finalizer holds it), between the GET and the DELETE is a 409, and is GOT and re-checked again (at
+ * began (a finalizer holds it), between the GET and the DELETE is a 409, and is read and re-checked again (at
  * most {@link LIVE_ROUNDS} times), never deleted from an outdated copy nor deleted twice.
  *
  * The deadline stored with the job only says when to wake up (the enqueuing replica computed it, maybe with
