@@ -120,57 +120,76 @@ describe('pod API over HTTPS with a bearer token (sandbox)', () => {
     expect(server.pods.get('tls', name)).toBeDefined();
   });
 
-  it('the last check runs once the connection is established: a lease lapsing during a slow TCP+TLS handshake stops the DELETE', async () => {
-    const [pod] = createTerminatedDrivers(server, 'tls', 1, 'handshake');
-    const name = pod?.metadata?.name ?? '';
-    const before = server.requests.countsByVerb().delete ?? 0;
-    // A front that takes connections and holds them (a slow handshake behind a delaying proxy) until released.
-    const upstream = Number(new URL(server.url).port);
-    const held: Socket[] = [];
-    let release = false;
-    const relay = (down: Socket) => {
-      const up = connect(upstream, '127.0.0.1');
-      down.pipe(up).pipe(down);
-      for (const s of [down, up]) s.on('error', () => (s === down ? up : down).destroy());
-    };
-    const front = createTcpServer((down) => (release ? relay(down) : held.push(down)));
-    front.listen(0, '127.0.0.1');
-    await once(front, 'listening');
-    try {
-      const access = loadClusterAccess(server.kubeconfigPath, undefined);
-      const http = createKubeHttp({
-        ...access,
-        server: `https://127.0.0.1:${(front.address() as AddressInfo).port}`,
-      });
-      const pods1 = createPodApi({
-        http,
-        limiter: createRateLimiter({ qps: 1e6, burst: 1e6, monotonicNow: monotonicClock }),
-      });
-      let leaseFresh = true;
-      const veto = new Error('lease went stale');
-      let checks = 0;
-      const result = pods1
-        .delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, undefined, {
-          beforeSend: () => {
-            checks += 1;
-            if (!leaseFresh) throw veto;
-          },
-        })
-        .catch((e: unknown) => e);
-      await waitFor('the DELETE waiting for its connection', () => held.length === 1);
-      leaseFresh = false; // the lease lapses while the handshake is under way
-      release = true;
-      for (const down of held) relay(down);
-      expect(await result).toBe(veto);
-      expect(checks).toBe(1);
-      expect(server.requests.countsByVerb().delete ?? 0).toBe(before);
-      expect(server.pods.get('tls', name)).toBeDefined();
-      await http.close();
-    } finally {
-      for (const s of held) s.destroy();
-      front.close();
-    }
-  });
+  it.each([
+    ['HTTP/1.1', false],
+    ['HTTP/2', true],
+  ])(
+    'the last check runs once the connection is established (%s): a lease lapsing during a slow TCP+TLS handshake stops the DELETE',
+    async (_name, http2) => {
+      const api = http2
+        ? await startSandboxApiServer({ contextName: 'secure-h2', tls: true, http2: true, token: 's3cret' })
+        : server;
+      const [pod] = createTerminatedDrivers(api, 'tls', 1, 'handshake');
+      const name = pod?.metadata?.name ?? '';
+      const before = api.requests.countsByVerb().delete ?? 0;
+      // A front that takes connections and holds them (a slow handshake behind a delaying proxy) until released.
+      const upstream = Number(new URL(api.url).port);
+      const held: Socket[] = [];
+      let release = false;
+      const relay = (down: Socket) => {
+        const up = connect(upstream, '127.0.0.1');
+        down.pipe(up).pipe(down);
+        for (const s of [down, up]) s.on('error', () => (s === down ? up : down).destroy());
+      };
+      const front = createTcpServer((down) => (release ? relay(down) : held.push(down)));
+      front.listen(0, '127.0.0.1');
+      await once(front, 'listening');
+      try {
+        const access = loadClusterAccess(api.kubeconfigPath, undefined);
+        const http = createKubeHttp(
+          { ...access, server: `https://127.0.0.1:${(front.address() as AddressInfo).port}` },
+          { http2 },
+        );
+        const pods1 = createPodApi({
+          http,
+          limiter: createRateLimiter({ qps: 1e6, burst: 1e6, monotonicNow: monotonicClock }),
+        });
+        let leaseFresh = true;
+        const veto = new Error('lease went stale');
+        let checks = 0;
+        const result = pods1
+          .delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, undefined, {
+            beforeSend: () => {
+              checks += 1;
+              if (!leaseFresh) throw veto;
+            },
+          })
+          .catch((e: unknown) => e);
+        await waitFor('the DELETE waiting for its connection', () => held.length === 1);
+        leaseFresh = false; // the lease lapses while the handshake is under way
+        release = true;
+        for (const down of held) relay(down);
+        expect(await result).toBe(veto);
+        expect(checks).toBe(1);
+        expect(api.requests.countsByVerb().delete ?? 0).toBe(before);
+        expect(api.pods.get('tls', name)).toBeDefined();
+        // The connection is still good for the next request (over h2: the session; over HTTP/1.1: not written).
+        leaseFresh = true;
+        expect(
+          await pods1.delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, undefined, {
+            beforeSend: () => {
+              if (!leaseFresh) throw veto;
+            },
+          }),
+        ).toBe('accepted');
+        await http.close();
+      } finally {
+        for (const s of held) s.destroy();
+        front.close();
+        if (api !== server) await api.close();
+      }
+    },
+  );
 
   it('a DELETE that has left is not cut by its signal: the answer within the grace is the outcome', async () => {
     const [pod] = createTerminatedDrivers(server, 'tls', 1, 'left');
