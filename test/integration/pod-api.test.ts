@@ -5,11 +5,13 @@ import { type AddressInfo, connect, createServer as createTcpServer, type Socket
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
 import { monotonicClock } from '../../src/clock.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import { KubeApiError } from '../../src/kube/api-status.ts';
 import { createKubeHttp } from '../../src/kube/kube-http.ts';
 import { loadClusterAccess } from '../../src/kube/kubeconfig.ts';
 import { createPodApi, DeleteAnswerAbandonedError } from '../../src/kube/pod-api.ts';
 import { createRateLimiter } from '../../src/kube/rate-limiter.ts';
+import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { createTerminatedDrivers } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -316,5 +318,75 @@ describe('pod API: a DELETE answered 2xx by something else than the API server',
     expect(await pods1.delete('tls', name, { uid })).toBe('accepted');
     expect(server.pods.get('tls', name)).toBeUndefined();
     expect(server.requests.deletesByUid().get(uid)).toEqual([200, 200]);
+  });
+});
+
+describe("the handler's live re-check against the API server: a pod changed between the GET and the DELETE", () => {
+  /**
+   * Runs the cleanup handler (recheck `live`) on `pod` with the real pod API; `between` changes the pod in the
+   * API server right after the handler's first GET has read it.
+   */
+  async function runWith(pod: { metadata?: { name?: string; uid?: string } }, between: () => void) {
+    const pods1 = api();
+    let gets = 0;
+    const outcome = await cleanupDriverPod(
+      {
+        context: 'secure',
+        namespace: 'tls',
+        pod: pod.metadata?.name ?? '',
+        uid: pod.metadata?.uid ?? '',
+        deadlineMs: 0,
+      },
+      {
+        pods: {
+          async get(ns, name, signal) {
+            const got = await pods1.get(ns, name, signal);
+            if (++gets === 1) between();
+            return got;
+          },
+          delete: (...args) => pods1.delete(...args),
+        },
+        cached: () => undefined,
+        recheck: 'live',
+        fence: async () => undefined,
+        stillLeader: () => true,
+        selector: parseLabelSelector('spark-role=driver,kyuubi-unique-tag'),
+        policy: 'ALL',
+        retentionMs: 0,
+        dryRun: false,
+        now: Date.now,
+      },
+      new AbortController().signal,
+    );
+    return outcome;
+  }
+
+  it('relabelled out of the selector → the DELETE is refused (409), the pod read again → skipped; the pod stays', async () => {
+    const [pod] = createTerminatedDrivers(server, 'tls', 1, 'relabel-between');
+    const name = pod?.metadata?.name ?? '';
+    const uid = pod?.metadata?.uid ?? '';
+    const outcome = await runWith(pod ?? {}, () => {
+      const p = structuredClone(server.pods.get('tls', name));
+      if (p?.metadata?.labels) delete p.metadata.labels['kyuubi-unique-tag'];
+      if (p) server.pods.update(p);
+    });
+    expect(outcome).toEqual({ outcome: 'skipped', reason: 'not-selected' });
+    expect(server.pods.get('tls', name)?.metadata?.uid).toBe(uid);
+    expect(server.requests.deletesByUid().get(uid)).toEqual([409]);
+  });
+
+  it('its deletion begun by a person (a finalizer holds it) → 409, read again → already-deleting; never accepted twice', async () => {
+    const [pod] = createTerminatedDrivers(server, 'tls', 1, 'finalizer-between');
+    const name = pod?.metadata?.name ?? '';
+    const uid = pod?.metadata?.uid ?? '';
+    const held = structuredClone(server.pods.get('tls', name));
+    if (held?.metadata) held.metadata.finalizers = ['example.com/log-shipper'];
+    if (held) server.pods.update(held);
+    const outcome = await runWith(pod ?? {}, () => {
+      server.pods.delete('tls', name);
+    });
+    expect(outcome).toEqual({ outcome: 'already-deleting' });
+    expect(server.requests.deletesByUid().get(uid)).toEqual([409]);
+    expect(server.pods.get('tls', name)?.metadata?.deletionTimestamp).toBeDefined();
   });
 });
