@@ -381,9 +381,10 @@ describe("a retention changed between replicas (the leader's own retention decid
 
   it('raised (1 s → 1 h): a job enqueued with the old deadline is due, yet the leader puts it back to finishedAt + 1 h; no DELETE', async () => {
     const ns = 'tc-retention-up';
-    const { lead, queue } = await startCleaner(ns, 'resource-version', { retentionMs: 3_600_000 });
+    const { cleaner, lead, queue } = await startCleaner(ns, 'resource-version', { retentionMs: 3_600_000 });
     const p = createDriver(ns, 'kept');
     expect(await enqueuedWith(queue, ns, p, 1000)).toBe('added');
+    await waitFor('the pod in the cache', () => cleaner.informer.get(nameOf(p)));
     lead.elect();
     const storedDeadline = async () => (await queue.bullQueue.getJob(uidOf(p)))?.data.deadlineMs;
     await waitFor(
@@ -399,9 +400,11 @@ describe("a retention changed between replicas (the leader's own retention decid
 
   it('lowered (1 h → 1 s): the leader’s reconcile brings the job forward; the pod is deleted once, not an hour later', async () => {
     const ns = 'tc-retention-down';
-    const { lead, queue } = await startCleaner(ns, 'resource-version');
+    const { cleaner, lead, queue } = await startCleaner(ns, 'resource-version');
     const p = createDriver(ns, 'due');
     expect(await enqueuedWith(queue, ns, p, 3_600_000)).toBe('added');
+    // The term's reconcile (the periodic one is an hour away) must find the pod in the cache.
+    await waitFor('the pod in the cache', () => cleaner.informer.get(nameOf(p)));
     lead.elect();
     await waitFor('pod deleted', () => gone(p), 15_000);
     expect(deletesOf(p)).toEqual([200]);
