@@ -232,6 +232,7 @@ export async function startReplica(
       log: tlog,
       now,
       dueNow: clients.serverClock.dueNow,
+      stampNow: clients.serverClock.notBehindNow,
       monotonicNow,
       selfCheck: selfCheckSettings(config.electionTtlSeconds, config.overdueGraceMs),
       backoffMs: config.retryBaseDelayMs,

@@ -2,8 +2,8 @@
  * The cleanup job handler: a function of (job data, dependencies) → {@link Outcome}. It checks in layers,
  * as Kubernetes' TTL-after-finished controller does (pkg/controller/ttlafterfinished):
  *
- *   deadline reached? → DELETE accepted before? → fence (still the leader?) → re-check the pod → DELETE with
- *   preconditions → outcome.
+ *   stored deadline reached? → DELETE accepted before? → fence (still the leader?) → re-check the pod → its
+ *   own deadline reached? → rate limiter → fence again → DELETE with preconditions → outcome.
  *
  * The re-check makes stale work harmless: a pod already gone, replaced by a new pod of the same name,
  * already being deleted, relabelled out of the selector or no longer terminal is left alone. Where the
@@ -12,8 +12,19 @@
  *   precondition, so the API server deletes only the very version we checked — atomically, one request.
  *   Any change since (a `deletionTimestamp`, a finalizer, a relabel) is a 409: then the handler GETs the
  *   pod and re-checks it live. Not in the cache (not synced, or already gone) → a live GET.
- * - `live`: GET the pod, then DELETE with `preconditions.uid` (two requests per pod).
- * - `cache`: the informer's copy, DELETE with `preconditions.uid` only.
+ * - `live`: GET the pod, then DELETE with `preconditions` `uid` and the `resourceVersion` just read (two
+ *   requests per pod).
+ * - `cache`: the informer's copy, DELETE with `preconditions.uid` only; a pod not in the cache is read live (GET).
+ * After a live GET the DELETE always carries the `resourceVersion` read: a pod relabelled, or whose deletion
+ * began (a finalizer holds it), between the GET and the DELETE is a 409, and is read and re-checked again (at
+ * most {@link LIVE_ROUNDS} times), never deleted from an outdated copy nor deleted twice.
+ *
+ * The deadline stored with the job only says when to wake up (the enqueuing replica computed it, maybe with
+ * another retention, and the dashboard can edit it). The handler's own deadline is the re-checked pod's finish
+ * time (src/cleanup/decision.ts `finishTime`: `finishedAt`, else its last condition change, else when this
+ * replica first saw it terminal) plus **this replica's** retention; a job that is early by it goes back
+ * (`not-yet`, with the deadline to store). A pod with no time of its own that this replica never saw keeps the
+ * stored deadline.
  * While the informer's cache is not trusted (`cacheUntrusted`: its list or watch has been failing for a
  * while, src/cleaner/cache-trust.ts), both cache modes re-check as `live` does; so does the run of a job whose
  * earlier DELETE may have left unanswered (`liveRecheck`: its answer given up, or the job taken over from a
@@ -26,11 +37,12 @@
  * (`CleanupDeps`, `CleanupHandler`) and the `Outcome` type live in src/cleanup/.
  */
 
-import { decide } from '../src/cleanup/decision.ts';
+import { deadlineMs, decide, finishTime } from '../src/cleanup/decision.ts';
 import type { CleanupDeps } from '../src/cleanup/handler.ts';
 import type { CleanupJobData } from '../src/cleanup/job-data.ts';
 import type { Outcome } from '../src/cleanup/outcome.ts';
 import { KubeApiError } from '../src/kube/api-status.ts';
+import { podState } from '../src/kube/application-state.ts';
 import type { DriverPod } from '../src/kube/driver-pod.ts';
 import { DeleteAnswerAbandonedError, type DeletePreconditions } from '../src/kube/pod-api.ts';
 import { FencedError } from '../src/leadership/fenced-error.ts';
@@ -48,6 +60,9 @@ function failure(step: 'get' | 'delete', err: unknown): Outcome {
   }
   throw err; // a bug, not an API failure: let BullMQ record it
 }
+
+/** Live GET → DELETE {uid, resourceVersion} rounds before a pod that keeps changing is a failed outcome. */
+export const LIVE_ROUNDS = 3;
 
 /**
  * Processes one cleanup job.
@@ -72,18 +87,25 @@ export async function cleanupDriverPod(
   const mode =
     job.liveRecheck || (deps.recheck !== 'live' && deps.cacheUntrusted?.()) ? 'live' : deps.recheck;
 
-  // resource-version: check the cached copy, let the API server confirm it is still that version.
-  if (mode === 'resource-version') {
+  // The informer's copy: resource-version (confirmed by the DELETE's precondition) and cache (uid only).
+  if (mode !== 'live') {
     const cached = deps.cached(job.pod);
     const version = cached?.metadata?.resourceVersion;
-    if (cached && version) {
+    if (cached && (mode === 'cache' || version)) {
       const noOp = noOpFor(cached, job, deps);
+      if (mode === 'cache' && noOp) return noOp;
       // Only what a stale cache cannot get wrong is final here: a deletionTimestamp is never unset. A copy
       // that looks re-created, not terminal or relabelled may be behind the API server: ask it (GET below).
       if (noOp?.outcome === 'already-deleting') return noOp;
       if (!noOp) {
-        const sent = await sendDelete(job, deps, signal, { uid: job.uid, resourceVersion: version });
+        const early = notDueYet(cached, job, deps);
+        if (early) return early;
+        const preconditions =
+          mode === 'cache' ? { uid: job.uid } : { uid: job.uid, resourceVersion: version };
+        const sent = await sendDelete(job, deps, signal, preconditions);
         if (sent !== 'conflict') return sent;
+        // uid only: another UID has the name (re-created).
+        if (mode === 'cache') return { outcome: 'replaced' };
         // 409: the pod changed since the informer saw it (or was re-created): re-check the live object,
         // and the leadership again before a second DELETE.
         const fenced = await fence(deps, signal);
@@ -92,21 +114,43 @@ export async function cleanupDriverPod(
     }
   }
 
-  let pod: DriverPod | undefined;
-  if (mode === 'cache') {
-    pod = deps.cached(job.pod);
-  } else {
+  // A live re-check: not in the cache (a miss is not "absent": the informer may not have seen it yet), a
+  // cached copy the API server refused, or the `live` mode.
+  for (let round = 1; ; round++) {
+    let pod: DriverPod | undefined;
     try {
       pod = await deps.pods.get(job.namespace, job.pod, signal);
     } catch (err) {
       if (signal.aborted) return { outcome: 'aborted' };
       return failure('get', err);
     }
+    const noOp = noOpFor(pod, job, deps);
+    if (noOp) return noOp;
+    const early = notDueYet(pod as DriverPod, job, deps);
+    if (early) return early;
+    const resourceVersion = pod?.metadata?.resourceVersion;
+    const sent = await sendDelete(
+      job,
+      deps,
+      signal,
+      resourceVersion ? { uid: job.uid, resourceVersion } : { uid: job.uid },
+    );
+    if (sent !== 'conflict') return sent;
+    if (!resourceVersion) return { outcome: 'replaced' };
+    // 409: re-created, relabelled, or its deletion began since the GET: read it again.
+    if (round >= LIVE_ROUNDS) {
+      return {
+        outcome: 'failed',
+        step: 'delete',
+        code: 409,
+        reason: 'Conflict',
+        message: `the pod changed between each of ${LIVE_ROUNDS} GETs and the DELETE that followed it`,
+        retryAfterMs: undefined,
+      };
+    }
+    const fenced = await fence(deps, signal);
+    if (fenced) return fenced;
   }
-  const noOp = noOpFor(pod, job, deps);
-  if (noOp) return noOp;
-  const sent = await sendDelete(job, deps, signal, { uid: job.uid });
-  return sent === 'conflict' ? { outcome: 'replaced' } : sent;
 }
 
 /** The fence (still the leader?): undefined when this replica may DELETE, else the outcome that stops the job. */
@@ -136,7 +180,22 @@ function noOpFor(pod: DriverPod | undefined, job: CleanupJobData, deps: CleanupD
 }
 
 /**
- * The only mutating call: DELETE with `preconditions`, after the last leadership gates.
+ * This replica's own deadline for an eligible pod: its finish time (its own timestamps, else when this
+ * replica first saw it terminal) + `deps.retentionMs`. `not-yet` until then, with that deadline; undefined
+ * when it is due, or when no finish time is known here (the stored deadline, already reached, stands).
+ */
+function notDueYet(pod: DriverPod, job: CleanupJobData, deps: CleanupDeps): Outcome | undefined {
+  const now = deps.now();
+  const finished = finishTime(pod, podState(pod), now).ms ?? deps.firstSeenTerminalMs?.(job.uid);
+  if (finished === undefined) return undefined;
+  const own = deadlineMs(finished, deps.retentionMs, now).deadlineMs;
+  return now < own ? { outcome: 'not-yet', dueInMs: own - now, deadlineMs: own } : undefined;
+}
+
+/**
+ * The only mutating call: DELETE with `preconditions`, after the last leadership gates: a fence once the rate
+ * limiter has given the request its token (the wait may be long, and a paused machine is seen by no clock of
+ * ours), and the lease's freshness as the request is written (src/kube/kube-http.ts).
  * @returns the outcome, or `conflict` when a precondition failed (409) for the caller to interpret.
  */
 async function sendDelete(
@@ -151,10 +210,14 @@ async function sendDelete(
   if (signal.aborted) return { outcome: 'aborted' };
   if (!deps.stillLeader()) return { outcome: 'fenced', reason: 'lease went stale during the re-check' };
   try {
-    const result = await deps.pods.delete(job.namespace, job.pod, preconditions, signal, () => {
-      // The rate limiter may have held the request for a long while (or the process was frozen in it):
-      // no async step may separate the last leadership check from the request.
-      if (!deps.stillLeader()) throw new FencedError('lease went stale while the DELETE waited to be sent');
+    const result = await deps.pods.delete(job.namespace, job.pod, preconditions, signal, {
+      // The rate limiter may have held the request for a long while, or the machine paused in it (a VM
+      // stopped: the monotonic clock does not advance, so the lease's freshness cannot tell): ask the backend.
+      afterWait: () => deps.fence(signal),
+      // No async step may separate the last leadership check from the request, a connection's set-up included.
+      beforeSend: () => {
+        if (!deps.stillLeader()) throw new FencedError('lease went stale while the DELETE waited to be sent');
+      },
     });
     if (result === 'not-found') return { outcome: 'already-absent' };
     if (result === 'conflict') return 'conflict';

@@ -82,6 +82,8 @@ export interface SparkDriverPodOptions {
 }
 
 const SPARK_VERSION = '3.5.3';
+/** How long before `nowMs` a driver built Running or terminal was created, ms. */
+const TERMINAL_RUN_MS = 60_000;
 const IMAGE = `registry.example.com/spark:${SPARK_VERSION}`;
 const APP_WORDS = [
   'daily-orders-etl',
@@ -147,6 +149,11 @@ export function sparkDriverPod(o: SparkDriverPodOptions): V1Pod {
     metadata: {
       name: name.length > 63 ? `${name.slice(0, 56)}-driver` : name,
       namespace: o.namespace,
+      // Created before it ran and ended (a driver built Running or terminal ran a minute): a finish time is
+      // never before the creation. Kept by an in-process create; one through the API gets the store's clock.
+      creationTimestamp: rfc3339(
+        phase === 'Pending' ? o.nowMs : o.nowMs - TERMINAL_RUN_MS,
+      ) as unknown as Date,
       labels: {
         'spark-app-name': appName,
         'spark-app-selector': `spark-${hex(16)}`,

@@ -1,10 +1,11 @@
 /**
  * Overdue driver pods: the outcome check every replica makes from its own informer, whether or not it
  * leads. A pod is **overdue** when the cleaner should have deleted it and has not: terminal, selected,
- * eligible under the policy, not being deleted, and past `deadline + grace` (deadline = finishedAt +
- * retention, as the enqueue side computes it). Pure: "now" is an argument. In dry run the same rule counts the
- * pods the cleaner *would* have deleted by now (their would-delete deadline passed) and that are still present:
- * nothing else deleted them either.
+ * eligible under the policy, not being deleted, and past `deadline + grace` (deadline = finish time +
+ * retention, as the enqueue side and the handler compute it: src/cleanup/decision.ts `finishTime`, else when
+ * this replica first saw it terminal). Pure: "now" is an argument. In dry run the same rule counts the pods the
+ * cleaner *would* have deleted by now (their would-delete deadline passed) and that are still present: nothing
+ * else deleted them either.
  *
  * Why the grace: a healthy target deletes a pod within moments of its deadline, but a failover leaves a
  * target without a consuming leader for up to one lease TTL (the old lease expiring) plus the new leader's
@@ -12,7 +13,7 @@
  * counts as overdue, while a target that stops being cleaned shows up within a minute.
  */
 
-import { deadlineMs, decide } from '../cleanup/decision.ts';
+import { deadlineMs, decide, finishTime } from '../cleanup/decision.ts';
 import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy } from '../config/schema.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
@@ -67,7 +68,7 @@ export function findOverdue(pods: Iterable<DriverPod>, opts: OverdueOptions): Ov
     const decision = decide(pod, { selector: opts.selector, policy: opts.policy });
     if (decision.action !== 'enqueue') continue;
     const uid = pod.metadata?.uid ?? '';
-    const finishedAtMs = decision.state.finishedAtMs ?? opts.firstSeenTerminalMs?.(uid);
+    const finishedAtMs = finishTime(pod, decision.state, opts.nowMs).ms ?? opts.firstSeenTerminalMs?.(uid);
     if (finishedAtMs === undefined) continue;
     const deadline = deadlineMs(finishedAtMs, opts.retentionMs, opts.nowMs).deadlineMs;
     const overdueMs = opts.nowMs - (deadline + opts.graceMs);

@@ -10,11 +10,12 @@
  *   after another (src/cleaner/leader-terms.ts): a new term starts once the previous worker has closed.
  */
 import pLimit from 'p-limit';
-import { deadlineMs, decide, malformedReason } from '../cleanup/decision.ts';
+import { deadlineMs, decide, finishTime, malformedReason } from '../cleanup/decision.ts';
 import type { CleanupHandler } from '../cleanup/handler.ts';
 import type { CleanupJobData } from '../cleanup/job-data.ts';
 import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy, RecheckMode } from '../config/schema.ts';
+import type { PodState } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import type { PodApi } from '../kube/pod-api.ts';
 import type { PodEvent, PodInformer } from '../kube/pod-informer.ts';
@@ -65,6 +66,13 @@ export interface TargetCleanerOptions {
   log: Logger;
   /** Wall clock, epoch ms: deadlines from Kubernetes timestamps, BullMQ delays. */
   now: () => number;
+  /**
+   * The clock that stamps when this replica first saw a pod terminal that carries no finish time of its own,
+   * epoch ms: the context's `ServerClock.notBehindNow` (src/kube/server-clock.ts), never behind the API
+   * server's clock as its answers show it, so that a replica whose clock lags does not stamp an early
+   * deadline. Default `now`.
+   */
+  stampNow?: () => number;
   /**
    * The clock that judges whether a cleanup is due (the handler) and whether a pod is overdue (the
    * self-check), epoch ms: the context's `ServerClock.dueNow` (src/kube/server-clock.ts), never ahead of the
@@ -128,6 +136,11 @@ export interface TargetCleaner {
    * no replica is ready for it), and a leader that stops being ready hands the target over.
    */
   readonly ready: boolean;
+  /**
+   * How many pod UIDs this cleaner keeps per-UID state for (what it last did, first-seen times, warnings): the
+   * pods its informer has cached, plus DELETEs and removals in flight. Never grows with UIDs it only deleted.
+   */
+  readonly trackedUids: number;
   readonly informer: PodInformer;
   readonly leadership: Leadership;
   /** The target's queue (the dashboard and the metrics read it). */
@@ -143,11 +156,20 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   const log = opts.log;
   /**
    * What this replica last did for each UID. UIDs it has already handed to Redis (`enqueued`, `cancelled`),
-   * so informer resyncs don't repeat the round trip; and
-   * UIDs its own worker deleted (`deleted`): their job is finished and kept as long as a tombstone, so the
-   * DELETE event that follows needs no cancel round trip (other replicas still write the tombstone).
+   * so informer resyncs don't repeat the round trip; and UIDs its own worker is deleting (`deleted`, only
+   * while the DELETE is in flight: the informer's events of the deletion may come before its answer). Once
+   * accepted, {@link acceptedDeletes} remembers the UID (bounded), so the DELETE event that follows needs no
+   * cancel round trip (other replicas still write the tombstone). An entry goes with the pod's DELETED event;
+   * a UID the informer never cached has none left once its DELETE is answered.
    */
   const lastActionByUid = new Map<string, 'enqueued' | 'cancelled' | 'deleted'>();
+  /**
+   * UIDs whose pending job is being removed after a DELETED event (relabelled out of the selector, or
+   * deleted): the removal in flight. A pod relabelled straight back in enqueues after it, not beside it.
+   */
+  const leaving = new Map<string, Promise<void>>();
+  /** UIDs whose finish time was warned about (implausible, or in the future), once each per pod. */
+  const warnedFinish = new Set<string>();
   /**
    * The informer's enqueues and cancels, at most 32 in flight: an initial list of 10,000 terminated pods
    * would otherwise start 10,000 Redis round trips at once, and the heap they need stays in the RSS.
@@ -161,6 +183,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   let stopped = false;
   const monotonicNow = opts.monotonicNow ?? (() => performance.now());
   const dueNow = opts.dueNow ?? opts.now;
+  const stampNow = opts.stampNow ?? opts.now;
   /**
    * Monotonic ms: since when this replica leads (undefined when not), and its last progress: a job its worker
    * processed (any outcome) or a pod its reconcile handled (the self-check).
@@ -206,21 +229,21 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     deps: {
       pods: {
         get: (namespace, name, signal) => opts.pods.get(namespace, name, signal),
-        async delete(namespace, name, preconditions, signal, beforeSend) {
+        async delete(namespace, name, preconditions, signal, gates) {
           // Marked before the request: the informer's events of the deletion may arrive before its answer.
           // Should the DELETE not be accepted, a skipped cancel costs at most one more no-op run of the job.
           const { uid } = preconditions;
           const before = lastActionByUid.get(uid);
           lastActionByUid.set(uid, 'deleted');
-          let result: Awaited<ReturnType<PodApi['delete']>> | undefined;
           try {
             // One DELETE per UID at a time: a run of the same job whose lock BullMQ lost meanwhile waits for it.
-            result = await acceptedDeletes.deleteOnce(uid, () =>
-              opts.pods.delete(namespace, name, preconditions, signal, beforeSend),
+            return await acceptedDeletes.deleteOnce(uid, () =>
+              opts.pods.delete(namespace, name, preconditions, signal, gates),
             );
-            return result;
           } finally {
-            if (result !== 'accepted' && lastActionByUid.get(uid) === 'deleted') {
+            // Answered: an accepted DELETE is remembered by acceptedDeletes (bounded), not here. A DELETED
+            // event that came meanwhile has removed the entry already.
+            if (lastActionByUid.get(uid) === 'deleted') {
               if (before) lastActionByUid.set(uid, before);
               else lastActionByUid.delete(uid);
             }
@@ -235,6 +258,8 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       stillLeader: () => leadership.stillLeader(),
       selector: opts.selector,
       policy: opts.policy,
+      retentionMs: opts.retentionMs,
+      firstSeenTerminalMs: (uid) => firstSeenTerminal.get(uid),
       dryRun: opts.dryRun,
       now: dueNow,
     },
@@ -260,25 +285,56 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     return false;
   }
 
+  /**
+   * The pod's finish time (src/cleanup/decision.ts `finishTime`), else when this replica first saw it terminal
+   * (stamped now on {@link stampNow} the first time), and the deadline from it. A finish time that cannot be one
+   * (before the pod's creation, or far in the future) or one in the future is warned about once per pod.
+   */
+  function deadlineOf(pod: DriverPod, state: PodState): { deadlineMs: number; finishedAtMs: number } {
+    const uid = pod.metadata?.uid ?? '';
+    const now = opts.now();
+    const fin = finishTime(pod, state, now);
+    if (fin.ms === undefined && !firstSeenTerminal.has(uid)) firstSeenTerminal.set(uid, stampNow());
+    const times = deadlineMs(fin.ms, opts.retentionMs, now, firstSeenTerminal.get(uid));
+    if ((fin.implausible || times.skewMs > 0) && !warnedFinish.has(uid)) {
+      warnedFinish.add(uid);
+      if (fin.implausible) {
+        log.warn(
+          {
+            ...podFields(pod),
+            finishedAt: new Date(fin.implausible.finishedAtMs).toISOString(),
+            creationTimestamp: pod.metadata?.creationTimestamp,
+            why: fin.implausible.why,
+            countedFrom: fin.source === 'condition' ? 'its last condition change' : 'first seen terminal',
+          },
+          'finishedAt is not plausible: retention counted from another time',
+        );
+      } else {
+        log.warn(
+          { ...podFields(pod), skewMs: times.skewMs },
+          'finishedAt is in the future (clock skew): cleanup deferred to finishedAt + retention',
+        );
+      }
+    }
+    return times;
+  }
+
   async function enqueue(
     pod: DriverPod,
-    finishedAtMs: number | undefined,
+    state: PodState,
     trigger: EnqueueTrigger,
   ): Promise<EnqueueResult | 'left-alone'> {
     if (!usableUid(pod, trigger)) return 'left-alone';
     const uid = pod.metadata?.uid ?? '';
-    const now = opts.now();
-    if (finishedAtMs === undefined && !firstSeenTerminal.has(uid)) firstSeenTerminal.set(uid, now);
-    const times = deadlineMs(finishedAtMs, opts.retentionMs, now, firstSeenTerminal.get(uid));
-    if (times.skewMs > 0) {
-      log.warn(
-        { ...podFields(pod), skewMs: times.skewMs },
-        'finishedAt is in the future (clock skew): cleanup deferred to finishedAt + retention',
-      );
-    }
+    const times = deadlineOf(pod, state);
     const send = async (data: CleanupJobData) => {
       // Outside dry run, a job that completed as `would-delete` (dry run was on) is replaced, not kept a day.
-      const result = await opts.queue.enqueue(data, { dryRun: opts.dryRun });
+      // The leader's reconcile also brings a job due later forward to this deadline: a retention lowered takes
+      // effect at the next reconcile (the handler still judges by its own deadline).
+      const result = await opts.queue.enqueue(data, {
+        dryRun: opts.dryRun,
+        ...(trigger === 'reconcile' ? { earlier: true } : {}),
+      });
       lastActionByUid.set(uid, 'enqueued');
       log.debug({ ...podFields(pod), result, deadline: new Date(times.deadlineMs).toISOString() }, 'enqueue');
       return result;
@@ -291,7 +347,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   async function cancel(pod: DriverPod, why: string): Promise<void> {
     const uid = pod.metadata?.uid ?? '';
     const state = lastActionByUid.get(uid);
-    if (state === 'cancelled' || state === 'deleted') return;
+    if (state === 'cancelled' || state === 'deleted' || acceptedDeletes.acceptedBefore(uid)) return;
     const result = await opts.queue.cancel(uid);
     lastActionByUid.set(uid, 'cancelled');
     log.debug({ ...podFields(pod), why, result }, 'cleanup cancelled: tombstoned');
@@ -301,7 +357,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   async function unschedule(pod: DriverPod): Promise<void> {
     const uid = pod.metadata?.uid ?? '';
     const state = lastActionByUid.get(uid);
-    if (state === 'cancelled' || state === 'deleted') return;
+    if (state === 'cancelled' || state === 'deleted' || acceptedDeletes.acceptedBefore(uid)) return;
     const result = await opts.queue.unschedule(uid);
     log.debug(
       { ...podFields(pod), why: 'DELETED without deletionTimestamp (left the selector)', result },
@@ -344,14 +400,21 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       // selected watch also sends DELETED when a pod stops matching (relabelled out of the selector): that pod
       // is still there and may be relabelled back in, so only its pending job goes.
       const deleting = Boolean(pod.metadata?.deletionTimestamp);
-      void redisOps(() => (deleting ? cancel(pod, 'DELETE event') : unschedule(pod)))
+      const removal: Promise<void> = redisOps(() =>
+        deleting ? cancel(pod, 'DELETE event') : unschedule(pod),
+      )
         .catch((err) =>
           log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'cancel failed'),
         )
         // Forget it: a deleted UID never comes back (the Redis tombstone remains for other replicas); one that
-        // left the selector is enqueued again if it comes back into it.
-        .finally(() => lastActionByUid.delete(uid));
+        // left the selector is enqueued again if it comes back into it (after this removal: see `leaving`).
+        .finally(() => {
+          lastActionByUid.delete(uid);
+          if (leaving.get(uid) === removal) leaving.delete(uid);
+        });
+      leaving.set(uid, removal);
       firstSeenTerminal.delete(uid);
+      warnedFinish.delete(uid);
       return;
     }
     const decision = decide(pod, { selector: opts.selector, policy: opts.policy });
@@ -359,8 +422,13 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       void redisOps(() => cancel(pod, 'deletionTimestamp set')).catch((err) =>
         log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'cancel failed'),
       );
-    } else if (decision.action === 'enqueue' && !lastActionByUid.has(uid)) {
-      void redisOps(() => enqueue(pod, decision.state.finishedAtMs, event)).catch((err) => {
+    } else if (decision.action === 'enqueue') {
+      const removal = leaving.get(uid);
+      if (lastActionByUid.has(uid) && !removal) return;
+      // Back into the selector while its job is being removed: enqueue once the removal is done, not beside it
+      // (the add would find the job about to go, and the removal's end would forget the add).
+      const add = () => redisOps(() => enqueue(pod, decision.state, event));
+      void (removal ? removal.then(add) : add()).catch((err) => {
         // Redis unreachable: the leader's reconcile will add it later.
         log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'enqueue failed');
       });
@@ -375,7 +443,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       if (decision.action !== 'enqueue') continue;
       const uid = pod.metadata?.uid ?? '';
       eligible.add(uid);
-      if ((await enqueue(pod, decision.state.finishedAtMs, 'reconcile')) === 'added') added += 1;
+      if ((await enqueue(pod, decision.state, 'reconcile')) === 'added') added += 1;
       // Progress for the self-check: a reconcile slower than its threshold (a large backlog, a distant Redis)
       // is work being done, not a stuck leader.
       lastProgressMs = monotonicNow();
@@ -569,6 +637,14 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     },
     get ready() {
       return ready();
+    },
+    get trackedUids() {
+      return new Set([
+        ...lastActionByUid.keys(),
+        ...firstSeenTerminal.keys(),
+        ...leaving.keys(),
+        ...warnedFinish,
+      ]).size;
     },
     informer: informer,
     leadership: leadership,

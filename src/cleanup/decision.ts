@@ -46,6 +46,70 @@ export function decide(pod: DriverPod, opts: { selector: LabelSelector; policy: 
 }
 
 /**
+ * How far ahead of "now" a finish time may be and still be taken as one, ms (10 min). A node's clock a little
+ * ahead of ours (or ours behind) defers the cleanup, as Kubernetes' TTL-after-finished controller does; a finish
+ * time further ahead (`9999-12-31`) would defer it for good — such a pod would never be cleaned nor counted as
+ * overdue — so it is no finish time at all (see {@link finishTime}).
+ */
+export const FINISH_TIME_MAX_AHEAD_MS = 10 * 60_000;
+
+/** Where a pod's finish time came from ({@link finishTime}). */
+export type FinishSource = 'finishedAt' | 'condition';
+
+/**
+ * The time a terminal pod finished, epoch ms, from its own Kubernetes timestamps — the same for every replica:
+ * - the driver container's `state.terminated.finishedAt` (written by the kubelet as the container ended);
+ * - else the latest `lastTransitionTime` of the pod's conditions: the kubelet turns `Ready` (and
+ *   `ContainersReady`) to False as the pod's containers end, and an eviction adds `DisruptionTarget`
+ *   (k8s.io/kubernetes pkg/kubelet/status/generate.go). A Spark driver has no readiness probe, so it is Ready
+ *   while it runs and its last transition is its end.
+ *
+ * A timestamp is taken only when it is plausible: not before the pod's `creationTimestamp` (a node's clock far
+ * behind, or junk such as `1970-01-01`), and at most {@link FINISH_TIME_MAX_AHEAD_MS} ahead of `nowMs`.
+ * `implausible` reports a `finishedAt` that was refused (for a warning); `ms` is then the condition time, if
+ * any. Undefined `ms`: the pod carries no usable time of its own, and the caller's first-seen time stands in.
+ */
+export function finishTime(
+  pod: DriverPod,
+  state: PodState,
+  nowMs: number,
+): {
+  ms: number | undefined;
+  source: FinishSource | undefined;
+  implausible?: { finishedAtMs: number; why: 'before creationTimestamp' | 'too far in the future' };
+} {
+  const created = timeMs(pod.metadata?.creationTimestamp);
+  const why = (ms: number) =>
+    created !== undefined && ms < created
+      ? ('before creationTimestamp' as const)
+      : ms > nowMs + FINISH_TIME_MAX_AHEAD_MS
+        ? ('too far in the future' as const)
+        : undefined;
+  const fin = state.finishedAtMs;
+  const refused = fin === undefined ? undefined : why(fin);
+  if (fin !== undefined && !refused) return { ms: fin, source: 'finishedAt' };
+  const implausible =
+    fin !== undefined && refused ? { implausible: { finishedAtMs: fin, why: refused } } : {};
+  let latest: number | undefined;
+  const conditions: unknown = pod.status?.conditions;
+  if (Array.isArray(conditions)) {
+    for (const c of conditions) {
+      const t = timeMs((c as { lastTransitionTime?: unknown } | null)?.lastTransitionTime);
+      if (t !== undefined && !why(t) && (latest === undefined || t > latest)) latest = t;
+    }
+  }
+  return latest === undefined
+    ? { ms: undefined, source: undefined, ...implausible }
+    : { ms: latest, source: 'condition', ...implausible };
+}
+
+function timeMs(t: unknown): number | undefined {
+  if (typeof t !== 'string') return undefined;
+  const ms = Date.parse(t);
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
+/**
  * The pod's cleanup deadline in epoch ms: `finishedAt + retention`. When the status has no finish time
  * (an evicted driver), `firstSeenTerminalMs` stands in. A finish time in the future (clock skew: the node
  * ahead of us, or *our* clock behind) is kept as it is, and the cleanup deferred, as Kubernetes'

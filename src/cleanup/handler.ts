@@ -28,12 +28,30 @@ export interface CleanupDeps {
    * memory and a lagging informer cache can still show the pod undeleted. Absent: nothing is remembered.
    */
   acceptedBefore?: (uid: string) => boolean;
-  /** Resolves when this replica may still DELETE for the target; rejects with {@link FencedError} otherwise. */
+  /**
+   * Resolves when this replica may still DELETE for the target; rejects with {@link FencedError} otherwise. A
+   * read from the leadership backend: asked before the re-check, and again once the DELETE has its rate
+   * limiter's token.
+   */
   fence: (signal: AbortSignal) => Promise<void>;
-  /** Synchronous, I/O-free part of the fence (lease freshness), checked again right before the DELETE. */
+  /**
+   * Synchronous, I/O-free part of the fence (lease freshness on the monotonic clock), checked again as the
+   * DELETE is written. A pause of the whole machine (a VM stopped) does not advance that clock: only `fence`
+   * sees it.
+   */
   stillLeader: () => boolean;
   selector: LabelSelector;
   policy: Policy;
+  /**
+   * This replica's retention, ms: the handler's own deadline is the re-checked pod's finish time plus this
+   * (src/cleanup/decision.ts `finishTime`), whatever retention the replica that enqueued the job had.
+   */
+  retentionMs: number;
+  /**
+   * When this replica first saw the pod (by UID) terminal, epoch ms: its finish time when the pod carries none
+   * of its own (no `finishedAt`, no condition times). Absent, or undefined for the UID: the stored deadline stands.
+   */
+  firstSeenTerminalMs?: (uid: string) => number | undefined;
   dryRun: boolean;
   /**
    * The clock that judges whether a job is due, epoch ms: the earlier of this replica's wall clock and a lower

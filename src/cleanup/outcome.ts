@@ -20,7 +20,12 @@ export type Outcome =
       readonly message: string;
       readonly retryAfterMs: number | undefined;
     }
-  | { readonly outcome: 'not-yet'; readonly dueInMs: number }
+  /**
+   * Not due yet: back to delayed for `dueInMs`. `deadlineMs`: the deadline the handler computed from the
+   * re-checked pod and this replica's retention, when it differs from the stored one (stored as the job goes
+   * back, epoch ms).
+   */
+  | { readonly outcome: 'not-yet'; readonly dueInMs: number; readonly deadlineMs?: number }
   | { readonly outcome: 'fenced'; readonly reason: string }
   /**
    * Leadership lost or the replica stopping. `deleteSent`: the DELETE had left and its answer was given up

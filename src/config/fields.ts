@@ -191,7 +191,7 @@ export const FIELDS: readonly FieldSpec[] = [
   {
     key: 'recheck',
     default: 'resource-version',
-    help: 'How the pod is re-checked before its DELETE: `resource-version` (the informer’s copy, confirmed by the DELETE’s preconditions: one request), `live` (GET, then DELETE: two) or `cache` (UID precondition only).',
+    help: 'How the pod is re-checked before its DELETE: `resource-version` (the informer’s copy, confirmed by the DELETE’s preconditions: one request), `live` (GET, then DELETE confirmed by the version read: two) or `cache` (UID precondition only; a pod not cached is read live).',
   },
   {
     key: 'apiQps',

@@ -24,6 +24,14 @@ export interface TrimmedContainerStatus {
   readonly state?: { readonly terminated?: TerminatedState };
 }
 
+/** A pod condition, as `V1PodCondition` (only the fields we read). */
+export interface TrimmedCondition {
+  readonly type: string;
+  readonly status?: string;
+  /** RFC 3339. */
+  readonly lastTransitionTime?: string;
+}
+
 /** A trimmed pod: structurally a subset of `V1Pod` as JSON. */
 export interface DriverPod {
   readonly metadata?: {
@@ -43,6 +51,11 @@ export interface DriverPod {
     readonly message?: string;
     /** Only the driver container's status (`spark-kubernetes-driver`), when present. */
     readonly containerStatuses?: readonly TrimmedContainerStatus[];
+    /**
+     * Only the condition that changed last (the latest `lastTransitionTime`): a terminal pod's finish time
+     * when its driver container carries none (src/cleanup/decision.ts `finishTime`).
+     */
+    readonly conditions?: readonly TrimmedCondition[];
   };
 }
 
@@ -100,6 +113,7 @@ export function trimPod(raw: unknown): DriverPod {
     }
   }
   const message = str(s?.message);
+  const conditions = lastCondition(s?.conditions);
   return {
     metadata: m
       ? {
@@ -120,7 +134,24 @@ export function trimPod(raw: unknown): DriverPod {
           containerStatuses:
             containerStatuses ??
             (statuses === undefined ? undefined : (statuses as TrimmedContainerStatus[])),
+          ...(conditions ? { conditions: [conditions] } : {}),
         }
       : undefined,
   };
+}
+
+/** The condition with the latest parseable `lastTransitionTime`, trimmed; undefined when none has one. */
+function lastCondition(v: unknown): TrimmedCondition | undefined {
+  if (!Array.isArray(v)) return undefined;
+  let best: TrimmedCondition | undefined;
+  let bestMs = Number.NEGATIVE_INFINITY;
+  for (const c of v) {
+    const o = obj(c);
+    const at = time(o?.lastTransitionTime);
+    const ms = at === undefined ? Number.NaN : Date.parse(at);
+    if (!o || !Number.isFinite(ms) || ms <= bestMs) continue;
+    bestMs = ms;
+    best = { type: str(o.type) ?? '', status: str(o.status), lastTransitionTime: at };
+  }
+  return best;
 }

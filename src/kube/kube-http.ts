@@ -35,8 +35,9 @@ export interface KubeRequestOptions {
   /** Discard a 2xx answer's body unread (`body` is then `undefined`): saves parsing a whole object. */
   skipSuccessBody?: boolean;
   /**
-   * Called synchronously after the auth headers are ready, right before the request is written; what it
-   * throws cancels the request and is rethrown (the cleanup handler's last leadership check).
+   * Called synchronously once the request has a connection, as undici starts writing it (after the TCP and TLS
+   * handshakes of a new connection, or on a kept-alive one); what it throws fails the request before any of it
+   * is written, and is rethrown (the cleanup handler's last leadership check).
    */
   beforeSend?: () => void;
 }
@@ -106,7 +107,6 @@ export function createKubeHttp(access: ClusterAccess, opts: KubeHttpOptions = {}
   ) => {
     const headers = await access.headers();
     signal?.throwIfAborted();
-    extra.beforeSend?.();
     const res = await request(`${server}${path}`, {
       method,
       headers:
@@ -115,7 +115,7 @@ export function createKubeHttp(access: ClusterAccess, opts: KubeHttpOptions = {}
           : { ...headers, accept: 'application/json', 'content-type': 'application/json' },
       body: body === undefined ? undefined : JSON.stringify(body),
       signal,
-      dispatcher,
+      dispatcher: extra.beforeSend ? checkedAtWrite(dispatcher, extra.beforeSend) : dispatcher,
       // undici closes the connection after a request with a body whose method "expects no payload" (DELETE)
       // unless told otherwise: every DELETE would open a new connection (and TLS handshake).
       reset: false,
@@ -159,4 +159,34 @@ export function createKubeHttp(access: ClusterAccess, opts: KubeHttpOptions = {}
       await dispatcher.close().catch(() => undefined);
     },
   };
+}
+
+/**
+ * `dispatcher`, with `check` run as each request starts being written: undici calls a handler's
+ * `onRequestStart` from its client once the request has an established connection, synchronously before it
+ * writes the request line (undici 8, lib/dispatcher/client-h1.js and client-h2.js `write*`). What `check`
+ * throws there fails the request with that error, and nothing of it is written. Checked any earlier, a new
+ * connection's handshakes (a sparse target's DELETE opens one: undici closes connections idle for 4 s) would
+ * separate the check from the bytes leaving.
+ */
+function checkedAtWrite(dispatcher: Dispatcher, check: () => void): Dispatcher {
+  return dispatcher.compose(
+    (dispatch) => (options, handler) =>
+      dispatch(options, {
+        onRequestStart(controller, context) {
+          check();
+          handler.onRequestStart?.(controller, context);
+        },
+        onRequestUpgrade: (controller, statusCode, headers, socket) =>
+          handler.onRequestUpgrade?.(controller, statusCode, headers, socket),
+        onResponseStart: (controller, statusCode, headers, statusMessage) =>
+          handler.onResponseStart?.(controller, statusCode, headers, statusMessage),
+        onResponseData: (controller, chunk) => handler.onResponseData?.(controller, chunk),
+        onResponseEnd: (controller, trailers) => handler.onResponseEnd?.(controller, trailers),
+        onResponseError: (controller, err) => handler.onResponseError?.(controller, err),
+        onResponseStarted: () => handler.onResponseStarted?.(),
+        onBodySent: (chunk) => handler.onBodySent?.(chunk),
+        onRequestSent: () => handler.onRequestSent?.(),
+      }),
+  );
 }

@@ -37,16 +37,34 @@ export interface PodApi {
    * DELETE with `preconditions`: 404 → `not-found`, 409 → `conflict`.
    * @param signal cancels the DELETE (rejecting with its reason) until the request leaves; once it has left,
    *   its answer is awaited `answerGraceMs` more, then given up: rejects with {@link DeleteAnswerAbandonedError}.
-   * @param beforeSend called after the rate limiter's wait, right before the request leaves; what it
-   *   throws cancels the request and is rethrown as is (the handler re-checks its leadership there).
+   * @param gates the caller's last checks (the handler's leadership): see {@link DeleteGates}.
    */
   delete(
     namespace: string,
     name: string,
     preconditions: DeletePreconditions,
     signal?: AbortSignal,
-    beforeSend?: () => void,
+    gates?: DeleteGates,
   ): Promise<DeleteResult>;
+}
+
+/**
+ * The caller's last checks before a DELETE leaves. What either throws cancels the request, and is rethrown as is
+ * (the request never left).
+ */
+export interface DeleteGates {
+  /**
+   * Awaited after the rate limiter's wait, before the request is handed to the transport: the handler confirms
+   * its leadership with the backend there (a remote read), since the wait may have been long — or the whole
+   * machine paused in it, which no clock of this process measures.
+   */
+  readonly afterWait?: () => Promise<void>;
+  /**
+   * Called synchronously once the connection is established, as the request is written
+   * (src/kube/kube-http.ts): no await separates it from the bytes leaving, a new connection's TCP and TLS
+   * handshakes included.
+   */
+  readonly beforeSend?: () => void;
 }
 
 /** One GET or DELETE as a {@link PodCallObserver} sees it. */
@@ -219,8 +237,10 @@ export function createPodApi(opts: PodApiOptions): PodApi {
       if (!pod.metadata?.uid) throw invalidResponse('GET', res.statusCode, res.headers);
       return pod;
     },
-    async delete(namespace, name, preconditions, signal, beforeSend) {
+    async delete(namespace, name, preconditions, signal, gates = {}) {
       await opts.limiter.take(signal);
+      signal?.throwIfAborted();
+      await gates.afterWait?.();
       signal?.throwIfAborted();
       // The caller's abort cancels the DELETE until it leaves; after that, its answer gets answerGraceMs more.
       const cut = new AbortController();
@@ -239,7 +259,7 @@ export function createPodApi(opts: PodApiOptions): PodApi {
           cut.signal,
           { body: { kind: 'DeleteOptions', apiVersion: 'v1', preconditions } },
           () => {
-            beforeSend?.();
+            gates.beforeSend?.();
             left = true;
           },
         );

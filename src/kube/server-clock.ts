@@ -34,6 +34,13 @@ export interface ServerClock {
    * wall clock alone before any answer. Never ahead of the server's clock (unless it stepped back since).
    */
   dueNow(): number;
+  /**
+   * The clock that stamps a moment this replica saw, epoch ms (when it first saw a pod terminal that carries
+   * no finish time of its own): `max(wall clock, lowerBoundMs())`, never behind the API server's clock as far
+   * as its answers show (to within the second of their `Date`), so a replica whose clock lags does not stamp a
+   * time, and a deadline from it, earlier than the server would.
+   */
+  notBehindNow(): number;
 }
 
 /** Clocks of {@link createServerClock}: this replica's wall clock and its monotonic clock (src/clock.ts). */
@@ -71,6 +78,11 @@ export function createServerClock(deps: ServerClockDeps): ServerClock {
       const local = deps.now();
       const bound = lowerBoundMs();
       return bound === undefined ? local : Math.min(local, bound);
+    },
+    notBehindNow() {
+      const local = deps.now();
+      const bound = lowerBoundMs();
+      return bound === undefined ? local : Math.max(local, bound);
     },
   };
 }

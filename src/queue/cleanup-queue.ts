@@ -145,13 +145,22 @@ class CompactQueue extends Queue<StoredJobData> {
  * `replaced`: it found a job that had finished without deleting the pod nor seeing it go (see
  * {@link finishedWithoutDeleting}) and added a new one in its place.
  */
-export type EnqueueResult = 'added' | 'replaced' | 'exists' | 'tombstoned';
+export type EnqueueResult = 'added' | 'replaced' | 'exists' | 'earlier' | 'tombstoned';
 
 /** Options of one `enqueue`. */
 export interface EnqueueOptions {
   /** This replica's dry-run setting: in dry run a job that completed as `would-delete` stays (default false). */
   dryRun?: boolean;
+  /**
+   * Bring a delayed job whose stored deadline is later than `data.deadlineMs` (by more than
+   * {@link EARLIER_MIN_MS}) forward to it: the job's delay and stored deadline (`earlier`). The leader's
+   * reconcile asks it, so that a lowered retention takes effect then (default false: the job is left as it is).
+   */
+  earlier?: boolean;
 }
+
+/** A stored deadline later than the enqueue's by less than this is left alone (`EnqueueOptions.earlier`), ms. */
+export const EARLIER_MIN_MS = 1000;
 
 /**
  * Whether a finished job's return value (BullMQ's stored `returnvalue`, a JSON outcome) leaves the pod for a
@@ -286,6 +295,30 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
     return removed === 1 ? 'removed' : 'none';
   };
 
+  /**
+   * Moves a delayed job whose stored deadline (`stored`: its data as JSON) is later than `deadlineMs` by at
+   * least {@link EARLIER_MIN_MS} to that deadline: its delay, then its stored deadline. False when there is
+   * nothing to move, or the job is not delayed (BullMQ's changeDelay refuses it: running, or finished).
+   */
+  const bringForward = async (id: string, stored: string | null | undefined, deadlineMs: number) => {
+    let storedDeadline: unknown;
+    try {
+      storedDeadline = (JSON.parse(stored ?? 'null') as StoredJobData | null)?.deadlineMs;
+    } catch {
+      return false;
+    }
+    if (typeof storedDeadline !== 'number' || storedDeadline - deadlineMs < EARLIER_MIN_MS) return false;
+    const job = await Job.fromId<StoredJobData>(queue, id);
+    if (!job) return false;
+    try {
+      await job.changeDelay(Math.max(0, deadlineMs - opts.now()));
+    } catch {
+      return false;
+    }
+    await job.updateData({ ...job.data, deadlineMs }).catch(() => undefined);
+    return true;
+  };
+
   const isTombstoned = async (uid: string) =>
     (await redis.exists(tombstoneKey(opts.prefix, opts.target, uid))) === 1;
 
@@ -297,17 +330,21 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
     async enqueue(data, options = {}) {
       const id = cleanupJobId(data.uid);
       // One round trip answers most calls: N-1 replicas find the job, tombstoned pods stop here; a finished
-      // job's return value comes along, to tell a job that deleted from one that must be replaced.
-      const [tomb, job, returned] = (await redis
+      // job's return value comes along, to tell a job that deleted from one that must be replaced (and its
+      // stored data, for `earlier`).
+      const [tomb, job, [, fields]] = (await redis
         .pipeline()
         .exists(tombstoneKey(opts.prefix, opts.target, id))
         .exists(jobKey(opts.prefix, opts.target, id))
-        .hget(jobKey(opts.prefix, opts.target, id), 'returnvalue')
-        .exec()) as [[Error | null, number], [Error | null, number], [Error | null, string | null]];
+        .hmget(jobKey(opts.prefix, opts.target, id), 'returnvalue', ...(options.earlier ? ['data'] : []))
+        .exec()) as [[Error | null, number], [Error | null, number], [Error | null, (string | null)[]]];
       if (tomb?.[1] === 1) return 'tombstoned';
       let replaced = false;
       if (job?.[1] === 1) {
-        if (!finishedWithoutDeleting(returned?.[1], options.dryRun ?? false)) return 'exists';
+        const [returnvalue, stored] = fields ?? [];
+        if (!finishedWithoutDeleting(returnvalue, options.dryRun ?? false)) {
+          return options.earlier && (await bringForward(id, stored, data.deadlineMs)) ? 'earlier' : 'exists';
+        }
         // A completed job is not locked: remove() takes it. Two replicas replacing at once end with one job
         // (the second add is a no-op, or its remove takes the first one's still pending copy first).
         replaced = (await queue.remove(id).catch(() => 0)) === 1;

@@ -6,8 +6,9 @@
  * - final outcomes → the job completes with the outcome as its return value;
  * - `failed` → throw: BullMQ retries with our backoff (exponential, jitter, at least `Retry-After`, at most
  *   `maxBackoffMs`);
- * - `not-yet`, `fenced`, `aborted` → back to delayed with `DelayedError`, which is not a failed attempt; an
- *   `aborted` whose DELETE had left unanswered marks the job for a live re-check (`liveRecheck`);
+ * - `not-yet`, `fenced`, `aborted` → back to delayed with `DelayedError`, which is not a failed attempt; a
+ *   `not-yet` with the handler's own deadline stores it as the job's; an `aborted` whose DELETE had left
+ *   unanswered marks the job for a live re-check (`liveRecheck`);
  * - a job whose stored data cannot be trusted is *refused* before the handler sees it: warned, removed, its
  *   pod re-enqueued from the informer (`onRefused`). It never completes: a completed job stands for its UID.
  *
@@ -286,6 +287,11 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
     );
     switch (outcome.outcome) {
       case 'not-yet':
+        // The handler's own deadline (this replica's retention, the pod's own finish time) replaces the stored
+        // one, so that the job's next run, `status` and the dashboard read the deadline it now waits for.
+        if (outcome.deadlineMs !== undefined && outcome.deadlineMs !== job.data?.deadlineMs) {
+          await job.updateData({ ...job.data, deadlineMs: outcome.deadlineMs }).catch(() => undefined);
+        }
         await job.moveToDelayed(wallNow() + outcome.dueInMs, token);
         throw new DelayedError();
       case 'fenced':

@@ -7,6 +7,12 @@ import type { CleanupJobData } from '../cleanup/job-data.ts';
 import type { Outcome } from '../cleanup/outcome.ts';
 import type { Logger } from '../log.ts';
 
+/** Epoch ms as RFC 3339, or the number itself when no date has it (a stored deadline edited by hand). */
+const iso = (ms: number): string | number => {
+  const d = new Date(ms);
+  return Number.isNaN(d.getTime()) ? ms : d.toISOString();
+};
+
 /**
  * Logs `o`, the outcome of one run of the job `d`.
  * @param attemptsMade BullMQ's attempts before this run (the line says `attempt: attemptsMade + 1`)
@@ -24,16 +30,10 @@ export function logOutcome(log: Logger, d: CleanupJobData, attemptsMade: number,
   };
   switch (o.outcome) {
     case 'accepted':
-      log.info(
-        { ...fields, deadline: new Date(d.deadlineMs).toISOString(), latenessMs: o.latenessMs },
-        'driver pod deleted',
-      );
+      log.info({ ...fields, deadline: iso(d.deadlineMs), latenessMs: o.latenessMs }, 'driver pod deleted');
       return;
     case 'would-delete':
-      log.info(
-        { ...fields, deadline: new Date(d.deadlineMs).toISOString(), latenessMs: o.latenessMs },
-        'dry run: would delete',
-      );
+      log.info({ ...fields, deadline: iso(d.deadlineMs), latenessMs: o.latenessMs }, 'dry run: would delete');
       return;
     case 'failed':
       log.warn(
@@ -50,6 +50,18 @@ export function logOutcome(log: Logger, d: CleanupJobData, attemptsMade: number,
       );
       return;
     case 'not-yet':
+      if (o.deadlineMs !== undefined) {
+        log.debug(
+          {
+            ...fields,
+            dueInMs: o.dueInMs,
+            deadline: iso(o.deadlineMs),
+            storedDeadline: iso(d.deadlineMs),
+          },
+          "not due yet by this replica's retention: back to delayed until its own deadline",
+        );
+        return;
+      }
       log.debug({ ...fields, dueInMs: o.dueInMs }, 'not due yet: back to delayed');
       return;
     case 'fenced':

@@ -5,9 +5,11 @@
  * out of attempts (failed) are not such work: they tell a failing leader from a stuck one.
  *
  * A few reads: the waiting counts, the first member of the delayed set (BullMQ scores it by due time × 0x1000
- * plus a counter, its `getDelayedScore`), and one state read per UID asked about (at most a handful).
+ * plus a counter, its `getDelayedScore`), and one state read per UID asked about (at most a handful), plus the
+ * return value of each of those jobs that completed.
  */
 import type { Queue } from 'bullmq';
+import { finishedWithoutDeleting } from './cleanup-queue.ts';
 import { cleanupJobId, isCleanupJobId } from './job-identity.ts';
 import type { RedisClient } from './redis-client.ts';
 
@@ -17,7 +19,11 @@ export interface QueueLook {
   readonly waiting: number;
   /** How long past its due time the earliest delayed job is, ms (≤ 0: not due yet); undefined: none delayed. */
   readonly earliestDelayedPastDueMs: number | undefined;
-  /** How many of the given UIDs have no job at all (lost, never enqueued). */
+  /**
+   * How many of the given UIDs have no job that stands for them: none at all (lost, never enqueued), or one that
+   * completed without deleting (`skipped`: the pod was not eligible when it ran, and is overdue now, so it is
+   * again — see `finishedWithoutDeleting`, src/queue/cleanup-queue.ts).
+   */
   readonly missing: number;
 }
 
@@ -35,15 +41,21 @@ export async function lookAtQueue(
   uids: readonly string[],
   nowMs: number,
 ): Promise<QueueLook> {
+  const asked = uids.filter(isCleanupJobId).map((uid) => cleanupJobId(uid));
   const [counts, first, states] = await Promise.all([
     queue.getJobCounts('waiting', 'prioritized'),
     redis.zrange(queue.toKey('delayed'), '0', '0', 'WITHSCORES'),
-    Promise.all(uids.filter(isCleanupJobId).map((uid) => queue.getJobState(cleanupJobId(uid)))),
+    Promise.all(asked.map((id) => queue.getJobState(id))),
   ]);
   const score = first[1] === undefined ? undefined : Number(first[1]);
+  // A completed job stands for its UID only if it deleted (or saw the pod go): read the return values.
+  const completed = asked.filter((_, i) => states[i] === 'completed');
+  const returned = await Promise.all(completed.map((id) => redis.hget(queue.toKey(id), 'returnvalue')));
   return {
     waiting: (counts.waiting ?? 0) + (counts.prioritized ?? 0),
     earliestDelayedPastDueMs: score === undefined ? undefined : nowMs - Math.floor(score / 0x1000),
-    missing: states.filter((s: string) => s === 'unknown').length,
+    missing:
+      states.filter((s: string) => s === 'unknown').length +
+      returned.filter((r) => finishedWithoutDeleting(r, false)).length,
   };
 }

@@ -8,7 +8,7 @@
  * for it, and does a replica lead the target to run it? what did the job end with?
  */
 
-import { deadlineMs, decide } from '../cleanup/decision.ts';
+import { deadlineMs, decide, finishTime } from '../cleanup/decision.ts';
 import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy } from '../config/schema.ts';
 import { podState } from '../kube/application-state.ts';
@@ -106,10 +106,10 @@ export function explain(f: ExplainFacts, r: ExplainRules): Explanation {
   const pod = f.pod.read === 'present' ? f.pod.object : undefined;
   const decision = pod ? decide(pod, { selector: r.selector, policy: r.policy }) : undefined;
   const state = pod ? podState(pod) : undefined;
+  // The pod's own finish time, as the handler judges it; without one, the deadline its job was stored with.
+  const finished = pod && state?.terminal ? finishTime(pod, state, now).ms : undefined;
   const deadline =
-    state?.terminal && state.finishedAtMs !== undefined
-      ? deadlineMs(state.finishedAtMs, r.retentionMs, now).deadlineMs
-      : f.job?.deadlineMs;
+    finished !== undefined ? deadlineMs(finished, r.retentionMs, now).deadlineMs : f.job?.deadlineMs;
   const job = f.job;
   const outcome = job?.outcome?.outcome;
   const noLeader = `stuck: no leader for this target (${f.leaderFrom === 'redis-workers' ? 'no worker consumes its queue' : `no replica campaigns in ${f.leaderFrom}`})`;

@@ -220,6 +220,7 @@ describe('process crashes and fencing', () => {
         stillLeader: () => leader,
         selector: parseLabelSelector(SELECTOR),
         policy: 'ALL',
+        retentionMs: 0,
         dryRun: false,
         now: Date.now,
       },

@@ -163,13 +163,15 @@ describe('compact jobs (Redis memory)', () => {
       keepFinishedMs: q.keepFinishedMs,
       log: memoryLogger().log,
       deps: {
-        pods: {} as PodApi,
+        // Not in the cache, and the live GET finds no such pod either: already-absent.
+        pods: { get: async () => undefined } as unknown as PodApi,
         cached: () => undefined,
         recheck: 'cache',
         fence: async () => {},
         stillLeader: () => true,
         selector: parseLabelSelector('spark-role=driver'),
         policy: 'ALL',
+        retentionMs: 0,
         dryRun: false,
         now: Date.now,
       },
@@ -338,5 +340,35 @@ describe('tombstones only for deletions; finished jobs that deleted nothing are 
     } finally {
       await worker.close(true);
     }
+  });
+});
+
+describe('a later job brought forward (the reconcile of a leader whose retention is shorter)', () => {
+  it('earlier: a delayed job due later moves to the new deadline, delay and stored deadline; never later; without the option nothing moves', async () => {
+    const q = replicaQueue('fw1');
+    const uid = '0b1c1a52-2c4e-4c55-9a0e-00000000f001';
+    const now = Date.now();
+    const at = async () => {
+      const score = Number(await conns[0]?.zscore(q.bullQueue.toKey('delayed'), uid));
+      return {
+        dueMs: Math.floor(score / 0x1000),
+        deadlineMs: (await q.bullQueue.getJob(uid))?.data.deadlineMs,
+      };
+    };
+    // Enqueued by a replica that keeps pods an hour.
+    expect(await q.enqueue({ ...data(uid), deadlineMs: now + 3_600_000 })).toBe('added');
+    const soon = now + 5_000;
+    expect(await q.enqueue({ ...data(uid), deadlineMs: soon })).toBe('exists');
+    expect((await at()).deadlineMs).toBe(now + 3_600_000);
+    expect(await q.enqueue({ ...data(uid), deadlineMs: soon }, { earlier: true })).toBe('earlier');
+    const moved = await at();
+    expect(moved.deadlineMs).toBe(soon);
+    expect(Math.abs(moved.dueMs - soon)).toBeLessThan(1000);
+    // Never later, and not for a difference under a second.
+    expect(await q.enqueue({ ...data(uid), deadlineMs: now + 3_600_000 }, { earlier: true })).toBe('exists');
+    expect(await q.enqueue({ ...data(uid), deadlineMs: soon - 500 }, { earlier: true })).toBe('exists');
+    expect((await at()).deadlineMs).toBe(soon);
+    expect(await q.bullQueue.getDelayedCount()).toBe(1);
+    await q.close();
   });
 });

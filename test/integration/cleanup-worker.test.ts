@@ -3,7 +3,7 @@
  * jobs whose stored data cannot be trusted, with jobs a previous leader still holds when a term starts, and
  * with a DELETE whose answer was given up.
  */
-import { Queue, Worker } from 'bullmq';
+import { Job, Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalService, startRedis } from '../../harness/sandbox/local-services.ts';
@@ -78,6 +78,7 @@ function worker(
       policy: 'ALL',
       dryRun: false,
       now: Date.now,
+      retentionMs: 0,
       ...over,
     },
   });
@@ -322,10 +323,11 @@ describe('a new term takes over the jobs a previous leader holds (real Redis, re
       expect(took).toHaveLength(1);
       expect(took[0]).toMatchObject({ level: 'info', jobs: n, context: 'ctx', namespace: 'spark' });
       expect([...((took[0]?.uids as string[] | undefined) ?? [])].sort()).toEqual(uids);
-      // Each taken job was re-checked live (GET, not the cache's resourceVersion) and deleted once.
+      // Each taken job was re-checked live (GET, not the cache's resourceVersion) and deleted once, with the
+      // resourceVersion the GET read.
       expect(calls.filter((c) => c.startsWith('get'))).toHaveLength(n);
       expect(calls.filter((c) => c.startsWith('delete')).sort()).toEqual(
-        uids.map((u, i) => `delete spark/${due(i).pod} {uid:${u}}`).sort(),
+        uids.map((u, i) => `delete spark/${due(i).pod} {uid:${u},rv:8}`).sort(),
       );
       // Taking a job is not a stall: BullMQ's stalled counter of each is untouched (maxStalledCount intact).
       for (const u of uids) expect(await conns[0]?.hget(q.bullQueue.toKey(u), 'stc')).toBeNull();
@@ -515,6 +517,83 @@ describe('a DELETE whose answer was given up (real Redis, a real worker)', () =>
         level: 'info',
         uid: uidOf(7),
       });
+    } finally {
+      await w.stop('test done');
+      await q.close();
+    }
+  });
+});
+
+describe("the handler's own deadline (real Redis, a real worker)", () => {
+  it('a job edited to deadline 0 and promoted (a writable dashboard) → not deleted before the retention: put back to finishedAt + retention, stored so', async () => {
+    const prefix = 'own1';
+    const q = createCleanupQueue({
+      target,
+      connection: connect(),
+      prefix,
+      tombstoneTtlMs: 60_000,
+      log: memoryLogger().log,
+      now: Date.now,
+    });
+    const retentionMs = 3_600_000;
+    const finishedAt = Date.now() - 1000;
+    const uid = uidOf(21);
+    const pod: DriverPod = {
+      metadata: {
+        name: 'p-21-driver',
+        namespace: 'spark',
+        uid,
+        resourceVersion: '5',
+        labels: { 'spark-role': 'driver' },
+        creationTimestamp: new Date(finishedAt - 60_000).toISOString(),
+      },
+      status: {
+        phase: 'Succeeded',
+        containerStatuses: [
+          {
+            name: 'spark-kubernetes-driver',
+            state: { terminated: { exitCode: 0, finishedAt: new Date(finishedAt).toISOString() } },
+          },
+        ],
+      },
+    };
+    const requests: string[] = [];
+    const pods: PodApi = {
+      async get() {
+        requests.push('GET');
+        return pod;
+      },
+      async delete() {
+        requests.push('DELETE');
+        return 'accepted';
+      },
+    };
+    let processed = 0;
+    const w = worker(
+      prefix,
+      memoryLogger().log,
+      { pods, recheck: 'resource-version', cached: () => pod, retentionMs },
+      undefined,
+      { onProcessed: () => (processed += 1) },
+    );
+    try {
+      await q.enqueue({ ...target, pod: 'p-21-driver', uid, deadlineMs: finishedAt + retentionMs });
+      // What bull-board's "update data" and "promote" do.
+      const job = await Job.fromId(q.bullQueue, uid);
+      await job?.updateData({ v: 1, deadlineMs: 0 });
+      await job?.promote();
+      await w.run();
+      await waitFor(
+        'the job run once and moved on',
+        async () => processed >= 1 && (await q.bullQueue.getJobState(uid)) !== 'active',
+      );
+      expect(requests).toEqual([]);
+      expect(await q.bullQueue.getJobState(uid)).toBe('delayed');
+      const back = await Job.fromId(q.bullQueue, uid);
+      expect(back?.data.deadlineMs).toBe(finishedAt + retentionMs);
+      // Due again at its own deadline (BullMQ scores a delayed job by its due time × 0x1000 + a counter).
+      const score = Number(await conns[0]?.zscore(q.bullQueue.toKey('delayed'), uid));
+      expect(Math.floor(score / 0x1000)).toBeGreaterThanOrEqual(finishedAt + retentionMs - 1000);
     } finally {
       await w.stop('test done');
       await q.close();

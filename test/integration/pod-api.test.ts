@@ -1,15 +1,19 @@
 import diagnostics from 'node:diagnostics_channel';
+import { once } from 'node:events';
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, connect, createServer as createTcpServer, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
 import { monotonicClock } from '../../src/clock.ts';
+import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import { KubeApiError } from '../../src/kube/api-status.ts';
 import { createKubeHttp } from '../../src/kube/kube-http.ts';
 import { loadClusterAccess } from '../../src/kube/kubeconfig.ts';
 import { createPodApi, DeleteAnswerAbandonedError } from '../../src/kube/pod-api.ts';
 import { createRateLimiter } from '../../src/kube/rate-limiter.ts';
+import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { createTerminatedDrivers } from '../helpers/cluster.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 let server: SandboxApiServer;
 beforeAll(async () => {
@@ -107,14 +111,87 @@ describe('pod API over HTTPS with a bearer token (sandbox)', () => {
     const before = server.requests.countsByVerb().delete ?? 0;
     const veto = new Error('lease went stale');
     const err = await api()
-      .delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, undefined, () => {
-        throw veto;
+      .delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, undefined, {
+        beforeSend: () => {
+          throw veto;
+        },
       })
       .catch((e: unknown) => e);
     expect(err).toBe(veto);
     expect(server.requests.countsByVerb().delete ?? 0).toBe(before);
     expect(server.pods.get('tls', name)).toBeDefined();
   });
+
+  it.each([
+    ['HTTP/1.1', false],
+    ['HTTP/2', true],
+  ])(
+    'the last check runs once the connection is established (%s): a lease lapsing during a slow TCP+TLS handshake stops the DELETE',
+    async (_name, http2) => {
+      const api = http2
+        ? await startSandboxApiServer({ contextName: 'secure-h2', tls: true, http2: true, token: 's3cret' })
+        : server;
+      const [pod] = createTerminatedDrivers(api, 'tls', 1, 'handshake');
+      const name = pod?.metadata?.name ?? '';
+      const before = api.requests.countsByVerb().delete ?? 0;
+      // A front that takes connections and holds them (a slow handshake behind a delaying proxy) until released.
+      const upstream = Number(new URL(api.url).port);
+      const held: Socket[] = [];
+      let release = false;
+      const relay = (down: Socket) => {
+        const up = connect(upstream, '127.0.0.1');
+        down.pipe(up).pipe(down);
+        for (const s of [down, up]) s.on('error', () => (s === down ? up : down).destroy());
+      };
+      const front = createTcpServer((down) => (release ? relay(down) : held.push(down)));
+      front.listen(0, '127.0.0.1');
+      await once(front, 'listening');
+      try {
+        const access = loadClusterAccess(api.kubeconfigPath, undefined);
+        const http = createKubeHttp(
+          { ...access, server: `https://127.0.0.1:${(front.address() as AddressInfo).port}` },
+          { http2 },
+        );
+        const pods1 = createPodApi({
+          http,
+          limiter: createRateLimiter({ qps: 1e6, burst: 1e6, monotonicNow: monotonicClock }),
+        });
+        let leaseFresh = true;
+        const veto = new Error('lease went stale');
+        let checks = 0;
+        const result = pods1
+          .delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, undefined, {
+            beforeSend: () => {
+              checks += 1;
+              if (!leaseFresh) throw veto;
+            },
+          })
+          .catch((e: unknown) => e);
+        await waitFor('the DELETE waiting for its connection', () => held.length === 1);
+        leaseFresh = false; // the lease lapses while the handshake is under way
+        release = true;
+        for (const down of held) relay(down);
+        expect(await result).toBe(veto);
+        expect(checks).toBe(1);
+        expect(api.requests.countsByVerb().delete ?? 0).toBe(before);
+        expect(api.pods.get('tls', name)).toBeDefined();
+        // The connection is still good for the next request (over h2: the session; over HTTP/1.1: not written).
+        leaseFresh = true;
+        expect(
+          await pods1.delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, undefined, {
+            beforeSend: () => {
+              if (!leaseFresh) throw veto;
+            },
+          }),
+        ).toBe('accepted');
+        await http.close();
+      } finally {
+        for (const s of held) s.destroy();
+        front.close();
+        if (api !== server) await api.close();
+      }
+    },
+  );
 
   it('a DELETE that has left is not cut by its signal: the answer within the grace is the outcome', async () => {
     const [pod] = createTerminatedDrivers(server, 'tls', 1, 'left');
@@ -123,8 +200,10 @@ describe('pod API over HTTPS with a bearer token (sandbox)', () => {
     const lost = new AbortController();
     try {
       // Leadership lost 50 ms after the request left: aborting now would take nothing back.
-      const result = await api().delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, lost.signal, () => {
-        setTimeout(() => lost.abort(new Error('leadership lost')), 50);
+      const result = await api().delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, lost.signal, {
+        beforeSend: () => {
+          setTimeout(() => lost.abort(new Error('leadership lost')), 50);
+        },
       });
       expect(lost.signal.aborted).toBe(true);
       expect(result).toBe('accepted');
@@ -147,8 +226,10 @@ describe('pod API over HTTPS with a bearer token (sandbox)', () => {
     });
     try {
       const err = await pods
-        .delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, lost.signal, () => {
-          setTimeout(() => lost.abort(new Error('leadership lost')), 20);
+        .delete('tls', name, { uid: pod?.metadata?.uid ?? '' }, lost.signal, {
+          beforeSend: () => {
+            setTimeout(() => lost.abort(new Error('leadership lost')), 20);
+          },
         })
         .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(DeleteAnswerAbandonedError);
@@ -237,5 +318,75 @@ describe('pod API: a DELETE answered 2xx by something else than the API server',
     expect(await pods1.delete('tls', name, { uid })).toBe('accepted');
     expect(server.pods.get('tls', name)).toBeUndefined();
     expect(server.requests.deletesByUid().get(uid)).toEqual([200, 200]);
+  });
+});
+
+describe("the handler's live re-check against the API server: a pod changed between the GET and the DELETE", () => {
+  /**
+   * Runs the cleanup handler (recheck `live`) on `pod` with the real pod API; `between` changes the pod in the
+   * API server right after the handler's first GET has read it.
+   */
+  async function runWith(pod: { metadata?: { name?: string; uid?: string } }, between: () => void) {
+    const pods1 = api();
+    let gets = 0;
+    const outcome = await cleanupDriverPod(
+      {
+        context: 'secure',
+        namespace: 'tls',
+        pod: pod.metadata?.name ?? '',
+        uid: pod.metadata?.uid ?? '',
+        deadlineMs: 0,
+      },
+      {
+        pods: {
+          async get(ns, name, signal) {
+            const got = await pods1.get(ns, name, signal);
+            if (++gets === 1) between();
+            return got;
+          },
+          delete: (...args) => pods1.delete(...args),
+        },
+        cached: () => undefined,
+        recheck: 'live',
+        fence: async () => undefined,
+        stillLeader: () => true,
+        selector: parseLabelSelector('spark-role=driver,kyuubi-unique-tag'),
+        policy: 'ALL',
+        retentionMs: 0,
+        dryRun: false,
+        now: Date.now,
+      },
+      new AbortController().signal,
+    );
+    return outcome;
+  }
+
+  it('relabelled out of the selector → the DELETE is refused (409), the pod read again → skipped; the pod stays', async () => {
+    const [pod] = createTerminatedDrivers(server, 'tls', 1, 'relabel-between');
+    const name = pod?.metadata?.name ?? '';
+    const uid = pod?.metadata?.uid ?? '';
+    const outcome = await runWith(pod ?? {}, () => {
+      const p = structuredClone(server.pods.get('tls', name));
+      if (p?.metadata?.labels) delete p.metadata.labels['kyuubi-unique-tag'];
+      if (p) server.pods.update(p);
+    });
+    expect(outcome).toEqual({ outcome: 'skipped', reason: 'not-selected' });
+    expect(server.pods.get('tls', name)?.metadata?.uid).toBe(uid);
+    expect(server.requests.deletesByUid().get(uid)).toEqual([409]);
+  });
+
+  it('its deletion begun by a person (a finalizer holds it) → 409, read again → already-deleting; never accepted twice', async () => {
+    const [pod] = createTerminatedDrivers(server, 'tls', 1, 'finalizer-between');
+    const name = pod?.metadata?.name ?? '';
+    const uid = pod?.metadata?.uid ?? '';
+    const held = structuredClone(server.pods.get('tls', name));
+    if (held?.metadata) held.metadata.finalizers = ['example.com/log-shipper'];
+    if (held) server.pods.update(held);
+    const outcome = await runWith(pod ?? {}, () => {
+      server.pods.delete('tls', name);
+    });
+    expect(outcome).toEqual({ outcome: 'already-deleting' });
+    expect(server.requests.deletesByUid().get(uid)).toEqual([409]);
+    expect(server.pods.get('tls', name)?.metadata?.deletionTimestamp).toBeDefined();
   });
 });

@@ -2,12 +2,14 @@
  * The self-check's look at a target's queue (src/queue/queue-look.ts) on real Redis and BullMQ: a delayed job
  * not yet due, the same job due and not promoted (no worker), a due job waiting, a UID without a job.
  */
+import { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type LocalService, startRedis } from '../../harness/sandbox/local-services.ts';
 import { createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
 import { lookAtQueue } from '../../src/queue/queue-look.ts';
 import { memoryLogger } from '../helpers/log.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 let redis: LocalService;
 let connection: Redis;
@@ -60,6 +62,41 @@ it('delayed and not due → nothing to take; past due → how long; promoted →
       missing: 0,
     });
   } finally {
+    await queue.close();
+  }
+});
+
+it('a job that completed without deleting (skipped: the pod was not eligible then, is overdue now) counts as missing; one that deleted does not', async () => {
+  const target = { context: 'look', namespace: 'skip' };
+  const queue = createCleanupQueue({
+    target,
+    connection,
+    prefix: 'look2',
+    tombstoneTtlMs: 60_000,
+    log: memoryLogger().log,
+    now: Date.now,
+  });
+  const skipped = '0b1c1a52-2c4e-4c55-9a0e-00000000cccc';
+  const deleted = '0b1c1a52-2c4e-4c55-9a0e-00000000dddd';
+  const workerConnection = new Redis(redis.url, { maxRetriesPerRequest: null });
+  const worker = new Worker(
+    queue.name,
+    async (job) =>
+      job.id === skipped
+        ? { outcome: 'skipped', reason: 'not-selected' }
+        : { outcome: 'accepted', latenessMs: 0 },
+    { connection: workerConnection, prefix: 'look2' },
+  );
+  try {
+    for (const uid of [skipped, deleted])
+      await queue.enqueue({ ...target, pod: `p-${uid.slice(-4)}`, uid, deadlineMs: Date.now() - 1 });
+    await waitFor('both completed', async () => (await queue.bullQueue.getCompletedCount()) === 2);
+    const look = await lookAtQueue(queue.bullQueue, connection, [skipped, deleted], Date.now());
+    expect(look.missing).toBe(1);
+    expect((await lookAtQueue(queue.bullQueue, connection, [deleted], Date.now())).missing).toBe(0);
+  } finally {
+    await worker.close();
+    workerConnection.disconnect();
     await queue.close();
   }
 });

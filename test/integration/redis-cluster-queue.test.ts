@@ -112,13 +112,15 @@ describe('cleanup queue on a 3-master Redis Cluster', () => {
       keepFinishedMs: q.keepFinishedMs,
       log: memoryLogger().log,
       deps: {
-        pods: {} as PodApi,
-        cached: () => undefined, // the pod is gone: the handler completes the job as already-absent
+        // The pod is gone (not in the cache, and the live GET finds none): already-absent.
+        pods: { get: async () => undefined } as unknown as PodApi,
+        cached: () => undefined,
         recheck: 'cache',
         fence: async () => {},
         stillLeader: () => true,
         selector: parseLabelSelector('spark-role=driver'),
         policy: 'ALL',
+        retentionMs: 0,
         dryRun: false,
         now: Date.now,
       },

@@ -182,6 +182,7 @@ describe('term transitions (real worker, Redis, sandbox)', () => {
         stillLeader: () => true,
         selector: parseLabelSelector(SELECTOR),
         policy: 'ALL',
+        retentionMs: 0,
         dryRun: false,
         now: Date.now,
       },
@@ -361,4 +362,51 @@ describe('a reconcile slower than the self-check threshold (real worker, Redis, 
     expect(lead.counts.lost).toBe(0);
     expect(lines.filter((l) => String(l.msg).startsWith('self-check: leader is stuck'))).toEqual([]);
   }, 60_000);
+});
+
+describe("a retention changed between replicas (the leader's own retention decides)", () => {
+  /** The driver container's finishedAt of a sandbox pod, epoch ms. */
+  const finishedAtOf = (p: V1Pod) =>
+    Date.parse(String(p.status?.containerStatuses?.[0]?.state?.terminated?.finishedAt));
+  /** The job of `p` as a replica with `retentionMs` enqueued it. */
+  const enqueuedWith = (queue: CleanupQueue, namespace: string, p: V1Pod, retentionMs: number) =>
+    queue.enqueue(
+      jobDataFor(
+        trimPod(p),
+        { context: CONTEXT, namespace },
+        { deadlineMs: finishedAtOf(p) + retentionMs, finishedAtMs: finishedAtOf(p) },
+        'replica-on-the-old-setting',
+      ),
+    );
+
+  it('raised (1 s → 1 h): a job enqueued with the old deadline is due, yet the leader puts it back to finishedAt + 1 h; no DELETE', async () => {
+    const ns = 'tc-retention-up';
+    const { cleaner, lead, queue } = await startCleaner(ns, 'resource-version', { retentionMs: 3_600_000 });
+    const p = createDriver(ns, 'kept');
+    expect(await enqueuedWith(queue, ns, p, 1000)).toBe('added');
+    await waitFor('the pod in the cache', () => cleaner.informer.get(nameOf(p)));
+    lead.elect();
+    const storedDeadline = async () => (await queue.bullQueue.getJob(uidOf(p)))?.data.deadlineMs;
+    await waitFor(
+      'the job run and moved on',
+      async () =>
+        (await queue.bullQueue.getJobState(uidOf(p))) === 'completed' ||
+        (await storedDeadline()) !== finishedAtOf(p) + 1000,
+    );
+    expect(deletesOf(p)).toEqual([]);
+    expect(await queue.bullQueue.getJobState(uidOf(p))).toBe('delayed');
+    expect(await storedDeadline()).toBe(finishedAtOf(p) + 3_600_000);
+  });
+
+  it('lowered (1 h → 1 s): the leader’s reconcile brings the job forward; the pod is deleted once, not an hour later', async () => {
+    const ns = 'tc-retention-down';
+    const { cleaner, lead, queue } = await startCleaner(ns, 'resource-version');
+    const p = createDriver(ns, 'due');
+    expect(await enqueuedWith(queue, ns, p, 3_600_000)).toBe('added');
+    // The term's reconcile (the periodic one is an hour away) must find the pod in the cache.
+    await waitFor('the pod in the cache', () => cleaner.informer.get(nameOf(p)));
+    lead.elect();
+    await waitFor('pod deleted', () => gone(p), 15_000);
+    expect(deletesOf(p)).toEqual([200]);
+  });
 });

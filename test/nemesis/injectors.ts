@@ -61,10 +61,32 @@ const FAILOVER_TIMEOUT_MS = 60_000;
 /** Longest wait for a SIGTERMed replica to exit (it forces its own exit after 15 s), ms. */
 const TERM_EXIT_TIMEOUT_MS = 20_000;
 
-/** Restarts the slot's process after it exited (unless the run is over). */
-function restart(slot: ReplicaSlot): void {
+/** Restarts the slot's process after it exited (unless the run is over), with `env` over the fleet's settings. */
+function restart(slot: ReplicaSlot, env?: Record<string, string>): void {
   slot.exited();
-  slot.start();
+  slot.start(env);
+}
+
+/**
+ * SIGTERMs the slot's process, waits for its exit (SIGKILL past {@link TERM_EXIT_TIMEOUT_MS}) and starts the
+ * next one with `env` over the fleet's settings. `note` records what went off plan.
+ */
+async function restartWith(
+  slot: ReplicaSlot,
+  env: Record<string, string> | undefined,
+  note: (text: string) => void,
+): Promise<void> {
+  const proc = slot.current;
+  if (proc) {
+    slot.signal('SIGTERM');
+    const exit = await Promise.race([proc.exited, sleep(TERM_EXIT_TIMEOUT_MS).then(() => 'timeout')]);
+    if (exit === 'timeout') {
+      note(`did not exit within ${TERM_EXIT_TIMEOUT_MS} ms of SIGTERM: SIGKILLed`);
+      slot.signal('SIGKILL');
+      await proc.exited;
+    }
+  }
+  restart(slot, env);
 }
 
 /** The sandbox fault path pattern of one namespace's pods, or every path. */
@@ -140,6 +162,27 @@ export async function applyFault(
         await processFault(e.kind, e.durationMs, slot, proc, (n) => {
           note = note ? `${note}; ${n}` : n;
         });
+      } finally {
+        slot.busy = false;
+      }
+      break;
+    }
+    case 'retention-change': {
+      // The planned slot, else another free one (a process fault placed in a leader's stead may hold it).
+      const slot = [world.slots[e.replica], ...world.slots].find((s) => s && !s.busy);
+      if (!slot) {
+        note = 'no free replica';
+        break;
+      }
+      if (slot !== world.slots[e.replica]) note = `hit ${slot.id}`;
+      const off = (n: string) => {
+        note = note ? `${note}; ${n}` : n;
+      };
+      slot.busy = true;
+      try {
+        await restartWith(slot, { SDC_RETENTION: `${e.retentionMs}ms` }, off);
+        await sleep(e.durationMs);
+        await restartWith(slot, undefined, off);
       } finally {
         slot.busy = false;
       }

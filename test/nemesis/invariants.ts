@@ -6,7 +6,9 @@
  * 1. Every pod DELETEd at most once: at most one DELETE the server applied, always; and at most one DELETE
  *    request answered normally (2xx, 404, 409) unless API faults hit that pod's DELETEs (a rejected,
  *    reset or abandoned DELETE is retried by design: there only applied ones count).
- * 2. Never before its deadline (finishedAt + retention, by the server's clock when the DELETE arrived).
+ * 2. Never before its deadline (finishedAt + retention, by the server's clock when the DELETE arrived). The
+ *    retention is that of the replica process that sent the DELETE: in a fleet whose replicas disagree on it
+ *    (a rolling update changing it), a pod is kept at least the retention of the replica that deletes it.
  * 3. Never a DELETE that deleted a non-terminal or unselected pod, never one of a UID the harness did not
  *    create, never one without `preconditions.uid` (the guard against re-created pods).
  * 4. None leaked: no selected terminal pod still present `settleMs` after its deadline.
@@ -78,6 +80,11 @@ const FAULTED = new Set([0, 401, 403, 429, 500, 503]);
 export interface DeleteCheckOptions {
   retentionMs: number;
   /**
+   * The retention of the replica process that sent a DELETE, ms (the sender's own setting); undefined, or
+   * absent: `retentionMs`, the fleet's.
+   */
+  retentionOf?: (rec: DeleteRecord) => number | undefined;
+  /**
    * Windows (sandbox clock, epoch ms) of API faults that can hit DELETEs (verb delete or all), widened by
    * the client timeout: a pod with a DELETE arriving inside one counts applied DELETEs only.
    */
@@ -125,7 +132,7 @@ export function checkDeletes(records: readonly DeleteRecord[], opts: DeleteCheck
     }
     const found = r.found;
     if (found && found.metadata?.uid === r.preconditionUid) {
-      const j = judgePod(found, opts.retentionMs);
+      const j = judgePod(found, opts.retentionOf?.(r) ?? opts.retentionMs);
       if (j.deadlineMs !== undefined && r.atMs < j.deadlineMs) {
         out.push({
           invariant: 'early-delete',
@@ -195,6 +202,7 @@ export function checkTerminatingDeletes(
   records: readonly DeleteRecord[],
   personDeletedAt: ReadonlyMap<string, number>,
   retentionMs: number,
+  retentionOf?: (rec: DeleteRecord) => number | undefined,
 ): Violation[] {
   const out: Violation[] = [];
   for (const r of records) {
@@ -203,7 +211,7 @@ export function checkTerminatingDeletes(
     const uid = r.preconditionUid;
     if (!found || !uid || found.metadata?.uid !== uid || !found.metadata.deletionTimestamp) continue;
     const deletedAt = personDeletedAt.get(uid);
-    const deadline = judgePod(found, retentionMs).deadlineMs;
+    const deadline = judgePod(found, retentionOf?.(r) ?? retentionMs).deadlineMs;
     if (deletedAt === undefined || deadline === undefined || deletedAt >= deadline) continue;
     out.push({
       invariant: 'terminating-delete',

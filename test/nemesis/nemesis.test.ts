@@ -3,7 +3,8 @@
  * targets while a seeded random schedule injects faults one after another and overlapping — SIGKILL,
  * SIGSTOP/SIGCONT and SIGTERM+restart of replicas, a replica's wall clock stepped (libfaketime), the
  * leadership store (etcd, or ZooKeeper) killed and restarted, its answers lost after the request was applied,
- * Redis restarted empty and paused, API 403/429/5xx, resets, slow answers, dropped and stalled watches. Then
+ * Redis restarted empty and paused, API 403/429/5xx, resets, slow answers, dropped and stalled watches, a replica
+ * restarted with another retention than the fleet's. Then
  * the faults end, the system settles, and the invariants (invariants.ts) are judged from the sandbox's DELETE
  * log and store, with the per-replica proxies telling who sent what — never from the product's own counters.
  *

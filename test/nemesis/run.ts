@@ -227,16 +227,18 @@ export async function runNemesis(
       .sort((a, b) => Math.abs(a.atMs - rec.atMs) - Math.abs(b.atMs - rec.atMs))[0]?.replica;
   const deletes = server.requests.deletes();
   const election = await electionKeys(w, cfg);
+  const retentionOf = senderRetention(w, sender, cfg.retentionMs);
   const violations: Violation[] = [
     ...checkDeletes(deletes, {
       retentionMs: cfg.retentionMs,
+      retentionOf,
       apiFaultWindows: apiFaultWindows(timeline),
       knownUids: workload.uids,
       sender,
       abandonedUids: new Set(sent.flatMap((r) => (r.abandoned && r.uid ? [r.uid] : []))),
     }),
     ...checkSent(sent),
-    ...checkTerminatingDeletes(deletes, workload.personDeletedAt, cfg.retentionMs),
+    ...checkTerminatingDeletes(deletes, workload.personDeletedAt, cfg.retentionMs, retentionOf),
     ...leaks,
     ...exitViolations(w),
   ].sort((a, b) => (a.atMs ?? 0) - (b.atMs ?? 0));
@@ -331,6 +333,33 @@ async function electionKeys(w: NemesisWorld, cfg: NemesisConfig): Promise<string
     return [`election keys unreadable: ${(err as Error).message}`];
   }
 }
+
+/**
+ * The retention of the replica process that sent a DELETE (`retention-change` runs one with its own): the
+ * sender's slot (its recording proxy), then its process alive when the DELETE arrived, or that exited within
+ * {@link EXIT_TAIL_MS} before (its last DELETEs still on their way); the shortest when two qualify.
+ */
+function senderRetention(
+  w: NemesisWorld,
+  sender: (rec: { preconditionUid?: string; atMs: number }) => string | undefined,
+  fleetMs: number,
+): (rec: { preconditionUid?: string; atMs: number }) => number | undefined {
+  return (rec) => {
+    const slot = w.slots.find((s) => s.id === sender(rec));
+    if (!slot) return undefined;
+    const retentions = slot.generations
+      .map((proc) => slot.lifeOf(proc))
+      .filter(
+        (l) =>
+          l.startedAtMs <= rec.atMs && rec.atMs <= (l.exitedAtMs ?? Number.POSITIVE_INFINITY) + EXIT_TAIL_MS,
+      )
+      .map((l) => (l.env.SDC_RETENTION ? Number.parseInt(l.env.SDC_RETENTION, 10) : fleetMs));
+    return retentions.length > 0 ? Math.min(...retentions) : undefined;
+  };
+}
+
+/** How long after a process's exit a DELETE it sent may still arrive, ms. */
+const EXIT_TAIL_MS = 2000;
 
 /** Windows of API faults that can hit DELETEs (verb delete or all); a slow answer ends its latency later. */
 function apiFaultWindows(timeline: readonly FaultRecord[]): { fromMs: number; toMs: number }[] {

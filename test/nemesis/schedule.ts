@@ -5,8 +5,8 @@
  * Every kind of fault appears at least once when the run is long enough (the CI size is), in an order the
  * seed shuffles; then random ones fill the rest of the run, starting on average every `meanGapMs`, so that
  * faults follow one another and overlap. Two limits keep the run meaningful rather than merely dead: one
- * fault at a time per resource (a replica's process, its clock, the leadership store, Redis), at least one replica outside
- * a process fault when one starts, and at most two API faults at once.
+ * fault at a time per resource (a replica's process, its clock, the leadership store, Redis, the retention
+ * setting), at least one replica outside a process fault when one starts, and at most two API faults at once.
  */
 import { createPrng, type Prng } from './prng.ts';
 
@@ -33,6 +33,7 @@ export const FAULT_KINDS = [
   'api-drop-watches',
   'api-stall-watches',
   'delete-outage',
+  'retention-change',
 ] as const;
 
 /** One kind of fault. */
@@ -172,6 +173,17 @@ export type NemesisEvent = Base &
         namespace: string;
       }
     | { kind: 'delete-outage'; namespace: string }
+    | {
+        /**
+         * The replica is restarted (SIGTERM) with another retention, runs with it for the duration, then is
+         * restarted with the fleet's: two replicas of one fleet disagree on the retention, as in a rolling
+         * update that changes it. Every DELETE is judged by the retention of the process that sent it.
+         */
+        kind: 'retention-change';
+        replica: number;
+        /** The changed replica's retention, ms (the fleet's is 3 s): longer (6–12 s) or shorter (1–2 s). */
+        retentionMs: number;
+      }
   );
 
 /** The shape of the run the schedule is for. */
@@ -241,6 +253,8 @@ const DURATION: Record<FaultKind, [number, number]> = {
   'api-stall-watches': [6000, 9000],
   // Longer than the product's overdueGrace (36 s) by 14–18 s: pods are in fact overdue for that long.
   'delete-outage': [50_000, 54_000],
+  // Long enough for the restarted replica to list, lead its share and delete with its own retention.
+  'retention-change': [10_000, 20_000],
 };
 
 /**
@@ -397,6 +411,9 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
         }
         return out;
       }
+      case 'retention-change':
+        // Placed apart, from a PRNG of its own (retentionChanges): never in this pass.
+        return undefined;
       case 'delete-outage': {
         if (!free('delete-outage', t)) return undefined;
         busyUntil.set('delete-outage', t + durationMs);
@@ -463,9 +480,11 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
     return { kind: 'replica-term', atMs: t, durationMs, replica: r };
   };
 
-  const kinds = faultKindsFor(opts.redisMode ?? 'single', opts.leadership).filter(
+  const drawn = faultKindsFor(opts.redisMode ?? 'single', opts.leadership).filter(
     (k) => !opts.exclude?.includes(k),
   );
+  // The retention changes are placed apart (below), so that every other fault is where each seed always had it.
+  const kinds = drawn.filter((k) => k !== 'retention-change');
   if (kinds.length === 0) return [];
   // The long outage first: it must fit in the run (a CI run is only 75 s).
   const mandatory: FaultKind[] = shuffle([...kinds], rng).sort(
@@ -514,7 +533,35 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
     t += placed ? Math.max(200, Math.round(-Math.log(1 - rng.next()) * meanGapMs)) : 500;
   }
   if (finaleAt !== undefined) drafts.push({ kind: finaleKind, atMs: finaleAt, durationMs: finaleMs });
+  if (drawn.includes('retention-change')) drafts.push(...retentionChanges(opts, finaleAt ?? opts.durationMs));
   return drafts.sort((a, b) => a.atMs - b.atMs).map((d, id) => ({ ...d, id }) as NemesisEvent);
+}
+
+/** One retention change per this much of the run (the first in the first such slot), ms. */
+const RETENTION_SLOT_MS = 120_000;
+
+/**
+ * The `retention-change` faults: one per {@link RETENTION_SLOT_MS} of the run (a CI-size run has one), each at a
+ * seeded moment of its slot, over by `endMs`, on a seeded replica, drawn from a PRNG of their own so that the
+ * other faults' schedule is the one each seed drew before the kind existed (replays keep their seeds). The
+ * changed replica keeps running (only its two restarts are brief), so it does not count as down; a process
+ * fault that finds it busy then is applied to another replica (injectors.ts).
+ */
+function retentionChanges(opts: ScheduleOptions, endMs: number): Draft[] {
+  const rng = createPrng(opts.seed).fork('retention');
+  const [lo, hi] = DURATION['retention-change'];
+  const out: Draft[] = [];
+  for (let from = WARMUP_MS; from < endMs; from += RETENTION_SLOT_MS) {
+    const durationMs = Math.round(rng.between(lo, hi + 1));
+    const latest = Math.min(from + RETENTION_SLOT_MS, endMs) - durationMs - BOOT_MS;
+    if (latest < from) break;
+    const atMs = Math.round(rng.between(from, latest));
+    const replica = rng.int(0, opts.replicas - 1);
+    // Mostly raised (the guarantee a raise must keep: pods others enqueued with a shorter one are kept).
+    const retentionMs = rng.chance(0.7) ? rng.int(6000, 12_000) : rng.int(1000, 2000);
+    out.push({ kind: 'retention-change', atMs, durationMs, replica, retentionMs });
+  }
+  return out;
 }
 
 function shuffle<T>(items: T[], rng: Prng): T[] {
@@ -590,6 +637,9 @@ export function describeEvent(e: NemesisEvent): string {
       break;
     case 'api-stall-watches':
       what = `API watches in ${e.namespace} stall for ${secs(e.durationMs)}; a person deletes pods due meanwhile`;
+      break;
+    case 'retention-change':
+      what = `r${e.replica} restarted with retention ${secs(e.retentionMs)} for ${secs(e.durationMs)}, then with the fleet's`;
       break;
   }
   return `+${secs(e.atMs).padStart(7)}  #${e.id} ${e.kind.padEnd(17)} ${what}`;

@@ -45,12 +45,17 @@ export interface ReplicaSlot {
   busy: boolean;
   /** Every process the slot ran, oldest first. */
   readonly generations: readonly ReplicaProcess[];
+  /**
+   * When a process of the slot ran (sandbox clock, epoch ms: from its spawn to its exit, open while it runs)
+   * and the SDC_* settings it ran with beyond the fleet's (`retention-change`).
+   */
+  lifeOf(proc: ReplicaProcess): { startedAtMs: number; exitedAtMs?: number; env: Record<string, string> };
   /** Sends a signal to the current process and remembers it (so that its exit can be told from a crash). */
   signal(sig: NodeJS.Signals): void;
   /** The signals the nemesis sent to one process, in order. */
   signalsOf(proc: ReplicaProcess): readonly NodeJS.Signals[];
-  /** Starts a new process (the previous one must have exited). */
-  start(): ReplicaProcess;
+  /** Starts a new process (the previous one must have exited), with `env` over the fleet's settings. */
+  start(env?: Record<string, string>): ReplicaProcess;
   /** Forgets the current process (after it exited). */
   exited(): void;
 }
@@ -150,6 +155,10 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
     const id = `r${i}`;
     const generations: ReplicaProcess[] = [];
     const signals = new Map<ReplicaProcess, NodeJS.Signals[]>();
+    const lives = new Map<
+      ReplicaProcess,
+      { startedAtMs: number; exitedAtMs?: number; env: Record<string, string> }
+    >();
     let current: ReplicaProcess | undefined;
     const slot: ReplicaSlot = {
       id,
@@ -167,7 +176,8 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
         current.kill(sig);
       },
       signalsOf: (proc) => signals.get(proc) ?? [],
-      start() {
+      lifeOf: (proc) => lives.get(proc) ?? { startedAtMs: 0, env: {} },
+      start(env = {}) {
         if (current && current.child.exitCode === null && current.child.signalCode === null)
           throw new Error(`${id}: start() while its process ${current.pid} still runs`);
         current = spawnReplica({
@@ -179,8 +189,17 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
             SDC_HTTP_PORT: '0',
             SDC_LOG_LEVEL: 'debug',
             ...opts.replicaEnv,
+            ...env,
             ...clock?.env,
           },
+        });
+        const life: { startedAtMs: number; exitedAtMs?: number; env: Record<string, string> } = {
+          startedAtMs: server.clock.now(),
+          env,
+        };
+        lives.set(current, life);
+        void current.exited.then(() => {
+          life.exitedAtMs = server.clock.now();
         });
         generations.push(current);
         return current;

@@ -109,6 +109,7 @@ function wired(recheck: RecheckMode, fence?: () => Promise<void>) {
     stillLeader: () => true,
     selector: parseLabelSelector('spark-role=driver'),
     policy: 'ALL',
+    retentionMs: 0,
     dryRun: false,
     now: () => NOW,
     acceptedBefore: (uid) => record.acceptedBefore(uid),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { deadlineMs, decide } from '../../src/cleanup/decision.ts';
+import { deadlineMs, decide, FINISH_TIME_MAX_AHEAD_MS, finishTime } from '../../src/cleanup/decision.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import { podState } from '../../src/kube/application-state.ts';
 import { expected, fixturePods } from '../helpers/fixtures.ts';
@@ -110,4 +110,58 @@ describe('deadlineMs(finishedAt, retention, now)', () => {
       expect({ deadlineMs: got.deadlineMs, skewMs: got.skewMs }).toEqual(want);
     });
   }
+});
+
+describe("finishTime(pod, state, now): the pod's own finish time, when plausible", () => {
+  const now = Date.parse('2026-12-01T10:00:00Z');
+  const iso = (ms: number) => new Date(ms).toISOString();
+  const pod = (o: { finishedAt?: number; transitions?: number[]; created?: number }) => ({
+    metadata: { name: 'p', creationTimestamp: iso(o.created ?? now - 600_000) },
+    status: {
+      phase: 'Succeeded',
+      ...(o.finishedAt === undefined
+        ? {}
+        : {
+            containerStatuses: [
+              {
+                name: 'spark-kubernetes-driver',
+                state: { terminated: { exitCode: 0, finishedAt: iso(o.finishedAt) } },
+              },
+            ],
+          }),
+      conditions: (o.transitions ?? []).map((t) => ({
+        type: 'Ready',
+        status: 'False',
+        lastTransitionTime: iso(t),
+      })),
+    },
+  });
+  const of = (o: Parameters<typeof pod>[0]) => {
+    const p = pod(o);
+    return finishTime(p, podState(p), now);
+  };
+  it('finishedAt → itself', () =>
+    expect(of({ finishedAt: now - 5000 })).toEqual({ ms: now - 5000, source: 'finishedAt' }));
+  it('no finishedAt → the latest condition transition', () =>
+    expect(of({ transitions: [now - 9000, now - 4000] })).toEqual({ ms: now - 4000, source: 'condition' }));
+  it("nothing → undefined (the caller's first-seen time stands in)", () =>
+    expect(of({})).toEqual({ ms: undefined, source: undefined }));
+  it('1970-01-01 (before the creation) → refused, reported', () =>
+    expect(of({ finishedAt: 0 })).toEqual({
+      ms: undefined,
+      source: undefined,
+      implausible: { finishedAtMs: 0, why: 'before creationTimestamp' },
+    }));
+  it('9999-12-31 → refused; the condition time stands in', () => {
+    const far = Date.parse('9999-12-31T00:00:00Z');
+    expect(of({ finishedAt: far, transitions: [now - 1000] })).toEqual({
+      ms: now - 1000,
+      source: 'condition',
+      implausible: { finishedAtMs: far, why: 'too far in the future' },
+    });
+  });
+  it('up to the skew bound ahead → kept (deferred); beyond → refused', () => {
+    expect(of({ finishedAt: now + FINISH_TIME_MAX_AHEAD_MS }).ms).toBe(now + FINISH_TIME_MAX_AHEAD_MS);
+    expect(of({ finishedAt: now + FINISH_TIME_MAX_AHEAD_MS + 1 }).ms).toBeUndefined();
+  });
 });

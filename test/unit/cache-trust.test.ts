@@ -80,6 +80,7 @@ async function recheckWith(
     stillLeader: () => true,
     selector: parseLabelSelector('spark-role=driver,kyuubi-unique-tag'),
     policy: 'ALL',
+    retentionMs: 0,
     dryRun: false,
     now: () => NOW,
   };

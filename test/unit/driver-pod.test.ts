@@ -67,6 +67,26 @@ describe('trimPod', () => {
     expect(odd.status?.containerStatuses).toBe('oops');
     expect(podState(odd).state).toBe('RUNNING');
   });
+  it('keeps only the condition that changed last (a finish time when the driver container has none)', () => {
+    const t = trimPod({
+      metadata: { name: 'p' },
+      status: {
+        phase: 'Failed',
+        conditions: [
+          { type: 'PodScheduled', status: 'True', lastTransitionTime: '2026-12-01T09:00:00Z', reason: 'x' },
+          { type: 'Ready', status: 'False', lastTransitionTime: new Date('2026-12-01T09:30:00Z') },
+          { type: 'DisruptionTarget', status: 'True', lastTransitionTime: 'not a time' },
+          null,
+        ],
+      },
+    });
+    expect(t.status?.conditions).toEqual([
+      { type: 'Ready', status: 'False', lastTransitionTime: '2026-12-01T09:30:00.000Z' },
+    ]);
+    expect(trimPod({ status: { phase: 'Failed', conditions: 'oops' } }).status).not.toHaveProperty(
+      'conditions',
+    );
+  });
   it('shortens a long status message', () => {
     const t = trimPod({ status: { phase: 'Failed', message: 'x'.repeat(5000) } });
     expect(t.status?.message?.length).toBeLessThanOrEqual(513);

@@ -203,6 +203,25 @@ describe('checkDeletes', () => {
     ]);
   });
 
+  it("judged by the sender's own retention (a fleet whose replicas disagree): a longer one makes a DELETE early, a shorter one does not", () => {
+    const opts = { retentionMs: RETENTION, apiFaultWindows: [], knownUids: known };
+    // After the fleet's deadline, before the sender's own (9 s): early.
+    const longer = checkDeletes([del(done('a'), T + RETENTION + 100, 200)], {
+      ...opts,
+      retentionOf: () => 9000,
+    });
+    expect(longer.map((v) => v.invariant)).toEqual(['early-delete']);
+    expect(longer[0]?.detail).toMatch(/arrived 5900 ms before the deadline/);
+    // Before the fleet's deadline, after the sender's own (1.5 s): fine.
+    expect(checkDeletes([del(done('b'), T + 2000, 200)], { ...opts, retentionOf: () => 1500 })).toEqual([]);
+    // Sender unknown: the fleet's.
+    expect(
+      checkDeletes([del(done('b'), T + 2000, 200)], { ...opts, retentionOf: () => undefined }).map(
+        (v) => v.invariant,
+      ),
+    ).toEqual(['early-delete']);
+  });
+
   it('names the sender in the detail', () => {
     const [v] = checkDeletes([del(done('a'), T, 200)], {
       retentionMs: RETENTION,

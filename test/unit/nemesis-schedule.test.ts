@@ -118,6 +118,7 @@ describe('generateSchedule', () => {
       for (let r = 0; r < base.replicas; r++)
         expect(overlaps(busy(events, (e) => isProcess(e) && 'replica' in e && e.replica === r))).toBe(false);
       expect(overlaps(busy(events, (e) => e.kind === 'clock-step'))).toBe(false);
+      expect(overlaps(busy(events, (e) => e.kind === 'retention-change'))).toBe(false);
       expect(overlaps(busy(events, (e) => e.kind === 'etcd-kill'))).toBe(false);
       expect(overlaps(busy(events, (e) => e.kind === 'redis-pause' || e.kind === 'redis-restart'))).toBe(
         false,
@@ -130,6 +131,40 @@ describe('generateSchedule', () => {
       const apiSpans = busy(events, (e) => e.kind.startsWith('api-'));
       for (const [start] of apiSpans)
         expect(apiSpans.filter(([s, end]) => s <= start && start < end).length).toBeLessThanOrEqual(2);
+    },
+  );
+
+  it.each(SEEDS)(
+    'seed %i: a retention change restarts one replica with 6–12 s or 1–2 s for 10–20 s',
+    (seed) => {
+      const changes = generateSchedule({ ...base, seed }).filter((e) => e.kind === 'retention-change');
+      expect(changes.length).toBeGreaterThanOrEqual(1);
+      for (const e of changes) {
+        if (e.kind !== 'retention-change') continue;
+        expect(e.replica).toBeGreaterThanOrEqual(0);
+        expect(e.replica).toBeLessThan(base.replicas);
+        expect(
+          e.retentionMs >= 6000 ? e.retentionMs <= 12_000 : e.retentionMs >= 1000 && e.retentionMs <= 2000,
+        ).toBe(true);
+        expect(e.durationMs).toBeGreaterThanOrEqual(10_000);
+        expect(e.durationMs).toBeLessThanOrEqual(20_000);
+      }
+    },
+  );
+
+  it.each(SEEDS)(
+    'seed %i: the retention changes are drawn apart: every other fault is where the seed had it without them',
+    (seed) => {
+      const strip = (events: NemesisEvent[]) =>
+        events.filter((e) => e.kind !== 'retention-change').map(({ id: _id, ...e }) => e);
+      expect(strip(generateSchedule({ ...base, seed }))).toEqual(
+        strip(generateSchedule({ ...base, seed, exclude: ['retention-change'] })),
+      );
+      expect(
+        generateSchedule({ ...base, seed, durationMs: 30 * 60_000 }).filter(
+          (e) => e.kind === 'retention-change',
+        ).length,
+      ).toBe(15);
     },
   );
 
@@ -211,7 +246,7 @@ describe('generateSchedule', () => {
 
   it('parseExclude refuses an unknown kind, naming NEMESIS_EXCLUDE and the known kinds', () => {
     expect(() => parseExclude('clock')).toThrow(
-      /^NEMESIS_EXCLUDE: "clock" is not a fault kind; expected some of replica-kill, .*delete-outage$/,
+      /^NEMESIS_EXCLUDE: "clock" is not a fault kind; expected some of replica-kill, .*delete-outage, retention-change$/,
     );
   });
 

@@ -72,4 +72,13 @@ describe('server clock', () => {
     c.wall = T - 30_000; // our clock now 32.5 s behind: the wall clock is the earlier one
     expect(server.dueNow()).toBe(T - 30_000);
   });
+
+  it('stamp clock: max(wall clock, bound) — a wall clock behind the server is brought up to it', () => {
+    const { server, c } = clocks(T - 30_000); // our clock 30 s behind
+    expect(server.notBehindNow()).toBe(T - 30_000); // no answer yet: the wall clock alone
+    server.observe(header(T));
+    expect(server.notBehindNow()).toBe(T);
+    c.wall = T + 19_000; // ahead: the wall clock, the later one
+    expect(server.notBehindNow()).toBe(T + 19_000);
+  });
 });
