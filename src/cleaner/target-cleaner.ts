@@ -10,11 +10,13 @@
  *   after another (src/cleaner/leader-terms.ts): a new term starts once the previous worker has closed.
  */
 import pLimit from 'p-limit';
-import { deadlineMs, decide, malformedReason } from '../cleanup/decision.ts';
+import { type DecisionRules, deadlineMs, decide, malformedReason } from '../cleanup/decision.ts';
 import type { CleanupHandler } from '../cleanup/handler.ts';
 import type { CleanupJobData } from '../cleanup/job-data.ts';
+import type { KeptReport } from '../cleanup/kept-by-pod-phase.ts';
 import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy, RecheckMode } from '../config/schema.ts';
+import type { AppStateSettings, PodState } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import type { PodApi } from '../kube/pod-api.ts';
 import type { PodEvent, PodInformer } from '../kube/pod-informer.ts';
@@ -29,6 +31,7 @@ import {
 } from '../queue/cleanup-worker.ts';
 import type { DataMarker } from '../queue/data-marker.ts';
 import { isCleanupJobId, type TargetRef } from '../queue/job-identity.ts';
+import { recordKeptPods } from '../queue/kept-pods.ts';
 import { lookAtQueue } from '../queue/queue-look.ts';
 import type { RedisClient } from '../queue/redis-client.ts';
 import { sleep } from '../sleep.ts';
@@ -36,6 +39,7 @@ import type { EnqueueTrigger, TargetTelemetry } from '../telemetry/target-teleme
 import { ACCEPTED_DELETES_MAX, createAcceptedDeletes } from './accepted-deletes.ts';
 import { cacheTrusted, createCacheTrust } from './cache-trust.ts';
 import { createDataLossWatch, type DataLossWatchOptions } from './data-loss-watch.ts';
+import { createKeptPodsReport } from './kept-pods-report.ts';
 import { createLeaderTerms, type Term, waitInTerm } from './leader-terms.ts';
 import { findOverdue, type OverdueReport } from './overdue.ts';
 import { createSelfCheck, type SelfCheckSettings, selfCheckSettings } from './self-check.ts';
@@ -46,6 +50,8 @@ export interface TargetCleanerOptions {
   replicaId: string;
   selector: LabelSelector;
   policy: Policy;
+  /** Kyuubi's state settings: what counts as a finished driver (src/kube/application-state.ts). */
+  appState: AppStateSettings;
   retentionMs: number;
   recheck: RecheckMode;
   dryRun: boolean;
@@ -136,6 +142,11 @@ export interface TargetCleaner {
   readonly pods: PodApi;
   /** The overdue pods of the target as this replica's informer sees them (the self-check). */
   overdue(): OverdueReport;
+  /**
+   * The pods of the target kept by Kyuubi's `POD` state source although their driver container has ended
+   * (src/cleanup/kept-by-pod-phase.ts), as this replica's informer sees them.
+   */
+  keptByPodPhase(): KeptReport;
 }
 
 /** Creates the cleaner of one target; `start()` starts its informer and campaign. */
@@ -158,6 +169,10 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   const firstSeenTerminal = new Map<string, number>();
   /** UIDs that are not Kubernetes UIDs, warned about once each (forgotten when the pod goes). */
   const badUids = new Set<string>();
+  /** UIDs of pods with fields the state rule could not read, warned about once each (forgotten when the pod goes). */
+  const unreadableUids = new Set<string>();
+  /** What every decision of this target judges by. */
+  const rules: DecisionRules = { selector: opts.selector, policy: opts.policy, appState: opts.appState };
   let stopped = false;
   const monotonicNow = opts.monotonicNow ?? (() => performance.now());
   const dueNow = opts.dueNow ?? opts.now;
@@ -235,6 +250,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       stillLeader: () => leadership.stillLeader(),
       selector: opts.selector,
       policy: opts.policy,
+      appState: opts.appState,
       dryRun: opts.dryRun,
       now: dueNow,
     },
@@ -258,6 +274,22 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       );
     }
     return false;
+  }
+
+  /**
+   * One warn line per pod (not per event) naming the fields the state rule could not read and what it
+   * assumed instead: an unparsable `finishedAt` (the retention then counts from when the pod was first seen
+   * terminal), a phase that is not one (UNKNOWN), a `containerStatuses` that is not a list.
+   */
+  function warnUnreadable(pod: DriverPod, state: PodState, event: PodEvent): void {
+    const { unreadable } = state;
+    const uid = pod.metadata?.uid ?? '';
+    if (unreadable.length === 0 || unreadableUids.has(uid)) return;
+    unreadableUids.add(uid);
+    log.warn(
+      { event, ...podFields(pod), state: state.state, unreadable },
+      'pod fields the cleaner cannot read: judged as Kyuubi would, see unreadable',
+    );
   }
 
   async function enqueue(
@@ -294,6 +326,9 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     if (state === 'cancelled' || state === 'deleted') return;
     const result = await opts.queue.cancel(uid);
     lastActionByUid.set(uid, 'cancelled');
+    // A pending job removed: someone else deleted the pod before its cleanup ran (our own DELETE runs in an
+    // active job, never a pending one). One replica's cancel removes it, so the fleet counts it once.
+    if (result === 'removed') opts.telemetry?.deletedByOthers('deletion-seen');
     log.debug({ ...podFields(pod), why, result }, 'cleanup cancelled: tombstoned');
   }
 
@@ -352,9 +387,11 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
         // left the selector is enqueued again if it comes back into it.
         .finally(() => lastActionByUid.delete(uid));
       firstSeenTerminal.delete(uid);
+      unreadableUids.delete(uid);
       return;
     }
-    const decision = decide(pod, { selector: opts.selector, policy: opts.policy });
+    const decision = decide(pod, rules);
+    if ('state' in decision) warnUnreadable(pod, decision.state, event);
     if (decision.action === 'cancel') {
       void redisOps(() => cancel(pod, 'deletionTimestamp set')).catch((err) =>
         log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'cancel failed'),
@@ -371,7 +408,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     let added = 0;
     const eligible = new Set<string>();
     for (const pod of informer.list()) {
-      const decision = decide(pod, { selector: opts.selector, policy: opts.policy });
+      const decision = decide(pod, rules);
       if (decision.action !== 'enqueue') continue;
       const uid = pod.metadata?.uid ?? '';
       eligible.add(uid);
@@ -451,8 +488,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       marker: opts.dataMarker,
       dueSoon: (withinMs) =>
         findOverdue(informer.list(), {
-          selector: opts.selector,
-          policy: opts.policy,
+          ...rules,
           retentionMs: opts.retentionMs,
           graceMs: -withinMs,
           nowMs: dueNow(),
@@ -507,6 +543,17 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   }
 
   const checkSettings = opts.selfCheck ?? selfCheckSettings(10);
+  const kept = createKeptPodsReport({
+    rules,
+    pods: () => informer.list(),
+    synced: () => informer.synced,
+    isLeader: () => leadership.isLeader && !stopped,
+    record: (k) => recordKeptPods(opts.connection, opts.prefix, opts.target, k),
+    replicaId: opts.replicaId,
+    now: opts.now,
+    monotonicNow,
+    refreshMs: Math.min(opts.reconcileIntervalMs, 300_000),
+  });
   const selfCheck = createSelfCheck({
     subject: {
       pods: () => informer.list(),
@@ -530,8 +577,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       stepDown: (reason) => leadership.stepDown(reason),
       currentLeader: () => leadership.currentLeader(),
     },
-    selector: opts.selector,
-    policy: opts.policy,
+    ...rules,
     retentionMs: opts.retentionMs,
     graceMs: checkSettings.graceMs,
     leaderStuckMs: checkSettings.leaderStuckMs,
@@ -563,6 +609,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       terms.lost(reason);
     },
     overdue: () => selfCheck.overdue(),
+    keptByPodPhase: () => kept.report(),
     reconcile,
     get isLeader() {
       return leadership.isLeader;
@@ -580,6 +627,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
         void selfCheck
           .check()
           .catch((err) => log.warn({ err: { message: (err as Error).message } }, 'self-check failed'));
+        void kept.recordIfLeader();
       }, checkSettings.intervalMs);
       selfCheckTimer.unref();
     },

@@ -66,6 +66,7 @@ describe('alerting rules (infra/monitoring/alerts.yaml)', () => {
   it('has the alerts docs/operations.md describes', () => {
     expect(rules.map((r) => r.alert).sort()).toEqual([
       'SparkDriverCleanerAbsent',
+      'SparkDriverCleanerAnotherDeleter',
       'SparkDriverCleanerCleanupFailing',
       'SparkDriverCleanerEtcdUnreachable',
       'SparkDriverCleanerInformerNotSynced',

@@ -271,6 +271,29 @@ describe('cancel', () => {
     expect(await q.enqueue(due(unknown))).toBe('tombstoned');
   });
 
+  it('a job that failed before (waiting out a retry backoff) is removed as removed-retrying', async () => {
+    const q = replicaQueue('c3');
+    const uid = '7d3e1b2c-0f4a-4b5c-8d6e-000000000021';
+    await q.enqueue({ ...data(uid), deadlineMs: Date.now() - 1000 });
+    const worker = new Worker(q.name, null, {
+      connection: connect(),
+      prefix: 'c3',
+      autorun: false,
+      settings: { backoffStrategy: () => 60_000 },
+    });
+    try {
+      const job = await worker.getNextJob('token-1');
+      expect(job?.id).toBe(uid);
+      // A run that failed (its DELETE may have been applied without its answer): retried after a backoff.
+      await job?.moveToFailed(new Error('DELETE timed out'), 'token-1', false);
+      expect(await q.bullQueue.getJobState(uid)).toBe('delayed');
+      expect(await q.cancel(uid)).toBe('removed-retrying');
+      expect(await q.bullQueue.getJobState(uid)).toBe('unknown');
+    } finally {
+      await worker.close(true);
+    }
+  });
+
   it('removes a job of a paused queue', async () => {
     const q = replicaQueue('c2');
     const uid = '7d3e1b2c-0f4a-4b5c-8d6e-000000000011';
