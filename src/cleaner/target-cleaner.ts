@@ -16,7 +16,7 @@ import type { CleanupJobData } from '../cleanup/job-data.ts';
 import type { KeptReport } from '../cleanup/kept-by-pod-phase.ts';
 import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy, RecheckMode } from '../config/schema.ts';
-import type { AppStateSettings, PodState } from '../kube/application-state.ts';
+import type { AppStateSettings } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import type { PodApi } from '../kube/pod-api.ts';
 import type { PodEvent, PodInformer } from '../kube/pod-informer.ts';
@@ -42,6 +42,7 @@ import { createDataLossWatch, type DataLossWatchOptions } from './data-loss-watc
 import { createKeptPodsReport } from './kept-pods-report.ts';
 import { createLeaderTerms, type Term, waitInTerm } from './leader-terms.ts';
 import { findOverdue, type OverdueReport } from './overdue.ts';
+import { createPodNotes } from './pod-notes.ts';
 import { createSelfCheck, type SelfCheckSettings, selfCheckSettings } from './self-check.ts';
 
 /** Dependencies and settings of {@link createTargetCleaner}. */
@@ -169,10 +170,10 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   const firstSeenTerminal = new Map<string, number>();
   /** UIDs that are not Kubernetes UIDs, warned about once each (forgotten when the pod goes). */
   const badUids = new Set<string>();
-  /** UIDs of pods with fields the state rule could not read, warned about once each (forgotten when the pod goes). */
-  const unreadableUids = new Set<string>();
   /** What every decision of this target judges by. */
   const rules: DecisionRules = { selector: opts.selector, policy: opts.policy, appState: opts.appState };
+  /** The once-per-pod lines: fields the state rule cannot read, drivers kept by the POD state source. */
+  const notes = createPodNotes(log, rules);
   let stopped = false;
   const monotonicNow = opts.monotonicNow ?? (() => performance.now());
   const dueNow = opts.dueNow ?? opts.now;
@@ -276,22 +277,6 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     return false;
   }
 
-  /**
-   * One warn line per pod (not per event) naming the fields the state rule could not read and what it
-   * assumed instead: an unparsable `finishedAt` (the retention then counts from when the pod was first seen
-   * terminal), a phase that is not one (UNKNOWN), a `containerStatuses` that is not a list.
-   */
-  function warnUnreadable(pod: DriverPod, state: PodState, event: PodEvent): void {
-    const { unreadable } = state;
-    const uid = pod.metadata?.uid ?? '';
-    if (unreadable.length === 0 || unreadableUids.has(uid)) return;
-    unreadableUids.add(uid);
-    log.warn(
-      { event, ...podFields(pod), state: state.state, unreadable },
-      'pod fields the cleaner cannot read: judged as Kyuubi would, see unreadable',
-    );
-  }
-
   async function enqueue(
     pod: DriverPod,
     finishedAtMs: number | undefined,
@@ -387,11 +372,11 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
         // left the selector is enqueued again if it comes back into it.
         .finally(() => lastActionByUid.delete(uid));
       firstSeenTerminal.delete(uid);
-      unreadableUids.delete(uid);
+      notes.forget(uid);
       return;
     }
     const decision = decide(pod, rules);
-    if ('state' in decision) warnUnreadable(pod, decision.state, event);
+    notes.observed(pod, decision, event);
     if (decision.action === 'cancel') {
       void redisOps(() => cancel(pod, 'deletionTimestamp set')).catch((err) =>
         log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'cancel failed'),

@@ -98,6 +98,24 @@ describe('cleanup queue (real Redis)', () => {
     expect(ttl).toBeGreaterThan(55_000);
   });
 
+  it('replicas cancelling the same deletion at once: at most one answers removed, and the first does', async () => {
+    const qs = [replicaQueue('t4'), replicaQueue('t4'), replicaQueue('t4')];
+    let removed = 0;
+    for (let i = 0; i < 20; i++) {
+      const uid = `0b1c1a52-2c4e-4c55-9a0e-2000000000${String(i).padStart(2, '0')}`;
+      expect(await qs[0]?.enqueue(data(uid))).toBe('added');
+      // Each replica's informer sees the deletion twice (deletionTimestamp, then DELETED).
+      const answers = await Promise.all(qs.flatMap((q) => [q.cancel(uid), q.cancel(uid)]));
+      expect(answers.filter((a) => a === 'removed').length, answers.join(' ')).toBeLessThanOrEqual(1);
+      removed += answers.filter((a) => a === 'removed').length;
+      expect(await qs[0]?.bullQueue.getJob(uid)).toBeUndefined();
+      // Later cancels of the same UID: the job is gone, and they are not the first.
+      expect(await qs[1]?.cancel(uid)).toBe('none');
+    }
+    // BullMQ's remove answers 1 for a job already removed: without the first-tombstone rule all six would say removed.
+    expect(removed).toBe(20);
+  });
+
   it('a cancel racing with adds never leaves a pending job', async () => {
     const qs = [replicaQueue('t3'), replicaQueue('t3'), replicaQueue('t3')];
     for (let i = 0; i < 20; i++) {
