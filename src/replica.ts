@@ -219,6 +219,7 @@ export async function startReplica(
       replicaId: config.replicaId,
       selector,
       policy: config.policy,
+      appState: config.applicationState,
       retentionMs: config.retentionMs,
       recheck: config.recheck,
       dryRun: config.dryRun,

@@ -42,7 +42,7 @@ import type { CleanupDeps } from '../src/cleanup/handler.ts';
 import type { CleanupJobData } from '../src/cleanup/job-data.ts';
 import type { Outcome } from '../src/cleanup/outcome.ts';
 import { KubeApiError } from '../src/kube/api-status.ts';
-import { podState } from '../src/kube/application-state.ts';
+import { KYUUBI_STATE_DEFAULTS, podState } from '../src/kube/application-state.ts';
 import type { DriverPod } from '../src/kube/driver-pod.ts';
 import { DeleteAnswerAbandonedError, type DeletePreconditions } from '../src/kube/pod-api.ts';
 import { FencedError } from '../src/leadership/fenced-error.ts';
@@ -79,7 +79,7 @@ export async function cleanupDriverPod(
   if (signal.aborted) return { outcome: 'aborted' };
   // Our own DELETE of this UID was accepted already: whatever the cache (maybe stale) or a job re-enqueued
   // after Redis lost its data says, the pod is being deleted. One DELETE per pod.
-  if (deps.acceptedBefore?.(job.uid)) return { outcome: 'already-deleting' };
+  if (deps.acceptedBefore?.(job.uid)) return { outcome: 'already-deleting', ours: true };
   const fenced = await fence(deps, signal);
   if (fenced) return fenced;
   // A DELETE of this job may have left unanswered (`liveRecheck`): a cache that has not seen that deletion
@@ -174,7 +174,11 @@ function noOpFor(pod: DriverPod | undefined, job: CleanupJobData, deps: CleanupD
   // Same name, other UID: the pod was re-created; the old pod's job must never touch it.
   if (pod.metadata?.uid !== job.uid) return { outcome: 'replaced' };
   if (pod.metadata?.deletionTimestamp) return { outcome: 'already-deleting' };
-  const decision = decide(pod, { selector: deps.selector, policy: deps.policy });
+  const decision = decide(pod, {
+    selector: deps.selector,
+    policy: deps.policy,
+    appState: deps.appState ?? KYUUBI_STATE_DEFAULTS,
+  });
   if (decision.action !== 'enqueue') return { outcome: 'skipped', reason: decision.reason };
   return undefined;
 }
@@ -186,7 +190,8 @@ function noOpFor(pod: DriverPod | undefined, job: CleanupJobData, deps: CleanupD
  */
 function notDueYet(pod: DriverPod, job: CleanupJobData, deps: CleanupDeps): Outcome | undefined {
   const now = deps.now();
-  const finished = finishTime(pod, podState(pod), now).ms ?? deps.firstSeenTerminalMs?.(job.uid);
+  const state = podState(pod, deps.appState ?? KYUUBI_STATE_DEFAULTS);
+  const finished = finishTime(pod, state, now).ms ?? deps.firstSeenTerminalMs?.(job.uid);
   if (finished === undefined) return undefined;
   const own = deadlineMs(finished, deps.retentionMs, now).deadlineMs;
   return now < own ? { outcome: 'not-yet', dueInMs: own - now, deadlineMs: own } : undefined;

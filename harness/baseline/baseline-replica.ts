@@ -51,6 +51,7 @@ export async function startBaselineReplica(
       target,
       selector,
       policy: config.policy,
+      appState: config.applicationState,
       retentionMs: config.retentionMs,
       pods,
       log: tlog,

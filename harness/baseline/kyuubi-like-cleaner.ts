@@ -20,6 +20,7 @@ import { NODE_TIMER_MAX_MS } from '../../src/config/fields.ts';
 import type { LabelSelector } from '../../src/config/label-selector.ts';
 import type { Policy } from '../../src/config/schema.ts';
 import { KubeApiError } from '../../src/kube/api-status.ts';
+import { type AppStateSettings, KYUUBI_STATE_DEFAULTS } from '../../src/kube/application-state.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
 import type { PodEvent, PodInformer } from '../../src/kube/pod-informer.ts';
@@ -31,6 +32,8 @@ export interface KyuubiLikeCleanerOptions {
   target: TargetRef;
   selector: LabelSelector;
   policy: Policy;
+  /** Kyuubi's `kyuubi.kubernetes.application.state.*` settings (default Kyuubi's: `POD`). */
+  appState?: AppStateSettings;
   /** Retention period after the driver finished, ms. */
   retentionMs: number;
   pods: PodApi;
@@ -107,7 +110,11 @@ export function createKyuubiLikeCleaner(opts: KyuubiLikeCleanerOptions): KyuubiL
   function observe(event: PodEvent, pod: DriverPod): void {
     // Kyuubi's cache is not told about deletions: a pending timer still fires.
     if (stopped || event === 'deleted' || malformedReason(pod)) return;
-    const decision = decide(pod, { selector: opts.selector, policy: opts.policy });
+    const decision = decide(pod, {
+      selector: opts.selector,
+      policy: opts.policy,
+      appState: opts.appState ?? KYUUBI_STATE_DEFAULTS,
+    });
     if (decision.action !== 'enqueue') return;
     const uid = pod.metadata?.uid ?? '';
     if (timers.has(uid) || fired.has(uid)) return;

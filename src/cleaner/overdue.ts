@@ -16,6 +16,7 @@
 import { deadlineMs, decide, finishTime } from '../cleanup/decision.ts';
 import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy } from '../config/schema.ts';
+import { type AppStateSettings, KYUUBI_STATE_DEFAULTS } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 
 /** One overdue pod. Times are epoch ms. */
@@ -40,6 +41,8 @@ export interface OverdueReport {
 export interface OverdueOptions {
   readonly selector: LabelSelector;
   readonly policy: Policy;
+  /** Kyuubi's state settings: what counts as finished (src/kube/application-state.ts); default Kyuubi's. */
+  readonly appState?: AppStateSettings;
   /** Retention after finishedAt, ms. */
   readonly retentionMs: number;
   /** How long past its deadline a pod may still be present before it counts, ms (≥ 0). */
@@ -64,8 +67,13 @@ export const NONE_OVERDUE: OverdueReport = { count: 0, oldestAgeMs: 0, oldest: [
  */
 export function findOverdue(pods: Iterable<DriverPod>, opts: OverdueOptions): OverdueReport {
   const found: OverduePod[] = [];
+  const rules = {
+    selector: opts.selector,
+    policy: opts.policy,
+    appState: opts.appState ?? KYUUBI_STATE_DEFAULTS,
+  };
   for (const pod of pods) {
-    const decision = decide(pod, { selector: opts.selector, policy: opts.policy });
+    const decision = decide(pod, rules);
     if (decision.action !== 'enqueue') continue;
     const uid = pod.metadata?.uid ?? '';
     const finishedAtMs = finishTime(pod, decision.state, opts.nowMs).ms ?? opts.firstSeenTerminalMs?.(uid);

@@ -30,6 +30,7 @@
 
 import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy } from '../config/schema.ts';
+import type { AppStateSettings } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import type { Logger } from '../log.ts';
 import type { QueueLook } from '../queue/queue-look.ts';
@@ -108,6 +109,8 @@ export interface SelfCheckOptions {
   readonly subject: SelfCheckSubject;
   readonly selector: LabelSelector;
   readonly policy: Policy;
+  /** Kyuubi's state settings (src/kube/application-state.ts); default Kyuubi's. */
+  readonly appState?: AppStateSettings;
   readonly retentionMs: number;
   /** A pod counts as overdue this long after its deadline, ms (default in the config: 2 × electionTtl + 30 s). */
   readonly graceMs: number;
@@ -151,6 +154,7 @@ export function createSelfCheck(opts: SelfCheckOptions): SelfCheck {
     return findOverdue(s.pods(), {
       selector: opts.selector,
       policy: opts.policy,
+      appState: opts.appState,
       retentionMs: opts.retentionMs,
       graceMs: opts.graceMs,
       nowMs: opts.now(),

@@ -10,12 +10,13 @@
  *   after another (src/cleaner/leader-terms.ts): a new term starts once the previous worker has closed.
  */
 import pLimit from 'p-limit';
-import { deadlineMs, decide, finishTime, malformedReason } from '../cleanup/decision.ts';
+import { type DecisionRules, deadlineMs, decide, finishTime, malformedReason } from '../cleanup/decision.ts';
 import type { CleanupHandler } from '../cleanup/handler.ts';
 import type { CleanupJobData } from '../cleanup/job-data.ts';
+import type { KeptReport } from '../cleanup/kept-by-pod-phase.ts';
 import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy, RecheckMode } from '../config/schema.ts';
-import type { PodState } from '../kube/application-state.ts';
+import type { AppStateSettings, PodState } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import type { PodApi } from '../kube/pod-api.ts';
 import type { PodEvent, PodInformer } from '../kube/pod-informer.ts';
@@ -30,6 +31,7 @@ import {
 } from '../queue/cleanup-worker.ts';
 import type { DataMarker } from '../queue/data-marker.ts';
 import { isCleanupJobId, type TargetRef } from '../queue/job-identity.ts';
+import { recordKeptPods } from '../queue/kept-pods.ts';
 import { lookAtQueue } from '../queue/queue-look.ts';
 import type { RedisClient } from '../queue/redis-client.ts';
 import { sleep } from '../sleep.ts';
@@ -37,8 +39,10 @@ import type { EnqueueTrigger, TargetTelemetry } from '../telemetry/target-teleme
 import { ACCEPTED_DELETES_MAX, createAcceptedDeletes } from './accepted-deletes.ts';
 import { cacheTrusted, createCacheTrust } from './cache-trust.ts';
 import { createDataLossWatch, type DataLossWatchOptions } from './data-loss-watch.ts';
+import { createKeptPodsReport } from './kept-pods-report.ts';
 import { createLeaderTerms, type Term, waitInTerm } from './leader-terms.ts';
 import { findOverdue, type OverdueReport } from './overdue.ts';
+import { createPodNotes } from './pod-notes.ts';
 import { createSelfCheck, type SelfCheckSettings, selfCheckSettings } from './self-check.ts';
 
 /** Dependencies and settings of {@link createTargetCleaner}. */
@@ -47,6 +51,8 @@ export interface TargetCleanerOptions {
   replicaId: string;
   selector: LabelSelector;
   policy: Policy;
+  /** Kyuubi's state settings: what counts as a finished driver (src/kube/application-state.ts). */
+  appState: AppStateSettings;
   retentionMs: number;
   recheck: RecheckMode;
   dryRun: boolean;
@@ -149,6 +155,11 @@ export interface TargetCleaner {
   readonly pods: PodApi;
   /** The overdue pods of the target as this replica's informer sees them (the self-check). */
   overdue(): OverdueReport;
+  /**
+   * The pods of the target kept by Kyuubi's `POD` state source although their driver container has ended
+   * (src/cleanup/kept-by-pod-phase.ts), as this replica's informer sees them.
+   */
+  keptByPodPhase(): KeptReport;
 }
 
 /** Creates the cleaner of one target; `start()` starts its informer and campaign. */
@@ -180,6 +191,10 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   const firstSeenTerminal = new Map<string, number>();
   /** UIDs that are not Kubernetes UIDs, warned about once each (forgotten when the pod goes). */
   const badUids = new Set<string>();
+  /** What every decision of this target judges by. */
+  const rules: DecisionRules = { selector: opts.selector, policy: opts.policy, appState: opts.appState };
+  /** The once-per-pod lines: fields the state rule cannot read, drivers kept by the POD state source. */
+  const notes = createPodNotes(log, rules);
   let stopped = false;
   const monotonicNow = opts.monotonicNow ?? (() => performance.now());
   const dueNow = opts.dueNow ?? opts.now;
@@ -260,6 +275,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       policy: opts.policy,
       retentionMs: opts.retentionMs,
       firstSeenTerminalMs: (uid) => firstSeenTerminal.get(uid),
+      appState: opts.appState,
       dryRun: opts.dryRun,
       now: dueNow,
     },
@@ -350,6 +366,9 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     if (state === 'cancelled' || state === 'deleted' || acceptedDeletes.acceptedBefore(uid)) return;
     const result = await opts.queue.cancel(uid);
     lastActionByUid.set(uid, 'cancelled');
+    // A pending job removed: someone else deleted the pod before its cleanup ran (our own DELETE runs in an
+    // active job, never a pending one). One replica's cancel removes it, so the fleet counts it once.
+    if (result === 'removed') opts.telemetry?.deletedByOthers('deletion-seen');
     log.debug({ ...podFields(pod), why, result }, 'cleanup cancelled: tombstoned');
   }
 
@@ -415,9 +434,11 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       leaving.set(uid, removal);
       firstSeenTerminal.delete(uid);
       warnedFinish.delete(uid);
+      notes.forget(uid);
       return;
     }
-    const decision = decide(pod, { selector: opts.selector, policy: opts.policy });
+    const decision = decide(pod, rules);
+    notes.observed(pod, decision, event);
     if (decision.action === 'cancel') {
       void redisOps(() => cancel(pod, 'deletionTimestamp set')).catch((err) =>
         log.warn({ ...podFields(pod), err: { message: (err as Error).message } }, 'cancel failed'),
@@ -439,7 +460,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     let added = 0;
     const eligible = new Set<string>();
     for (const pod of informer.list()) {
-      const decision = decide(pod, { selector: opts.selector, policy: opts.policy });
+      const decision = decide(pod, rules);
       if (decision.action !== 'enqueue') continue;
       const uid = pod.metadata?.uid ?? '';
       eligible.add(uid);
@@ -519,8 +540,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       marker: opts.dataMarker,
       dueSoon: (withinMs) =>
         findOverdue(informer.list(), {
-          selector: opts.selector,
-          policy: opts.policy,
+          ...rules,
           retentionMs: opts.retentionMs,
           graceMs: -withinMs,
           nowMs: dueNow(),
@@ -575,6 +595,17 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   }
 
   const checkSettings = opts.selfCheck ?? selfCheckSettings(10);
+  const kept = createKeptPodsReport({
+    rules,
+    pods: () => informer.list(),
+    synced: () => informer.synced,
+    isLeader: () => leadership.isLeader && !stopped,
+    record: (k) => recordKeptPods(opts.connection, opts.prefix, opts.target, k),
+    replicaId: opts.replicaId,
+    now: opts.now,
+    monotonicNow,
+    refreshMs: Math.min(opts.reconcileIntervalMs, 300_000),
+  });
   const selfCheck = createSelfCheck({
     subject: {
       pods: () => informer.list(),
@@ -598,8 +629,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       stepDown: (reason) => leadership.stepDown(reason),
       currentLeader: () => leadership.currentLeader(),
     },
-    selector: opts.selector,
-    policy: opts.policy,
+    ...rules,
     retentionMs: opts.retentionMs,
     graceMs: checkSettings.graceMs,
     leaderStuckMs: checkSettings.leaderStuckMs,
@@ -631,6 +661,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       terms.lost(reason);
     },
     overdue: () => selfCheck.overdue(),
+    keptByPodPhase: () => kept.report(),
     reconcile,
     get isLeader() {
       return leadership.isLeader;
@@ -656,6 +687,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
         void selfCheck
           .check()
           .catch((err) => log.warn({ err: { message: (err as Error).message } }, 'self-check failed'));
+        void kept.recordIfLeader();
       }, checkSettings.intervalMs);
       selfCheckTimer.unref();
     },

@@ -6,7 +6,7 @@
  */
 import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy } from '../config/schema.ts';
-import { type PodState, podState } from '../kube/application-state.ts';
+import { type AppStateSettings, type PodState, podState } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 
 /**
@@ -18,7 +18,18 @@ import type { DriverPod } from '../kube/driver-pod.ts';
 export type Decision =
   | { readonly action: 'enqueue'; readonly state: PodState }
   | { readonly action: 'cancel'; readonly reason: 'deleting' }
-  | { readonly action: 'none'; readonly reason: 'malformed' | 'not-selected' | 'not-terminal' | 'policy' };
+  | { readonly action: 'none'; readonly reason: 'malformed' | 'not-selected' }
+  | { readonly action: 'none'; readonly reason: 'not-terminal' | 'policy'; readonly state: PodState };
+
+/**
+ * What a pod is judged by: the label selector, the policy and Kyuubi's state settings (which container, if
+ * any, decides the application state: src/kube/application-state.ts).
+ */
+export interface DecisionRules {
+  readonly selector: LabelSelector;
+  readonly policy: Policy;
+  readonly appState: AppStateSettings;
+}
 
 /** Why a pod object cannot be handled: missing uid/name/namespace. `undefined` when it is well-formed. */
 export function malformedReason(pod: DriverPod): string | undefined {
@@ -32,16 +43,18 @@ export function malformedReason(pod: DriverPod): string | undefined {
 
 /**
  * Decides what to do with a pod. Pure: the same pod always gets the same decision.
- * Policy COMPLETED (Kyuubi's) cleans only FINISHED drivers and keeps FAILED/KILLED ones for debugging.
+ * Terminal and the state are Kyuubi's under `opts.appState`. Policy COMPLETED (Kyuubi's: `!isFailed`, so
+ * FINISHED only) keeps FAILED/KILLED drivers for debugging.
  */
-export function decide(pod: DriverPod, opts: { selector: LabelSelector; policy: Policy }): Decision {
+export function decide(pod: DriverPod, opts: DecisionRules): Decision {
   if (malformedReason(pod)) return { action: 'none', reason: 'malformed' };
   // The informer applies the selector server-side; re-checking here also covers relabelled pods and the cache mode.
   if (!opts.selector.matches(pod.metadata?.labels)) return { action: 'none', reason: 'not-selected' };
   if (pod.metadata?.deletionTimestamp) return { action: 'cancel', reason: 'deleting' };
-  const state = podState(pod);
-  if (!state.terminal) return { action: 'none', reason: 'not-terminal' };
-  if (opts.policy === 'COMPLETED' && state.state !== 'FINISHED') return { action: 'none', reason: 'policy' };
+  const state = podState(pod, opts.appState);
+  if (!state.terminal) return { action: 'none', reason: 'not-terminal', state };
+  if (opts.policy === 'COMPLETED' && state.state !== 'FINISHED')
+    return { action: 'none', reason: 'policy', state };
   return { action: 'enqueue', state };
 }
 

@@ -6,6 +6,7 @@
 
 import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy, RecheckMode } from '../config/schema.ts';
+import type { AppStateSettings } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import type { PodApi } from '../kube/pod-api.ts';
 import type { CleanupJobData } from './job-data.ts';
@@ -52,6 +53,11 @@ export interface CleanupDeps {
    * of its own (no `finishedAt`, no condition times). Absent, or undefined for the UID: the stored deadline stands.
    */
   firstSeenTerminalMs?: (uid: string) => number | undefined;
+  /**
+   * Kyuubi's state settings: the re-check judges "finished" as the enqueue side did (the target cleaner
+   * passes its own). Absent: Kyuubi's defaults.
+   */
+  appState?: AppStateSettings;
   dryRun: boolean;
   /**
    * The clock that judges whether a job is due, epoch ms: the earlier of this replica's wall clock and a lower

@@ -9,7 +9,8 @@ export type Outcome =
   | { readonly outcome: 'accepted'; readonly latenessMs: number }
   | { readonly outcome: 'already-absent' }
   | { readonly outcome: 'replaced' }
-  | { readonly outcome: 'already-deleting' }
+  /** `ours`: this replica's own DELETE of the UID was accepted before (no request was made). */
+  | { readonly outcome: 'already-deleting'; readonly ours?: true }
   | { readonly outcome: 'skipped'; readonly reason: string }
   | { readonly outcome: 'would-delete'; readonly latenessMs: number }
   | {

@@ -112,6 +112,7 @@ async function explainCommand(text: string, flags: Record<string, unknown>): Pro
       selector: parseLabelSelector(config.labelSelector),
       selectorText: config.labelSelector,
       policy: config.policy,
+      appState: config.applicationState,
       retentionMs: config.retentionMs,
       nowMs: systemClock(),
     });

@@ -70,6 +70,16 @@ export const FIELDS: readonly FieldSpec[] = [
     help: "`ALL` or `COMPLETED` (Kyuubi's: COMPLETED keeps failed and killed drivers).",
   },
   {
+    key: 'applicationStateSource',
+    default: 'POD',
+    help: "Where a driver's state is read from, as Kyuubi's `kyuubi.kubernetes.application.state.source` (set both alike): `POD` (Kyuubi's default: the pod phase, so a sidecar that keeps the pod Running keeps the driver) or `CONTAINER` (`applicationStateContainer`'s state once it has terminated).",
+  },
+  {
+    key: 'applicationStateContainer',
+    default: 'spark-kubernetes-driver',
+    help: "The container whose state counts under `applicationStateSource` `CONTAINER`, as Kyuubi's `kyuubi.kubernetes.application.state.container` (matched ignoring case); under `POD`, only `explain` and `sdc_pods_kept_by_pod_phase` read it.",
+  },
+  {
     key: 'retention',
     default: 'PT5M',
     help: 'Retention period after the driver finished: ISO-8601, ms, or `30s`/`5m`.',

@@ -365,6 +365,15 @@ export const configSchema = z
       if (problem) ctx.addIssue({ code: 'custom', message: problem });
     }),
     policy: upperEnum(['ALL', 'COMPLETED']),
+    applicationStateSource: upperEnum(['POD', 'CONTAINER']),
+    // Kyuubi matches it ignoring case (`equalsIgnoreCase`), so either case is accepted as Kyuubi's is.
+    applicationStateContainer: z
+      .string()
+      .trim()
+      .regex(
+        /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/i,
+        'expected a container name (an RFC 1123 label, e.g. spark-kubernetes-driver), as in kyuubi.kubernetes.application.state.container',
+      ),
     retention: duration('retention'),
     redisUrl: url(['redis:', 'rediss:'], redisUrlProblem),
     redisMode: lowerEnum(['single', 'sentinel', 'cluster']),
@@ -594,6 +603,11 @@ export const configSchema = z
     kubeconfig: c.kubeconfig,
     labelSelector: c.labelSelector,
     policy: c.policy,
+    /**
+     * Kyuubi's application state settings (`kyuubi.kubernetes.application.state.source` and `.container`):
+     * what counts as a finished driver (src/kube/application-state.ts `AppStateSettings`).
+     */
+    applicationState: { source: c.applicationStateSource, container: c.applicationStateContainer },
     retentionMs: c.retention,
     redis: redisConnection(c),
     etcdEndpoints: c.etcdEndpoints ?? [],

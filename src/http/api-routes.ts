@@ -26,7 +26,12 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { type MonotonicClock, monotonicClock, systemClock } from '../clock.ts';
 import { parseLabelSelector } from '../config/label-selector.ts';
 import type { CleanerConfig } from '../config/schema.ts';
-import { type ApplicationState, podState } from '../kube/application-state.ts';
+import {
+  type ApplicationState,
+  type AppStateSettings,
+  KYUUBI_STATE_DEFAULTS,
+  podState,
+} from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
 import { type Explanation, explain } from '../status/explain.ts';
@@ -75,9 +80,13 @@ export interface ApplicationView {
  * grace period, or for as long as finalizers hold it, but the application is being killed, and a client
  * polling for the end must not wait for a RUNNING that will never finish. A finished driver keeps its state.
  */
-export function applicationView(pod: DriverPod, target: TargetRef): ApplicationView {
+export function applicationView(
+  pod: DriverPod,
+  target: TargetRef,
+  appState: AppStateSettings = KYUUBI_STATE_DEFAULTS,
+): ApplicationView {
   const labels = pod.metadata?.labels ?? {};
-  const s = podState(pod);
+  const s = podState(pod, appState);
   const deletionTimestamp = pod.metadata?.deletionTimestamp ?? null;
   const killed = deletionTimestamp !== null && !s.terminal;
   return {
@@ -111,7 +120,9 @@ export function registerApiRoutes(
   opts: {
     replica: ServedReplica;
     explain?: Pick<CleanerConfig, 'labelSelector' | 'policy' | 'retentionMs'> &
-      Partial<Pick<CleanerConfig, 'etcdKeyPrefix'>>;
+      Partial<Pick<CleanerConfig, 'etcdKeyPrefix' | 'applicationState'>>;
+    /** Kyuubi's state settings the applications API maps pods with (default Kyuubi's). */
+    appState?: AppStateSettings;
     /** The monotonic clock of the explain budget, ms (default the system's). */
     monotonicNow?: MonotonicClock;
   },
@@ -155,7 +166,7 @@ export function registerApiRoutes(
     );
     const newest = matches.sort((a, b) => created(b.pod) - created(a.pod))[0];
     if (!newest) return reply.code(404).send({ error: `no driver pod with ${KYUUBI_TAG_LABEL}=${tag}` });
-    return applicationView(newest.pod, newest.target);
+    return applicationView(newest.pod, newest.target, opts.appState);
   });
 
   app.get<{ Params: { namespace: string; pod: string }; Querystring: { context?: string } }>(
@@ -167,7 +178,7 @@ export function registerApiRoutes(
         if (c.target.namespace !== namespace || (context !== undefined && c.target.context !== context))
           continue;
         const cached = c.informer.get(pod);
-        if (cached) return applicationView(cached, c.target);
+        if (cached) return applicationView(cached, c.target, opts.appState);
       }
       return reply
         .code(404)
@@ -223,6 +234,7 @@ export function registerApiRoutes(
       selector,
       selectorText: rules.labelSelector,
       policy: rules.policy,
+      appState: rules.applicationState ?? KYUUBI_STATE_DEFAULTS,
       retentionMs: rules.retentionMs,
       nowMs: systemClock(),
     });

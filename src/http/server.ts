@@ -30,7 +30,8 @@ export interface HttpServerOptions {
   config: Pick<
     CleanerConfig,
     'httpHost' | 'httpPort' | 'dashboard' | 'labelSelector' | 'policy' | 'retentionMs'
-  >;
+  > &
+    Partial<Pick<CleanerConfig, 'applicationState'>>;
   replica: ServedReplica;
   log: Logger;
   /** The monotonic clock, ms (src/clock.ts), for the probes' intervals. */
@@ -105,7 +106,12 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
     const { text, contentType } = await metrics.scrape();
     return reply.type(contentType).send(text);
   });
-  registerApiRoutes(app, { replica, explain: config, monotonicNow: opts.monotonicNow });
+  registerApiRoutes(app, {
+    replica,
+    explain: config,
+    ...(config.applicationState ? { appState: config.applicationState } : {}),
+    monotonicNow: opts.monotonicNow,
+  });
   registerDashboard(app, {
     replica,
     readOnly: config.dashboard.readOnly,

@@ -14,14 +14,24 @@
 export interface TerminatedState {
   readonly exitCode?: number;
   readonly reason?: string;
-  /** RFC 3339. */
+  /** RFC 3339 as received (a value that is not a timestamp is kept, for the state mapping to report). */
   readonly finishedAt?: string;
 }
 
-/** The driver container's status; other containers are dropped. */
+/**
+ * A container's state, as `V1ContainerState`: which of `waiting`, `running`, `terminated` is set, and the
+ * fields Kyuubi's state mapping reads (the waiting reason, the exit code) plus the finish time.
+ */
+export interface TrimmedContainerState {
+  readonly waiting?: { readonly reason?: string };
+  readonly running?: Readonly<Record<string, never>>;
+  readonly terminated?: TerminatedState;
+}
+
+/** A container's status: its name and state. */
 export interface TrimmedContainerStatus {
   readonly name: string;
-  readonly state?: { readonly terminated?: TerminatedState };
+  readonly state?: TrimmedContainerState;
 }
 
 /** A pod condition, as `V1PodCondition` (only the fields we read). */
@@ -49,17 +59,25 @@ export interface DriverPod {
     readonly phase?: string;
     readonly reason?: string;
     readonly message?: string;
-    /** Only the driver container's status (`spark-kubernetes-driver`), when present. */
-    readonly containerStatuses?: readonly TrimmedContainerStatus[];
+    /**
+     * Every container's status, trimmed: which container the application state is read from is a setting
+     * (`applicationStateContainer`, src/kube/application-state.ts), and a terminal pod's finish time is its
+     * last container's. An entry that is not a container status (no name) is kept as `null`, and a value that
+     * is not a list as it is, for the state mapping to report.
+     */
+    readonly containerStatuses?: readonly (TrimmedContainerStatus | null)[];
     /**
      * Only the condition that changed last (the latest `lastTransitionTime`): a terminal pod's finish time
-     * when its driver container carries none (src/cleanup/decision.ts `finishTime`).
+     * when its containers carry none (src/cleanup/decision.ts `finishTime`).
      */
     readonly conditions?: readonly TrimmedCondition[];
   };
 }
 
-/** The container Spark names the driver (Spark's `Constants.DEFAULT_DRIVER_CONTAINER_NAME`). */
+/**
+ * The container Spark names the driver (Spark's `Constants.DEFAULT_DRIVER_CONTAINER_NAME`), and the default of
+ * Kyuubi's `kyuubi.kubernetes.application.state.container` (our `applicationStateContainer`).
+ */
 export const DRIVER_CONTAINER = 'spark-kubernetes-driver';
 
 /** Longest `status.message` kept, in characters (evictions write a long one; the API shows it as the error). */
@@ -68,6 +86,9 @@ const MAX_MESSAGE = 512;
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 const time = (v: unknown): string | undefined =>
   typeof v === 'string' ? v : v instanceof Date ? v.toISOString() : undefined;
+/** A timestamp kept even when it is not one (a number, an object): the state mapping reports it as unreadable. */
+const rawTime = (v: unknown): string | undefined =>
+  v === undefined || v === null ? undefined : (time(v) ?? (JSON.stringify(v) ?? String(v)).slice(0, 64));
 const obj = (v: unknown): Record<string, unknown> | undefined =>
   typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
 
@@ -79,39 +100,47 @@ function labelsOf(v: unknown): Record<string, string> | undefined {
   return out;
 }
 
+/** A container status trimmed to {@link TrimmedContainerStatus}; `null` when it has no name. */
+function trimContainerStatus(raw: unknown): TrimmedContainerStatus | null {
+  const cs = obj(raw);
+  if (typeof cs?.name !== 'string') return null;
+  const state = obj(cs.state);
+  if (!state) return { name: cs.name };
+  const waiting = obj(state.waiting);
+  const running = obj(state.running);
+  const t = obj(state.terminated);
+  return {
+    name: cs.name,
+    state: {
+      ...(waiting ? { waiting: { reason: str(waiting.reason) } } : {}),
+      ...(running ? { running: {} } : {}),
+      ...(t
+        ? {
+            terminated: {
+              exitCode: typeof t.exitCode === 'number' ? t.exitCode : undefined,
+              reason: str(t.reason),
+              finishedAt: rawTime(t.finishedAt),
+            },
+          }
+        : {}),
+    },
+  };
+}
+
 /**
  * Trims a pod as received from the API server (parsed JSON of a list item, a watch event's object or a
  * GET; client-node `V1Pod` objects with `Date` timestamps are accepted too) to a {@link DriverPod}.
  * Never throws: missing or malformed fields are left out, so {@link malformedReason} and the state mapping
  * (src/kube/application-state.ts) see exactly what is missing. A malformed `containerStatuses` (not an array) is
- * kept as is for them to report.
+ * kept as is for them to report, a malformed entry of it as `null`.
  */
 export function trimPod(raw: unknown): DriverPod {
   const pod = obj(raw) ?? {};
   const m = obj(pod.metadata);
   const s = obj(pod.status);
-  let containerStatuses: TrimmedContainerStatus[] | undefined;
+  let containerStatuses: (TrimmedContainerStatus | null)[] | undefined;
   const statuses = s?.containerStatuses;
-  if (Array.isArray(statuses)) {
-    containerStatuses = [];
-    for (const c of statuses) {
-      const cs = obj(c);
-      if (cs?.name !== DRIVER_CONTAINER) continue;
-      const t = obj(obj(cs.state)?.terminated);
-      containerStatuses.push({
-        name: DRIVER_CONTAINER,
-        state: t
-          ? {
-              terminated: {
-                exitCode: typeof t.exitCode === 'number' ? t.exitCode : undefined,
-                reason: str(t.reason),
-                finishedAt: time(t.finishedAt),
-              },
-            }
-          : {},
-      });
-    }
-  }
+  if (Array.isArray(statuses)) containerStatuses = statuses.map(trimContainerStatus);
   const message = str(s?.message);
   const conditions = lastCondition(s?.conditions);
   return {
@@ -133,7 +162,7 @@ export function trimPod(raw: unknown): DriverPod {
           message: message && message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE)}…` : message,
           containerStatuses:
             containerStatuses ??
-            (statuses === undefined ? undefined : (statuses as TrimmedContainerStatus[])),
+            (statuses === undefined ? undefined : (statuses as (TrimmedContainerStatus | null)[])),
           ...(conditions ? { conditions: [conditions] } : {}),
         }
       : undefined,

@@ -223,14 +223,17 @@ export interface CleanupQueue {
   /**
    * Tombstones the UID (it is being or has been deleted: no replica may enqueue it again), then removes its
    * job if it is still pending (delayed, waiting or prioritized): one round trip (tombstone and state probe,
-   * pipelined), two when there is a job to remove.
+   * pipelined), two when there is a job to remove. `removed` only for the first cancel of the UID (the one that
+   * wrote its tombstone): replicas cancel the same deletion at once, and no more than one answers `removed`.
+   * `removed-retrying`: the job removed had failed before (it waited out a retry backoff), so an earlier run's
+   * DELETE may have been applied without its answer.
    */
-  cancel(uid: string): Promise<'removed' | 'none'>;
+  cancel(uid: string): Promise<CancelResult>;
   /**
    * Removes the UID's job if it is still pending, without a tombstone: the pod left the watch without evidence
    * of its deletion (relabelled out of the selector) and may come back. Round trips as `cancel`.
    */
-  unschedule(uid: string): Promise<'removed' | 'none'>;
+  unschedule(uid: string): Promise<CancelResult>;
   isTombstoned(uid: string): Promise<boolean>;
   /** Re-queues failed jobs whose pod `stillEligible` says should still be cleaned; returns how many. */
   retryFailed(stillEligible: (uid: string) => boolean): Promise<number>;
@@ -242,6 +245,9 @@ export interface CleanupQueue {
   workerNames(): Promise<string[]>;
   close(): Promise<void>;
 }
+
+/** What `cancel` and `unschedule` did: removed a pending job (one that had failed before: `removed-retrying`), or none. */
+export type CancelResult = 'removed' | 'removed-retrying' | 'none';
 
 /** The states in which `cancel` removes a job. */
 const PENDING_STATES: ReadonlySet<string> = new Set(['delayed', 'prioritized', 'waiting']);
@@ -267,23 +273,36 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
   const redis = opts.commands ?? duplicateClient(opts.connection, undefined);
   if (ownsCommands) redis.on('error', () => undefined); // the shared connection's listener reports outages
 
-  /** Removes the UID's job if it is pending; with `tombstone`, writes the tombstone first (same round trip). */
-  const removePending = async (uid: string, tombstone: boolean): Promise<'removed' | 'none'> => {
+  /**
+   * Removes the UID's job if it is pending; with `tombstone`, writes the tombstone first (same round trip), and
+   * answers `removed…` only to the first cancel of the UID (the one that wrote the tombstone): replicas cancel the
+   * same deletion at once, and BullMQ's remove answers 1 for a job already removed.
+   */
+  const removePending = async (uid: string, tombstone: boolean): Promise<CancelResult> => {
     const id = cleanupJobId(uid);
     const key = (type: string) => queue.toKey(type);
-    // One round trip: the tombstone first (a connection runs its commands in order), then whether the
-    // job is pending, probed as BullMQ's getState does: delayed, prioritized, or waiting (wait or paused).
+    const tomb = tombstoneKey(opts.prefix, opts.target, id);
+    // One round trip: the tombstone first (a connection runs its commands in order: NX tells the first writer,
+    // PEXPIRE renews it for the others), then whether the job is pending, probed as BullMQ's getState does:
+    // delayed, prioritized, or waiting (wait or paused).
     const pipeline = redis.pipeline();
-    if (tombstone) pipeline.set(tombstoneKey(opts.prefix, opts.target, id), '1', 'PX', opts.tombstoneTtlMs);
+    if (tombstone)
+      pipeline.set(tomb, '1', 'PX', opts.tombstoneTtlMs, 'NX').pexpire(tomb, opts.tombstoneTtlMs);
     pipeline
       .zscore(key('delayed'), id)
       .zscore(key('prioritized'), id)
       .lpos(key('wait'), id)
-      .lpos(key('paused'), id);
+      .lpos(key('paused'), id)
+      // BullMQ's attemptsMade: > 0 once a run failed (a DELETE of that run may have been applied).
+      .hget(jobKey(opts.prefix, opts.target, id), 'atm');
     const replies = (await pipeline.exec()) ?? [];
+    const attempts = Number(replies.pop()?.[1] ?? 0);
+    let first = true;
     if (tombstone) {
-      const written = replies.shift();
-      if (!written || written[0]) throw written?.[0] ?? new Error('tombstone not written');
+      const [created, renewed] = replies.splice(0, 2);
+      if (!created || created[0]) throw created?.[0] ?? new Error('tombstone not written');
+      if (renewed?.[0]) throw renewed[0];
+      first = created[1] === 'OK';
     }
     // LPOS needs Redis ≥ 6.0.6 (BullMQ accepts 5): ask BullMQ when a probe failed.
     const pending = replies.some(([err]) => err)
@@ -292,7 +311,8 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
     if (!pending) return 'none';
     // remove() refuses a job that became active meanwhile (locked): the handler's re-check then sees the change.
     const removed = await queue.remove(id).catch(() => 0);
-    return removed === 1 ? 'removed' : 'none';
+    if (removed !== 1 || !first) return 'none';
+    return attempts > 0 ? 'removed-retrying' : 'removed';
   };
 
   /**

@@ -86,6 +86,15 @@ export function lastAcceptedKey(prefix: string, t: TargetRef): string {
 }
 
 /**
+ * Redis key of the count of a target's driver pods kept by Kyuubi's `POD` state source although their driver
+ * container has ended (src/queue/kept-pods.ts), written by the target's leader so that `status` can show it;
+ * shares the queue's hash tag.
+ */
+export function keptPodsKey(prefix: string, t: TargetRef): string {
+  return `${prefix}:${queueName(t)}:kept-by-pod-phase`;
+}
+
+/**
  * Prefix of the Redis keys that mark a target's workers as closing (`<prefix>:<queue>:closing:<worker id>`): a
  * worker that ends its term on purpose (a handover, a shutdown) puts its jobs back itself, and the next
  * leader's takeover leaves them to it (src/queue/take-over.ts). Shares the queue's hash tag.

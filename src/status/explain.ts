@@ -9,9 +9,10 @@
  */
 
 import { deadlineMs, decide, finishTime } from '../cleanup/decision.ts';
+import { type KeptByPodPhase, keptByPodPhase } from '../cleanup/kept-by-pod-phase.ts';
 import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy } from '../config/schema.ts';
-import { podState } from '../kube/application-state.ts';
+import { type AppStateSettings, podState } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
 import { when } from './status-format.ts';
@@ -66,6 +67,8 @@ export interface ExplainRules {
   /** The selector as configured, quoted in the verdict. */
   readonly selectorText: string;
   readonly policy: Policy;
+  /** Kyuubi's state settings (`applicationStateSource`, `applicationStateContainer`). */
+  readonly appState: AppStateSettings;
   readonly retentionMs: number;
   /** Epoch ms. */
   readonly nowMs: number;
@@ -104,8 +107,10 @@ export function explain(f: ExplainFacts, r: ExplainRules): Explanation {
   const now = r.nowMs;
   const t = (ms: number | undefined) => when(ms, now);
   const pod = f.pod.read === 'present' ? f.pod.object : undefined;
-  const decision = pod ? decide(pod, { selector: r.selector, policy: r.policy }) : undefined;
-  const state = pod ? podState(pod) : undefined;
+  const rules = { selector: r.selector, policy: r.policy, appState: r.appState };
+  const decision = pod ? decide(pod, rules) : undefined;
+  const state = pod ? podState(pod, r.appState) : undefined;
+  const kept = pod ? keptByPodPhase(pod, rules) : undefined;
   // The pod's own finish time, as the handler judges it; without one, the deadline its job was stored with.
   const finished = pod && state?.terminal ? finishTime(pod, state, now).ms : undefined;
   const deadline =
@@ -123,13 +128,15 @@ export function explain(f: ExplainFacts, r: ExplainRules): Explanation {
           ? `absent: a new pod of that name has uid ${f.pod.otherUid}`
           : 'absent (404)'
         : `not read: ${f.pod.why}`;
-  const classification = !decision
-    ? '-'
-    : decision.action === 'enqueue'
-      ? `${decision.state.state}, eligible under policy ${r.policy}; deadline ${t(deadline)} (finishedAt + ${r.retentionMs / 1000} s)`
-      : decision.action === 'cancel'
-        ? 'being deleted (deletionTimestamp set): the cleaner cancels its job and tombstones it'
-        : `left alone: ${decision.reason} (state ${state?.state})`;
+  const classification =
+    (!decision
+      ? '-'
+      : decision.action === 'enqueue'
+        ? `${decision.state.state}, eligible under policy ${r.policy}; deadline ${t(deadline)} (finishedAt + ${r.retentionMs / 1000} s)`
+        : decision.action === 'cancel'
+          ? 'being deleted (deletionTimestamp set): the cleaner cancels its job and tombstones it'
+          : `left alone: ${decision.reason} (state ${state?.state})`) +
+    (state?.unreadable.length ? `; unreadable: ${state.unreadable.join('; ')}` : '');
   const jobLine = !job
     ? 'none'
     : [
@@ -175,6 +182,7 @@ export function explain(f: ExplainFacts, r: ExplainRules): Explanation {
         case 'policy':
           return ['kept', `kept: policy COMPLETED keeps failed drivers (state ${state?.state})`];
         case 'not-terminal':
+          if (kept) return ['kept', keptSentence(kept, r.appState, t)];
           return [
             'kept',
             `kept: not finished (state ${state?.state}); its cleanup starts when the driver terminates`,
@@ -239,6 +247,24 @@ export function explain(f: ExplainFacts, r: ExplainRules): Explanation {
     kind,
     verdict,
   };
+}
+
+/**
+ * The verdict of a pod kept by the `POD` state source although its driver container has ended: which setting
+ * keeps it, and what to set in both places to clean such pods.
+ */
+function keptSentence(k: KeptByPodPhase, s: AppStateSettings, t: (ms: number | undefined) => string): string {
+  const ended = `exit code ${k.exitCode ?? '?'}${k.finishedAtMs !== undefined ? ` at ${t(k.finishedAtMs)}` : ''}`;
+  const holder = k.running.length ? ` (${k.running.join(', ')} still running)` : '';
+  return (
+    `kept: its driver container ${k.container} has ended (${ended}) but the pod is ${k.phase ?? 'not terminal'}${holder}, ` +
+    `and applicationStateSource is ${s.source}: like Kyuubi with kyuubi.kubernetes.application.state.source=POD (its default), ` +
+    'the cleaner reads the pod phase and counts the application as running, so it never cleans this pod. ' +
+    'To clean drivers when their container ends, set kyuubi.kubernetes.application.state.source=CONTAINER ' +
+    `(and kyuubi.kubernetes.application.state.container=${s.container}) on every Kyuubi server and ` +
+    `applicationStateSource=CONTAINER (SDC_APPLICATION_STATE_SOURCE) with applicationStateContainer=${s.container} here; ` +
+    'or make the sidecar exit when the driver does'
+  );
 }
 
 /** The explanation as text, one line per part, the verdict last. */

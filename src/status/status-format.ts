@@ -2,6 +2,8 @@
  * How `status` prints: a table for people, JSON for scripts, and the exit code that makes it a check.
  * Pure: "now" is an argument.
  */
+
+import type { KeptPods } from '../queue/kept-pods.ts';
 import type { BalanceStatus } from './balance-read.ts';
 import { statusProblems, type TargetStatus } from './target-status.ts';
 
@@ -51,11 +53,25 @@ export function formatStatus(rows: readonly TargetStatus[], nowMs: number, balan
       `  next deadline: ${when(s.nextDeadlineMs, nowMs)}`,
       `  overdue:       ${s.overdue} (jobs still pending ${s.overdueGraceMs / 1000} s after their deadline)`,
       `  last DELETE:   ${last ? `${last.pod} by ${last.replica} at ${when(last.atMs, nowMs)}` : 'none recorded'}`,
+      ...keptLines(s.keptByPodPhase, nowMs),
     );
     for (const p of statusProblems(s)) out.push(`  PROBLEM:       ${p}`);
   }
   if (balance) out.push('', ...formatBalance(balance, rows));
   return `${out.join('\n')}\n`;
+}
+
+/**
+ * The line of the pods kept by the `POD` state source although their driver container has ended, when the
+ * leader counted any: how many, a few names, and the setting that would clean them.
+ */
+function keptLines(k: KeptPods | null, nowMs: number): string[] {
+  if (!k || k.count === 0) return [];
+  return [
+    `  kept running:  ${k.count} driver pod(s) whose container ${k.container} has ended while the pod runs on ` +
+      `(${k.pods.join(', ')}${k.count > k.pods.length ? ', …' : ''}; counted by ${k.replica} ${when(k.atMs, nowMs)}): ` +
+      'applicationStateSource POD keeps them, as Kyuubi does; CONTAINER (here and in Kyuubi) cleans them',
+  ];
 }
 
 /**
@@ -133,6 +149,15 @@ export function statusJson(rows: readonly TargetStatus[], nowMs: number, balance
             uid: s.lastAccepted.uid,
             replica: s.lastAccepted.replica,
             at: iso(s.lastAccepted.atMs),
+          }
+        : null,
+      keptByPodPhase: s.keptByPodPhase
+        ? {
+            count: s.keptByPodPhase.count,
+            pods: s.keptByPodPhase.pods,
+            container: s.keptByPodPhase.container,
+            replica: s.keptByPodPhase.replica,
+            at: iso(s.keptByPodPhase.atMs),
           }
         : null,
       problems: statusProblems(s),

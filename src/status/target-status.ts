@@ -12,11 +12,14 @@
  *   `deadline + grace` (the self-check's grace, src/cleaner/self-check.ts). A job that ran is not counted,
  *   even when its pod is still there (a failed DELETE is in `failed`); the replicas' own self-check
  *   (`/api/v1/leaders`) counts pods from their informers;
- * - **last accepted DELETE**: the key the worker writes on each `accepted` outcome (src/queue/last-accepted.ts).
+ * - **last accepted DELETE**: the key the worker writes on each `accepted` outcome (src/queue/last-accepted.ts);
+ * - **kept by the POD state source**: the key the leader writes when its count of driver pods whose driver
+ *   container has ended while the pod runs on changes (src/queue/kept-pods.ts).
  */
 import type { Job, Queue } from 'bullmq';
 import type { StoredJobData } from '../queue/cleanup-queue.ts';
 import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
+import { type KeptPods, readKeptPods } from '../queue/kept-pods.ts';
 import { type LastAccepted, readLastAccepted } from '../queue/last-accepted.ts';
 import type { RedisClient } from '../queue/redis-client.ts';
 import type { ElectionReader } from './election-read.ts';
@@ -49,6 +52,11 @@ export interface TargetStatus {
   /** The grace used for `overdue`, ms. */
   readonly overdueGraceMs: number;
   readonly lastAccepted: LastAccepted | null;
+  /**
+   * The driver pods the leader last counted as kept by Kyuubi's `POD` state source although their driver
+   * container has ended (src/queue/kept-pods.ts); null when no leader recorded any.
+   */
+  readonly keptByPodPhase: KeptPods | null;
 }
 
 /** What {@link readTargetStatus} reads with. */
@@ -121,12 +129,13 @@ async function countOverdue(
  */
 export async function readTargetStatus(target: TargetRef, src: StatusSources): Promise<TargetStatus> {
   const { queue } = src;
-  const [counts, election, workers, firstDelayed, lastAccepted] = await Promise.all([
+  const [counts, election, workers, firstDelayed, lastAccepted, kept] = await Promise.all([
     queue.getJobCounts('delayed', 'waiting', 'active', 'failed', 'completed'),
     src.elections?.election(target),
     queue.getWorkers() as Promise<{ rawname?: string; age?: string }[]>,
     queue.getDelayed(0, 0),
     readLastAccepted(src.redis, src.prefix, target),
+    readKeptPods(src.redis, src.prefix, target),
   ]);
   const connections = workers.map(({ rawname = '', age }) => {
     const at = rawname.indexOf(':w:');
@@ -159,6 +168,7 @@ export async function readTargetStatus(target: TargetRef, src: StatusSources): P
     overdue,
     overdueGraceMs: src.overdueGraceMs,
     lastAccepted: lastAccepted ?? null,
+    keptByPodPhase: kept ?? null,
   };
 }
 

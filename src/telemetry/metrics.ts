@@ -47,6 +47,8 @@ export interface MetricsSource {
    * dry run, the pods past their would-delete deadline.
    */
   overdue(): { readonly count: number; readonly oldestAgeMs: number };
+  /** Pods kept by Kyuubi's `POD` state source although their driver has ended (src/cleanup/kept-by-pod-phase.ts). */
+  keptByPodPhase?(): { readonly count: number };
 }
 
 /** The replica as the metrics see it. */
@@ -60,6 +62,12 @@ export interface MetricsReplica {
    */
   backends?(): Promise<{ readonly redis: boolean; readonly etcd?: boolean; readonly zookeeper?: boolean }>;
 }
+
+/**
+ * How a deletion by another client was seen: the informer saw the pod deleted while its cleanup job was still
+ * pending (`deletion-seen`), or the job found it gone (`already-absent`) or being deleted (`already-deleting`).
+ */
+export type DeletedByOthersSeen = 'deletion-seen' | 'already-absent' | 'already-deleting';
 
 /** HTTP verb of a pod call. */
 export type PodVerb = 'GET' | 'DELETE';
@@ -78,6 +86,8 @@ export interface CleanerMetrics {
   reconciled(target: TargetRef, counts: { added: number; retried: number }): void;
   /** Counts one loss of the target's Redis data, by reason (`marker-missing`, `master-changed`). */
   redisDataLost(target: TargetRef, reason: string): void;
+  /** Counts one driver pod deleted by another client before its cleanup did (`sdc_pods_deleted_by_others_total`). */
+  deletedByOthers(target: TargetRef, seen: DeletedByOthersSeen): void;
   /** Reads the scrape-time series from this replica from now on (call once). */
   watch(replica: MetricsReplica): void;
   /** The exposition text (Prometheus text format 0.0.4) and its content type. */
@@ -225,6 +235,12 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
     labelNames: [...TARGET, 'reason'],
     registers,
   });
+  const deletedByOthers = new Counter({
+    name: 'sdc_pods_deleted_by_others_total',
+    help: 'Driver pods of the target deleted by another client (Kyuubi’s own cleanup, a person, a script) before their cleanup job did, by how it was seen: seen="deletion-seen" (the informer saw the deletion while the job was pending), "already-absent" or "already-deleting" (the job found it so). Counted once across replicas. A steady rate means another deleter is active on the target.',
+    labelNames: [...TARGET, 'seen'],
+    registers,
+  });
   const reconcileRetried = new Counter({
     name: 'sdc_reconcile_retried_jobs_total',
     help: 'Failed cleanup jobs that reconcile runs queued again.',
@@ -319,6 +335,16 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
     },
   });
   new Gauge({
+    name: 'sdc_pods_kept_by_pod_phase',
+    help: 'Driver pods of the target whose state container (applicationStateContainer) has terminated while the pod is not (a sidecar keeps it Running): under applicationStateSource POD, Kyuubi’s default, they count as running and are never cleaned, as Kyuubi would not either; CONTAINER (in Kyuubi and here) cleans them. Counted by this replica from its informer; 0 under CONTAINER.',
+    labelNames: TARGET,
+    registers,
+    collect() {
+      this.reset();
+      for (const c of cleaners()) this.set(labelsOf(c.target), c.keptByPodPhase?.().count ?? 0);
+    },
+  });
+  new Gauge({
     name: 'sdc_overdue_oldest_age_seconds',
     help: 'How long past its deadline the oldest overdue driver pod of the target is (0 when none is overdue).',
     labelNames: TARGET,
@@ -379,6 +405,9 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
     },
     redisDataLost(target, reason) {
       dataLost.inc({ ...labelsOf(target), reason });
+    },
+    deletedByOthers(target, seen) {
+      deletedByOthers.inc({ ...labelsOf(target), seen });
     },
     watch(r) {
       replica = r;

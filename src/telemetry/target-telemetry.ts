@@ -26,7 +26,7 @@ import type { PodCall, PodCallObserver } from '../kube/pod-api.ts';
 import type { EnqueueResult } from '../queue/cleanup-queue.ts';
 import type { DataLossReason } from '../queue/data-marker.ts';
 import { queueName, type TargetRef } from '../queue/job-identity.ts';
-import type { CleanerMetrics } from './metrics.ts';
+import type { CleanerMetrics, DeletedByOthersSeen } from './metrics.ts';
 import { contextFromTraceparent, traceparentOf } from './tracing.ts';
 
 /** What made a replica enqueue a pod: an informer event, or the leader's reconcile. */
@@ -53,6 +53,12 @@ export interface TargetTelemetry {
   reconciled(counts: { added: number; retried: number }): void;
   /** Counts one loss of the target's Redis data seen by its leader (src/cleaner/data-loss-watch.ts). */
   redisDataLost(reason: DataLossReason): void;
+  /**
+   * Counts one driver pod deleted by another client before its cleanup job ran: its deletion seen by the
+   * informer while the job was still pending (`deletion-seen`). The job outcomes `already-absent` and
+   * `already-deleting` are counted by {@link TargetTelemetry.process} itself.
+   */
+  deletedByOthers(seen: DeletedByOthersSeen): void;
 }
 
 /** The UID of the job being processed, so that the GET (which has only a name) is labelled with it too. */
@@ -153,6 +159,8 @@ export function createTargetTelemetry(
       }
       span.end();
       metrics.outcome(target, outcome);
+      const seen = deletedByOthersSeen(data, outcome);
+      if (seen) metrics.deletedByOthers(target, seen);
       return outcome;
     },
     reconciled(counts) {
@@ -161,7 +169,22 @@ export function createTargetTelemetry(
     redisDataLost(reason) {
       metrics.redisDataLost(target, reason);
     },
+    deletedByOthers(seen) {
+      metrics.deletedByOthers(target, seen);
+    },
   };
+}
+
+/**
+ * Whether a job's outcome shows another client deleting the pod: found absent or already being deleted,
+ * unless the deletion may be this cleaner's own — a DELETE this replica saw accepted (`ours`), or one a previous
+ * run sent without reading the answer (`liveRecheck`).
+ */
+function deletedByOthersSeen(data: CleanupJobData, o: Outcome): DeletedByOthersSeen | undefined {
+  if (data.liveRecheck) return undefined;
+  if (o.outcome === 'already-absent') return 'already-absent';
+  if (o.outcome === 'already-deleting' && !o.ours) return 'already-deleting';
+  return undefined;
 }
 
 /**

@@ -101,6 +101,7 @@ describe('alerting rules (infra/monitoring/alerts.yaml, kube-state-metrics-alert
   it('has the alerts docs/operations.md describes', () => {
     expect(namesOf(rules)).toEqual([
       'SparkDriverCleanerAbsent',
+      'SparkDriverCleanerAnotherDeleter',
       'SparkDriverCleanerCleanupFailing',
       'SparkDriverCleanerDryRunPodsOverdue',
       'SparkDriverCleanerFinishedDriversNotDeleted',

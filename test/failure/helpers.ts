@@ -27,6 +27,7 @@ import { type LogLine, type ReplicaProcess, spawnReplica } from '../../harness/s
 import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
 import { decide } from '../../src/cleanup/decision.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
+import { type AppStateSettings, KYUUBI_STATE_DEFAULTS } from '../../src/kube/application-state.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
 import { serviceEnv, tempFile } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -320,7 +321,7 @@ export function checkInvariants(
   server: SandboxApiServer,
   namespace: string,
   eligible: Iterable<string>,
-  opts: { retentionMs: number; acceptedOnly?: boolean; slackMs?: number },
+  opts: { retentionMs: number; acceptedOnly?: boolean; slackMs?: number; appState?: AppStateSettings },
 ): InvariantReport {
   const ok = new Set(eligible);
   const report: InvariantReport = { repeatedDeletes: [], wrongDeletes: [], leftovers: [] };
@@ -339,7 +340,11 @@ export function checkInvariants(
   }
   const now = server.clock.now();
   for (const pod of server.pods.list(namespace)) {
-    const d = decide(trimPod(pod), { selector, policy: 'ALL' });
+    const d = decide(trimPod(pod), {
+      selector,
+      policy: 'ALL',
+      appState: opts.appState ?? KYUUBI_STATE_DEFAULTS,
+    });
     if (d.action !== 'enqueue') continue;
     const finished = d.state.finishedAtMs ?? now;
     const overdueMs = now - (finished + opts.retentionMs);

@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { monotonicClock } from '../../src/clock.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
-import { podState } from '../../src/kube/application-state.ts';
+import { KYUUBI_STATE_DEFAULTS, podState } from '../../src/kube/application-state.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
 import { createKubeHttp } from '../../src/kube/kube-http.ts';
 import { loadClusterAccess } from '../../src/kube/kubeconfig.ts';
@@ -180,7 +180,9 @@ describe('process crashes and fencing', () => {
     expect(await old.exited).toBe(0);
     await waitGone(cluster().server, pods, 'pods deleted by the new leader', 60_000);
     // Shutdown never deletes early (Kyuubi does): no DELETE arrived before the deadline.
-    const deadline = new Map(pods.map((p) => [uidOf(p), (podState(trimPod(p)).finishedAtMs ?? 0) + 3000]));
+    const deadline = new Map(
+      pods.map((p) => [uidOf(p), (podState(trimPod(p), KYUUBI_STATE_DEFAULTS).finishedAtMs ?? 0) + 3000]),
+    );
     const early = cluster()
       .server.requests.recent()
       .filter((r) => r.verb === 'delete' && r.atMs < (deadline.get(r.uid ?? '') ?? 0));

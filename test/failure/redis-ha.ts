@@ -7,6 +7,7 @@ import type { SandboxApiServer } from '../../harness/sandbox/apiserver/server.ts
 import type { ReplicaProcess } from '../../harness/sandbox/replica-process.ts';
 import { decide } from '../../src/cleanup/decision.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
+import { KYUUBI_STATE_DEFAULTS } from '../../src/kube/application-state.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { createDrivers, SELECTOR, uidOf } from './helpers.ts';
@@ -44,7 +45,7 @@ export function startPodStream(
 
 /** The pod's deadline as the cleaner computes it (finishedAt, a whole second, + retention), epoch ms. */
 export function deadlineOf(pod: V1Pod, retentionMs: number): number {
-  const d = decide(trimPod(pod), { selector, policy: 'ALL' });
+  const d = decide(trimPod(pod), { selector, policy: 'ALL', appState: KYUUBI_STATE_DEFAULTS });
   if (d.action !== 'enqueue' || d.state.finishedAtMs === undefined)
     throw new Error(`${pod.metadata?.name} is not an eligible terminated driver`);
   return d.state.finishedAtMs + retentionMs;

@@ -98,6 +98,24 @@ describe('cleanup queue (real Redis)', () => {
     expect(ttl).toBeGreaterThan(55_000);
   });
 
+  it('replicas cancelling the same deletion at once: at most one answers removed, and the first does', async () => {
+    const qs = [replicaQueue('t4'), replicaQueue('t4'), replicaQueue('t4')];
+    let removed = 0;
+    for (let i = 0; i < 20; i++) {
+      const uid = `0b1c1a52-2c4e-4c55-9a0e-2000000000${String(i).padStart(2, '0')}`;
+      expect(await qs[0]?.enqueue(data(uid))).toBe('added');
+      // Each replica's informer sees the deletion twice (deletionTimestamp, then DELETED).
+      const answers = await Promise.all(qs.flatMap((q) => [q.cancel(uid), q.cancel(uid)]));
+      expect(answers.filter((a) => a === 'removed').length, answers.join(' ')).toBeLessThanOrEqual(1);
+      removed += answers.filter((a) => a === 'removed').length;
+      expect(await qs[0]?.bullQueue.getJob(uid)).toBeUndefined();
+      // Later cancels of the same UID: the job is gone, and they are not the first.
+      expect(await qs[1]?.cancel(uid)).toBe('none');
+    }
+    // BullMQ's remove answers 1 for a job already removed: without the first-tombstone rule all six would say removed.
+    expect(removed).toBe(20);
+  });
+
   it('a cancel racing with adds never leaves a pending job', async () => {
     const qs = [replicaQueue('t3'), replicaQueue('t3'), replicaQueue('t3')];
     for (let i = 0; i < 20; i++) {
@@ -271,6 +289,29 @@ describe('cancel', () => {
     expect(await q.cancel(unknown)).toBe('none');
     expect(await tomb(q, 'c1', unknown)).toBe(1);
     expect(await q.enqueue(due(unknown))).toBe('tombstoned');
+  });
+
+  it('a job that failed before (waiting out a retry backoff) is removed as removed-retrying', async () => {
+    const q = replicaQueue('c3');
+    const uid = '7d3e1b2c-0f4a-4b5c-8d6e-000000000021';
+    await q.enqueue({ ...data(uid), deadlineMs: Date.now() - 1000 });
+    const worker = new Worker(q.name, null, {
+      connection: connect(),
+      prefix: 'c3',
+      autorun: false,
+      settings: { backoffStrategy: () => 60_000 },
+    });
+    try {
+      const job = await worker.getNextJob('token-1');
+      expect(job?.id).toBe(uid);
+      // A run that failed (its DELETE may have been applied without its answer): retried after a backoff.
+      await job?.moveToFailed(new Error('DELETE timed out'), 'token-1', false);
+      expect(await q.bullQueue.getJobState(uid)).toBe('delayed');
+      expect(await q.cancel(uid)).toBe('removed-retrying');
+      expect(await q.bullQueue.getJobState(uid)).toBe('unknown');
+    } finally {
+      await worker.close(true);
+    }
   });
 
   it('removes a job of a paused queue', async () => {

@@ -18,6 +18,7 @@ import {
 } from '../../src/cleaner/target-cleaner.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { RecheckMode } from '../../src/config/schema.ts';
+import { KYUUBI_STATE_DEFAULTS } from '../../src/kube/application-state.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
 import { createKubeHttp, type KubeHttp } from '../../src/kube/kube-http.ts';
 import { createPodApi, type PodApi } from '../../src/kube/pod-api.ts';
@@ -107,6 +108,7 @@ async function startCleaner(
     replicaId: `${namespace}-r1`,
     selector: parseLabelSelector(SELECTOR),
     policy: 'ALL',
+    appState: KYUUBI_STATE_DEFAULTS,
     retentionMs: 1000,
     recheck,
     dryRun: false,

@@ -49,21 +49,35 @@ const DRIVER_CONTAINER = 'spark-kubernetes-driver';
 export interface PodJudgement {
   /** `spark-role=driver` and a `kyuubi-unique-tag` label (the product's default selector). */
   selected: boolean;
-  /** Phase Succeeded/Failed, or the driver container terminated (a sidecar may keep the phase Running). */
+  /**
+   * Kyuubi's rule: phase Succeeded/Failed; with the `CONTAINER` state source also the driver container
+   * terminated (a sidecar may keep the phase Running).
+   */
   terminal: boolean;
-  /** finishedAt of the driver container + retention, epoch ms; undefined when not terminal or unknown. */
+  /**
+   * The finish time + retention, epoch ms: the driver container's finishedAt when it decides (`CONTAINER`), else
+   * the last container's; undefined when not terminal or unknown.
+   */
   deadlineMs: number | undefined;
 }
 
-/** Judges one pod for a retention period (ms). */
-export function judgePod(pod: V1Pod, retentionMs: number): PodJudgement {
+/**
+ * Judges one pod for a retention period (ms), under Kyuubi's `kyuubi.kubernetes.application.state.source`
+ * (default `POD`, Kyuubi's).
+ */
+export function judgePod(pod: V1Pod, retentionMs: number, source: 'POD' | 'CONTAINER' = 'POD'): PodJudgement {
   const labels = pod.metadata?.labels ?? {};
   const selected = labels['spark-role'] === 'driver' && 'kyuubi-unique-tag' in labels;
-  const driver = (pod.status?.containerStatuses ?? []).find((c) => c?.name === DRIVER_CONTAINER);
-  const finished = driver?.state?.terminated?.finishedAt;
+  const statuses = pod.status?.containerStatuses ?? [];
+  const driver = statuses.find((c) => c?.name === DRIVER_CONTAINER);
   const phase = pod.status?.phase;
-  const terminal = phase === 'Succeeded' || phase === 'Failed' || driver?.state?.terminated !== undefined;
-  const finishedMs = finished === undefined ? Number.NaN : Date.parse(String(finished));
+  const byDriver = source === 'CONTAINER' && driver?.state?.terminated !== undefined;
+  const terminal = byDriver || phase === 'Succeeded' || phase === 'Failed';
+  const ends = (byDriver ? [driver] : statuses)
+    .map((c) => c?.state?.terminated?.finishedAt)
+    .filter((t) => t !== undefined)
+    .map((t) => Date.parse(String(t)));
+  const finishedMs = ends.length ? Math.max(...ends) : Number.NaN;
   return {
     selected,
     terminal,

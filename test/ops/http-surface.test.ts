@@ -187,7 +187,8 @@ describe('/api/v1/applications', () => {
     expect(byName).toMatchObject({
       id: killed.metadata?.labels?.['spark-app-selector'],
       name: 'wide-join',
-      state: 'KILLED',
+      // As Kyuubi maps it: a failed pod (and its OOM-killed container, exit 137) is FAILED, not KILLED.
+      state: 'FAILED',
       error: 'OOMKilled (exit code 137)',
       finishedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
     });

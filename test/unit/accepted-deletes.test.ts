@@ -125,7 +125,7 @@ describe('cleanupDriverPod with the record of accepted DELETEs', () => {
       const signal = new AbortController().signal;
       expect((await cleanupDriverPod(job, deps, signal)).outcome).toBe('accepted');
       const after = calls.length;
-      expect(await cleanupDriverPod(job, deps, signal)).toEqual({ outcome: 'already-deleting' });
+      expect(await cleanupDriverPod(job, deps, signal)).toEqual({ outcome: 'already-deleting', ours: true });
       // No fence, no GET, no DELETE for the second run.
       expect(calls.slice(after)).toEqual([]);
       expect(calls.filter((c) => c.startsWith('delete'))).toHaveLength(1);

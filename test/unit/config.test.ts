@@ -262,6 +262,33 @@ describe('loadConfig', () => {
     expect(c.replicaId).toMatch(/-\d+$/);
   });
 
+  it("Kyuubi's state settings: default POD and spark-kubernetes-driver; env (any case), flag and file", () => {
+    expect(loadConfig({ env: base }).applicationState).toEqual({
+      source: 'POD',
+      container: 'spark-kubernetes-driver',
+    });
+    expect(
+      loadConfig({
+        env: {
+          ...base,
+          SDC_APPLICATION_STATE_SOURCE: 'container',
+          SDC_APPLICATION_STATE_CONTAINER: 'driver',
+        },
+      }).applicationState,
+    ).toEqual({ source: 'CONTAINER', container: 'driver' });
+    expect(
+      loadConfig({ env: base, flags: { applicationStateSource: 'CONTAINER' } }).applicationState.source,
+    ).toBe('CONTAINER');
+    const dir = mkdtempSync(join(tmpdir(), 'sdc-cfg-'));
+    const file = join(dir, 'c.yaml');
+    // As in kyuubi-defaults.conf: Kyuubi matches the container ignoring case, so the value is kept as written.
+    writeFileSync(file, 'applicationStateSource: CONTAINER\napplicationStateContainer: Spark-Driver\n');
+    expect(loadConfig({ file, env: base }).applicationState).toEqual({
+      source: 'CONTAINER',
+      container: 'Spark-Driver',
+    });
+  });
+
   it('informerScope from the environment (any case), default namespace', () => {
     expect(loadConfig({ env: { ...base, SDC_INFORMER_SCOPE: 'Cluster' } }).informerScope).toBe('cluster');
     expect(loadConfig({ env: base }).informerScope).toBe('namespace');
@@ -384,6 +411,16 @@ describe('loadConfig', () => {
     ],
     ['bad namespace', { SDC_TARGETS: 'ctx:Spark_Jobs' }, /SDC_TARGETS: .*not a namespace name/],
     ['bad policy', { SDC_POLICY: 'SOME' }, /SDC_POLICY: "SOME": expected one of ALL, COMPLETED/],
+    [
+      'a state source Kyuubi does not have',
+      { SDC_APPLICATION_STATE_SOURCE: 'SIDECAR' },
+      /SDC_APPLICATION_STATE_SOURCE: "SIDECAR": expected one of POD, CONTAINER/,
+    ],
+    [
+      'a state container that is not a container name',
+      { SDC_APPLICATION_STATE_CONTAINER: 'spark driver' },
+      /SDC_APPLICATION_STATE_CONTAINER: .*expected a container name \(an RFC 1123 label/,
+    ],
     [
       'bad retention',
       { SDC_RETENTION: '5 minutes' },

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
+import { KYUUBI_STATE_DEFAULTS } from '../../src/kube/application-state.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
 import { type ExplainFacts, explain, type JobFacts, type VerdictKind } from '../../src/status/explain.ts';
 import { parsePodRef } from '../../src/status/pod-ref.ts';
@@ -12,6 +13,7 @@ const rules = {
   selector: parseLabelSelector(SELECTOR),
   selectorText: SELECTOR,
   policy: 'COMPLETED' as const,
+  appState: KYUUBI_STATE_DEFAULTS,
   retentionMs: 10 * MIN,
   nowMs: NOW,
 };

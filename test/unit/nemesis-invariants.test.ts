@@ -87,12 +87,19 @@ describe('judgePod', () => {
       [false, true, T + RETENTION],
     ],
     [
-      'phase Running but driver container terminated (sidecar) → terminal',
+      'phase Running but driver container terminated (sidecar) → not terminal under POD, Kyuubi’s default',
       driver('s', { phase: 'Running', finishedMs: T }),
-      [true, true, T + RETENTION],
+      [true, false, undefined],
     ],
   ] as const)('%s', (_name, pod, [selected, terminal, deadlineMs]) => {
     expect(judgePod(pod, RETENTION)).toEqual({ selected, terminal, deadlineMs });
+  });
+  it('phase Running but driver container terminated (sidecar) → terminal under CONTAINER', () => {
+    expect(judgePod(driver('s', { phase: 'Running', finishedMs: T }), RETENTION, 'CONTAINER')).toEqual({
+      selected: true,
+      terminal: true,
+      deadlineMs: T + RETENTION,
+    });
   });
 });
 

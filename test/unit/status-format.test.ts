@@ -26,6 +26,7 @@ function row(o: Partial<TargetStatus>): TargetStatus {
     overdue: 0,
     overdueGraceMs: 36_000,
     lastAccepted: null,
+    keptByPodPhase: null,
     ...o,
   };
 }

@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { createTargetCleaner } from '../../src/cleaner/target-cleaner.ts';
 import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
+import { KYUUBI_STATE_DEFAULTS } from '../../src/kube/application-state.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
 import type { PodEventHandler, PodInformer } from '../../src/kube/pod-informer.ts';
@@ -116,6 +117,7 @@ function setup(opts: { stampNow?: () => number; now?: () => number } = {}) {
     replicaId: 'r1',
     selector: parseLabelSelector('spark-role=driver'),
     policy: 'ALL',
+    appState: KYUUBI_STATE_DEFAULTS,
     retentionMs: RETENTION_MS,
     recheck: 'resource-version',
     dryRun: false,

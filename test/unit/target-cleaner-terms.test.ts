@@ -9,6 +9,7 @@ import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { createTargetCleaner } from '../../src/cleaner/target-cleaner.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
+import { KYUUBI_STATE_DEFAULTS } from '../../src/kube/application-state.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
 import type { PodEventHandler, PodInformer } from '../../src/kube/pod-informer.ts';
@@ -177,6 +178,7 @@ function setup(
     replicaId: 'r1',
     selector: SELECTOR,
     policy: 'ALL',
+    appState: KYUUBI_STATE_DEFAULTS,
     retentionMs: 1000,
     recheck: 'cache',
     dryRun: false,
