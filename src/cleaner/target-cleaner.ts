@@ -38,7 +38,14 @@ import { cacheTrusted, createCacheTrust } from './cache-trust.ts';
 import { createDataLossWatch, type DataLossWatchOptions } from './data-loss-watch.ts';
 import { createLeaderTerms, type Term, waitInTerm } from './leader-terms.ts';
 import { findOverdue, type OverdueReport } from './overdue.ts';
-import { createSelfCheck, type SelfCheckSettings, selfCheckSettings } from './self-check.ts';
+import {
+  createSelfCheck,
+  QUEUE_LOOK_TIMEOUT_MS,
+  type SelfCheckSettings,
+  type SelfCheckSubject,
+  selfCheckSettings,
+} from './self-check.ts';
+import { createStuckHold } from './stuck-hold.ts';
 
 /** Dependencies and settings of {@link createTargetCleaner}. */
 export interface TargetCleanerOptions {
@@ -124,10 +131,14 @@ export interface TargetCleaner {
   readonly isLeader: boolean;
   /**
    * This replica can clean the target now: its informer has listed the pods and has not been down (unable to
-   * list or watch) for longer than `staleCacheAfterMs`. Only a ready replica campaigns for the target (unless
-   * no replica is ready for it), and a leader that stops being ready hands the target over.
+   * list or watch) for longer than `staleCacheAfterMs`, and it has not stepped down from the target for want of
+   * progress without having shown since that it can make progress (src/cleaner/stuck-hold.ts). Only a ready
+   * replica campaigns for the target (unless no replica is ready for it), and a leader that stops being ready
+   * hands the target over.
    */
   readonly ready: boolean;
+  /** Why it is not {@link TargetCleaner.ready} (empty when it is). */
+  readonly notReadyReasons: readonly NotReadyReason[];
   readonly informer: PodInformer;
   readonly leadership: Leadership;
   /** The target's queue (the dashboard and the metrics read it). */
@@ -137,6 +148,13 @@ export interface TargetCleaner {
   /** The overdue pods of the target as this replica's informer sees them (the self-check). */
   overdue(): OverdueReport;
 }
+
+/**
+ * Why a replica cannot clean a target now: `informer` — its informer has not listed the pods, or has been
+ * unable to list or watch them for longer than `staleCacheAfterMs`; `stepped-down` — the self-check stepped
+ * it down for want of progress and it has not shown since that it can make progress.
+ */
+export type NotReadyReason = 'informer' | 'stepped-down';
 
 /** Creates the cleaner of one target; `start()` starts its informer and campaign. */
 export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
@@ -167,13 +185,31 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
    */
   let leaderSinceMs: number | undefined;
   let lastProgressMs: number | undefined;
+  /** Jobs fenced one after another with none making progress in between (the self-check). */
+  let fenced: SelfCheckSubject['fenced'];
   let selfCheckTimer: NodeJS.Timeout | undefined;
 
   const { informer, leadership } = opts;
   const staleAfterMs = opts.staleCacheAfterMs ?? 10_000;
   const cacheTrust = createCacheTrust({ informer, monotonicNow, staleAfterMs, log });
-  /** See {@link TargetCleaner.ready}: the same bound as the cache's trust. */
-  const ready = () => informer.synced && cacheTrusted(informer.downSinceMs, monotonicNow(), staleAfterMs);
+  const checkSettings = opts.selfCheck ?? selfCheckSettings(10);
+  /** Out of the target after a self-check step-down, until its own queue answers (src/cleaner/stuck-hold.ts). */
+  const hold = createStuckHold({
+    minHoldMs: checkSettings.leaderStuckMs,
+    probe: () => lookAtQueue(opts.queue.bullQueue, opts.connection, [], opts.now()),
+    probeTimeoutMs: QUEUE_LOOK_TIMEOUT_MS,
+    log,
+    monotonicNow,
+  });
+  /** See {@link TargetCleaner.notReadyReasons}: the informer by the same bound as the cache's trust. */
+  const notReadyReasons = (): NotReadyReason[] => {
+    const out: NotReadyReason[] = [];
+    if (!informer.synced || !cacheTrusted(informer.downSinceMs, monotonicNow(), staleAfterMs))
+      out.push('informer');
+    if (hold.reason !== undefined) out.push('stepped-down');
+    return out;
+  };
+  const ready = () => notReadyReasons().length === 0;
   /**
    * The UIDs whose DELETE this replica saw accepted, for as long as Redis would remember them (the tombstone
    * TTL), across leadership terms: a job re-enqueued after Redis lost its data must not DELETE again.
@@ -196,8 +232,17 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     telemetry: opts.telemetry,
     now: opts.now,
     onRefused: (job) => requeueRefused(job),
-    onProcessed: () => {
-      lastProgressMs = monotonicNow();
+    onProcessed: (outcome) => {
+      const t = monotonicNow();
+      // A fenced job is not progress (this leader cannot delete), nor an aborted one (its term ended).
+      if (outcome?.outcome === 'fenced') {
+        fenced = { sinceMs: fenced?.sinceMs ?? t, lastMs: t, reason: outcome.reason };
+        return;
+      }
+      if (outcome?.outcome === 'aborted') return;
+      lastProgressMs = t;
+      fenced = undefined;
+      hold.progressed();
     },
     // A new term takes the jobs a frozen previous leader holds at once; fenced elections only (single-server
     // mode may run beside uncoordinated replicas, whose jobs are theirs).
@@ -506,7 +551,6 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     if (term && !stopped) log.info({ term: term.id, reason }, 'stopped consuming');
   }
 
-  const checkSettings = opts.selfCheck ?? selfCheckSettings(10);
   const selfCheck = createSelfCheck({
     subject: {
       pods: () => informer.list(),
@@ -522,12 +566,19 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       get lastProgressMs() {
         return lastProgressMs;
       },
+      get fenced() {
+        return fenced;
+      },
       lookAtQueue: (uids) => lookAtQueue(opts.queue.bullQueue, opts.connection, uids, opts.now()),
       get leaderSinceMs() {
         return leaderSinceMs;
       },
       firstSeenTerminalMs: (uid) => firstSeenTerminal.get(uid),
-      stepDown: (reason) => leadership.stepDown(reason),
+      stepDown: (reason) => {
+        // Not ready first: the balancer then withdraws this replica's campaign instead of campaigning again.
+        hold.begin(reason);
+        leadership.stepDown(reason);
+      },
       currentLeader: () => leadership.currentLeader(),
     },
     selector: opts.selector,
@@ -556,6 +607,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     elected() {
       if (stopped) return;
       leaderSinceMs = monotonicNow();
+      fenced = undefined;
       terms.elected();
     },
     lost(reason) {
@@ -570,6 +622,9 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     get ready() {
       return ready();
     },
+    get notReadyReasons() {
+      return notReadyReasons();
+    },
     informer: informer,
     leadership: leadership,
     queue: opts.queue,
@@ -580,6 +635,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
         void selfCheck
           .check()
           .catch((err) => log.warn({ err: { message: (err as Error).message } }, 'self-check failed'));
+        void hold.check();
       }, checkSettings.intervalMs);
       selfCheckTimer.unref();
     },
