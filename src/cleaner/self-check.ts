@@ -103,7 +103,11 @@ export interface SelfCheckSubject {
    * @param overdueUids UIDs of the oldest overdue pods
    */
   lookAtQueue(overdueUids: readonly string[]): Promise<QueueLook>;
-  /** Monotonic ms when the current leadership term began; undefined when not leading. */
+  /**
+   * Monotonic ms since when this replica leads: when the current term began, or an earlier term of this
+   * replica that was lost shortly before this one began (a lease lost and won back gives no fresh grace);
+   * undefined when not leading.
+   */
   readonly leaderSinceMs: number | undefined;
   /** When this replica first saw a terminal pod without a finish time, epoch ms. */
   firstSeenTerminalMs(uid: string): number | undefined;

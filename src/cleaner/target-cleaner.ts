@@ -180,10 +180,15 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   const monotonicNow = opts.monotonicNow ?? (() => performance.now());
   const dueNow = opts.dueNow ?? opts.now;
   /**
-   * Monotonic ms: since when this replica leads (undefined when not), and its last progress: a job its worker
-   * processed (any outcome) or a pod its reconcile handled (the self-check).
+   * Monotonic ms, for the self-check: since when this replica leads (undefined when not) — this term's start,
+   * or that of its previous term when that one was lost less than `leaderStuckMs` before this one began (a
+   * leader stuck on its own fault, a starved event loop, also loses its lease: winning it back must not give it
+   * a fresh grace each time; a self-check step-down does) — and its last progress: a job its worker processed
+   * (any outcome but `fenced` and `aborted`) or a pod its reconcile handled.
    */
   let leaderSinceMs: number | undefined;
+  /** The previous term: since when it led (as above) and when it ended, monotonic ms. */
+  let previousTerm: { sinceMs: number; endedMs: number } | undefined;
   let lastProgressMs: number | undefined;
   /** Jobs fenced one after another with none making progress in between (the self-check). */
   let fenced: SelfCheckSubject['fenced'];
@@ -578,6 +583,8 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
         // Not ready first: the balancer then withdraws this replica's campaign instead of campaigning again.
         hold.begin(reason);
         leadership.stepDown(reason);
+        // Its next term, once it has shown progress again (or is the only one left), gets a full grace.
+        previousTerm = undefined;
       },
       currentLeader: () => leadership.currentLeader(),
     },
@@ -606,11 +613,14 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     observe,
     elected() {
       if (stopped) return;
-      leaderSinceMs = monotonicNow();
-      fenced = undefined;
+      const t = monotonicNow();
+      const back = previousTerm && t - previousTerm.endedMs < checkSettings.leaderStuckMs;
+      leaderSinceMs = back && previousTerm ? previousTerm.sinceMs : t;
+      if (!back) fenced = undefined;
       terms.elected();
     },
     lost(reason) {
+      if (leaderSinceMs !== undefined) previousTerm = { sinceMs: leaderSinceMs, endedMs: monotonicNow() };
       leaderSinceMs = undefined;
       terms.lost(reason);
     },

@@ -419,4 +419,43 @@ describe('target cleaner: progress for the self-check', () => {
     expect(cleaner.ready).toBe(true);
     await cleaner.stop();
   });
+
+  it('a lease lost and won back at once gives a leader that makes no progress no fresh grace; a step-down does', async () => {
+    const mono = { t: 1_000_000 };
+    const { cleaner, lead, inf, w, lines } = setup({
+      monotonicNow: () => mono.t,
+      selfCheck: { graceMs: 600_000, leaderStuckMs: 30_000, followerAlarmMs: 1_200_000, intervalMs: 20 },
+    });
+    inf.state.sync();
+    await cleaner.start();
+    lead.elect();
+    await waitFor('worker runs', () => w.state.running, 2000);
+    const fenced = () => w.state.onProcessed?.({ outcome: 'fenced', reason: 'no recent keepalive' });
+    const stuckLines = () => lines.filter((l) => String(l.msg).startsWith('self-check: leader is stuck'));
+    // Fenced for 20 s, then the lease is lost and won back 1 s later: fenced 10 s more is 30 s in all.
+    fenced();
+    mono.t += 20_000;
+    fenced();
+    lead.lose('lease lost');
+    mono.t += 1000;
+    lead.elect();
+    await waitFor('worker runs again', () => w.state.running, 2000);
+    fenced();
+    mono.t += 9000;
+    fenced();
+    await waitFor('stepped down, 30 s after the first fence', () => stuckLines().length === 1, 5000);
+    expect(String(stuckLines()[0]?.why)).toMatch(/fenced on every job for 30000 ms/);
+    // Elected again (as when no other replica is ready): a full grace from this term's start.
+    lead.elect();
+    await waitFor('worker runs in the third term', () => w.state.running, 2000);
+    fenced();
+    mono.t += 29_000;
+    fenced();
+    // The self-check has judged this: it warned about this stretch of fences (10 s and more), not stuck.
+    const warned = () => lines.filter((l) => /every job fenced/.test(String(l.msg)));
+    await waitFor('the warning of the third term', () => warned().length === 1, 5000);
+    expect(warned()[0]).toMatchObject({ fencedMs: 29_000 });
+    expect(stuckLines()).toHaveLength(1);
+    await cleaner.stop();
+  });
 });
