@@ -17,6 +17,7 @@
  * When no replica is ready for a target (every replica stepped down: the cause is shared, e.g. Redis itself
  * down), the assignment ignores readiness and the target keeps a leader. Intervals use the monotonic clock.
  */
+import { backoffMs } from '../backoff.ts';
 import type { Logger } from '../log.ts';
 import { withTimeout } from '../with-timeout.ts';
 
@@ -85,7 +86,10 @@ export function createStuckHold(opts: StuckHoldOptions): StuckHold {
         return held.minMs;
       }
       strikes += 1;
-      const minMs = opts.minHoldMs * Math.min(HOLD_MAX_FACTOR, 2 ** (strikes - 1));
+      const minMs = backoffMs(strikes, {
+        baseMs: opts.minHoldMs,
+        maxMs: opts.minHoldMs * HOLD_MAX_FACTOR,
+      });
       held = { reason, sinceMs: opts.monotonicNow(), minMs, probeFailures: 0 };
       return minMs;
     },
