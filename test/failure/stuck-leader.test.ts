@@ -89,7 +89,9 @@ it.each(['wedged', 'refused'] as const)(
         const ls = linesWhere(replicas, (l) => l.namespace === ns && l.outcome === 'accepted');
         return ls.length >= uids.length ? ls : undefined;
       });
-      expect(new Set(accepted.map((l) => l.replica))).toEqual(new Set([next]));
+      // By the others (the third replica may lead a moment as a fallback on a loaded machine; it then hands
+      // the target to its owner).
+      expect(accepted.map((l) => l.replica)).not.toContain(leader.id);
 
       // The leader said why it left, once, and was not elected again while its path was cut.
       const stuck = leader.lines.filter(
@@ -104,12 +106,25 @@ it.each(['wedged', 'refused'] as const)(
           (l) => l.namespace === ns && l.msg === 'elected leader' && timeOf(l) > steppedDownAt,
         ),
       ).toEqual([]);
-      // The next replica was elected within a TTL (and the machine's load) of the step-down.
+      // Another replica was elected within a TTL (and the machine's load) of the step-down; the target settles
+      // on the next replica by the assignment.
       const elected = linesWhere(
-        [replicas.find((r) => r.id === next) ?? leader],
+        others,
         (l) => l.namespace === ns && l.msg === 'elected leader' && timeOf(l) >= cutAt,
-      );
+      ).sort((a, b) => timeOf(a) - timeOf(b));
       expect(timeOf(elected[0]) - steppedDownAt).toBeLessThan(TTL_MS + LOAD_MS);
+      const otherUrl = await httpUrl(others[0] ?? leader);
+      await waitFor(
+        `${target} led by ${next}`,
+        async () => {
+          const body = (await (
+            await fetch(`${otherUrl}/api/v1/leaders`, { signal: AbortSignal.timeout(5000) })
+          ).json()) as { targets: Record<string, { leader: string | null; assigned?: string | null }> };
+          const row = body.targets[target];
+          return row?.leader === next && row.assigned === next;
+        },
+        TTL_MS + LOAD_MS,
+      );
 
       // Every surface says the target is not ready on it, and why; /readyz without failing (the cause of a
       // step-down may be shared, as Redis is).
