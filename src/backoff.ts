@@ -1,7 +1,8 @@
 /**
  * The one exponential backoff of the project (the worker's retries, the informer's restarts, the etcd
- * campaign's retries, the Redis reconnects, the exec credential plugin's reruns), as client-go's
- * `ItemExponentialFailureRateLimiter` and BullMQ's `Backoffs.exponential`: the variants are options, not copies.
+ * campaign's retries, the Redis reconnects, the exec credential plugin's reruns, the hold after a self-check
+ * step-down), as client-go's `ItemExponentialFailureRateLimiter` and BullMQ's `Backoffs.exponential`: the
+ * variants are options, not copies.
  */
 
 /** Options of {@link backoffMs}. */

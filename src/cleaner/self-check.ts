@@ -5,15 +5,18 @@
  * - **Overdue pods** ({@link findOverdue}) are computed from this replica's informer whenever they are asked
  *   for (a scrape, the leaders API) and once per check period.
  * - **The leader checks itself**: it leads the target but its worker has not been running for longer than
- *   `leaderStuckMs`, or it has made no progress for that long although pods were overdue **and** its queue
- *   shows work its worker should be taking and is not (a job waiting, a delayed job past due and not promoted,
- *   an overdue pod without a job, or a queue it cannot read) → one error line and it **steps down** (ends this
- *   term and campaigns again later), so another replica takes over and reconciles. Progress is a job
- *   processed, whatever its outcome (`failed` included), or a pod handled by the term's reconcile. A leader
- *   whose jobs run and fail (403, 5xx) is **failing, not stuck**: its jobs wait out their retry backoff
- *   (delayed, not yet due) or have used up their attempts (failed, retried by the periodic reconcile); another
- *   leader would fail the same way, and stepping down would only reset their attempts. It keeps leadership;
- *   the `failed` outcomes are counted (`sdc_cleanup_outcomes_total`) and alerted on.
+ *   `leaderStuckMs`; or every job its worker ran has been `fenced` for that long (it cannot confirm its
+ *   leadership: a warn line at half that, at most {@link FENCED_WARN_MS}); or it has made no progress for that
+ *   long although pods were overdue **and** its queue shows work its worker should be taking and is not (a job
+ *   waiting, a delayed job past due and not promoted, an overdue pod without a job, or a queue it cannot
+ *   read) → one error line and it **steps down**: it ends this term and reports the target not ready until it
+ *   has shown it can make progress again (src/cleaner/stuck-hold.ts), so the next replica by the assignment
+ *   takes over and reconciles, and this one stays out of the target's line. Progress is a job processed,
+ *   whatever its outcome (`failed` included) but `fenced` and `aborted`, or a pod handled by the term's
+ *   reconcile. A leader whose jobs run and fail (403, 5xx) is **failing, not stuck**: its jobs wait out their
+ *   retry backoff (delayed, not yet due) or have used up their attempts (failed, retried by the periodic
+ *   reconcile); another leader would fail the same way, and stepping down would only reset their attempts. It
+ *   keeps leadership; the `failed` outcomes are counted (`sdc_cleanup_outcomes_total`) and alerted on.
  * - **A follower** that sees pods overdue for longer than `followerAlarmMs` past their deadline logs an
  *   error naming the leader (at most once per `followerAlarmMs` per target).
  * - **In dry run** nothing is deleted, so the overdue pods are those past their *would-delete* deadline: pods
@@ -46,6 +49,13 @@ export const DUE_JOB_SLACK_MS = 10_000;
 
 /** The longest the self-check waits for its look at the queue, ms; past it the queue counts as unreadable. */
 export const QUEUE_LOOK_TIMEOUT_MS = 5000;
+
+/**
+ * A leader fenced on every job this long (or half its stuck threshold, if that is shorter) gets one warn line,
+ * ms: a handover fences a job or two for a moment; a leader that still leads and cannot pass its fence for
+ * seconds cannot delete anything.
+ */
+export const FENCED_WARN_MS = 10_000;
 
 /** Thresholds of the self-check, ms. */
 export interface SelfCheckSettings {
@@ -84,21 +94,33 @@ export interface SelfCheckSubject {
   /** This replica's worker for the target is consuming. */
   readonly workerRunning: boolean;
   /**
-   * Monotonic ms of the last progress: a job the worker finished processing (any outcome, `failed` included)
-   * or a pod the term's reconcile handled; undefined if none yet.
+   * Monotonic ms of the last progress: a job the worker finished processing (any outcome, `failed` included,
+   * but `fenced` and `aborted`) or a pod the term's reconcile handled; undefined if none yet.
    */
   readonly lastProgressMs: number | undefined;
+  /**
+   * The worker's jobs fenced one after another with no job making progress in between: since when and last
+   * when (monotonic ms), and the last fence's reason; undefined once a job made progress (or none was fenced).
+   */
+  readonly fenced: { readonly sinceMs: number; readonly lastMs: number; readonly reason: string } | undefined;
   /**
    * Looks at the target's queue (a few Redis reads), asked only when a leader made no progress while pods were
    * overdue. Rejects when Redis cannot be read.
    * @param overdueUids UIDs of the oldest overdue pods
    */
   lookAtQueue(overdueUids: readonly string[]): Promise<QueueLook>;
-  /** Monotonic ms when the current leadership term began; undefined when not leading. */
+  /**
+   * Monotonic ms since when this replica leads: when the current term began, or an earlier term of this
+   * replica that was lost shortly before this one began (a lease lost and won back gives no fresh grace);
+   * undefined when not leading.
+   */
   readonly leaderSinceMs: number | undefined;
   /** When this replica first saw a terminal pod without a finish time, epoch ms. */
   firstSeenTerminalMs(uid: string): number | undefined;
-  /** Ends this term so that another replica leads; this one campaigns again later. */
+  /**
+   * Ends this term so that another replica leads, and reports the target not ready on this replica until it
+   * has shown it can make progress again (src/cleaner/stuck-hold.ts).
+   */
   stepDown(reason: string): void;
   /** The current leader's replica id, if known. */
   currentLeader(): Promise<string | undefined>;
@@ -164,6 +186,27 @@ export function createSelfCheck(opts: SelfCheckOptions): SelfCheck {
 
   /** The last "failing, not stuck" verdict was logged (once per stretch without progress). */
   let failingLoggedSince: number | undefined;
+  /** The stretch of fenced jobs last warned about (its start). */
+  let fencedWarnedSince: number | undefined;
+  const fencedWarnMs = Math.min(FENCED_WARN_MS, opts.leaderStuckMs / 2);
+
+  /** Why the leader is stuck on its fence, or undefined; warns once per stretch past {@link FENCED_WARN_MS}. */
+  function fencedReason(leaderSinceMs: number): string | undefined {
+    const f = s.fenced;
+    // Jobs fenced at the end of an earlier term (a handover) say nothing about this one.
+    if (!f || f.lastMs < leaderSinceMs) return undefined;
+    const since = Math.max(f.sinceMs, leaderSinceMs);
+    const forMs = Math.round(f.lastMs - since);
+    if (forMs >= opts.leaderStuckMs) return `leader fenced on every job for ${forMs} ms (${f.reason})`;
+    if (forMs >= fencedWarnMs && fencedWarnedSince !== f.sinceMs) {
+      fencedWarnedSince = f.sinceMs;
+      opts.log.warn(
+        { fencedMs: forMs, why: f.reason, stepDownAfterMs: opts.leaderStuckMs },
+        'self-check: every job fenced while leading: this leader cannot confirm its leadership; it steps down if this goes on',
+      );
+    }
+    return undefined;
+  }
 
   /** Why the leader is stuck, or undefined when it is not. */
   async function stuckReason(report: OverdueReport, mono: number): Promise<string | undefined> {
@@ -177,6 +220,8 @@ export function createSelfCheck(opts: SelfCheckOptions): SelfCheck {
     if (workerDownSinceMs !== undefined && mono - workerDownSinceMs >= opts.leaderStuckMs) {
       return `leader without a running worker for ${Math.round(mono - workerDownSinceMs)} ms`;
     }
+    const fenced = fencedReason(s.leaderSinceMs);
+    if (fenced) return fenced;
     if (report.count === 0) return undefined;
     const since = Math.max(s.lastProgressMs ?? Number.NEGATIVE_INFINITY, s.leaderSinceMs);
     if (mono - since < opts.leaderStuckMs) return undefined;
@@ -218,7 +263,10 @@ export function createSelfCheck(opts: SelfCheckOptions): SelfCheck {
       oldest: report.oldest.map((p) => ({ pod: p.name, uid: p.uid })),
     };
     if (stuck) {
-      opts.log.error({ ...fields, why: stuck }, 'self-check: leader is stuck; stepping down');
+      opts.log.error(
+        { ...fields, why: stuck },
+        'self-check: leader is stuck; stepping down, not ready for this target until it shows it can make progress',
+      );
       workerDownSinceMs = undefined;
       s.stepDown(`self-check: ${stuck}`);
       return 'stepped-down';

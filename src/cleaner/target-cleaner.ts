@@ -43,7 +43,14 @@ import { createKeptPodsReport } from './kept-pods-report.ts';
 import { createLeaderTerms, type Term, waitInTerm } from './leader-terms.ts';
 import { findOverdue, type OverdueReport } from './overdue.ts';
 import { createPodNotes } from './pod-notes.ts';
-import { createSelfCheck, type SelfCheckSettings, selfCheckSettings } from './self-check.ts';
+import {
+  createSelfCheck,
+  QUEUE_LOOK_TIMEOUT_MS,
+  type SelfCheckSettings,
+  type SelfCheckSubject,
+  selfCheckSettings,
+} from './self-check.ts';
+import { createStuckHold } from './stuck-hold.ts';
 
 /** Dependencies and settings of {@link createTargetCleaner}. */
 export interface TargetCleanerOptions {
@@ -138,8 +145,10 @@ export interface TargetCleaner {
   readonly isLeader: boolean;
   /**
    * This replica can clean the target now: its informer has listed the pods and has not been down (unable to
-   * list or watch) for longer than `staleCacheAfterMs`. Only a ready replica campaigns for the target (unless
-   * no replica is ready for it), and a leader that stops being ready hands the target over.
+   * list or watch) for longer than `staleCacheAfterMs`, and it has not stepped down from the target for want of
+   * progress without having shown since that it can make progress (src/cleaner/stuck-hold.ts). Only a ready
+   * replica campaigns for the target (unless no replica is ready for it), and a leader that stops being ready
+   * hands the target over.
    */
   readonly ready: boolean;
   /**
@@ -147,6 +156,8 @@ export interface TargetCleaner {
    * pods its informer has cached, plus DELETEs and removals in flight. Never grows with UIDs it only deleted.
    */
   readonly trackedUids: number;
+  /** Why it is not {@link TargetCleaner.ready} (empty when it is). */
+  readonly notReadyReasons: readonly NotReadyReason[];
   readonly informer: PodInformer;
   readonly leadership: Leadership;
   /** The target's queue (the dashboard and the metrics read it). */
@@ -161,6 +172,13 @@ export interface TargetCleaner {
    */
   keptByPodPhase(): KeptReport;
 }
+
+/**
+ * Why a replica cannot clean a target now: `informer` — its informer has not listed the pods, or has been
+ * unable to list or watch them for longer than `staleCacheAfterMs`; `stepped-down` — the self-check stepped
+ * it down for want of progress and it has not shown since that it can make progress.
+ */
+export type NotReadyReason = 'informer' | 'stepped-down';
 
 /** Creates the cleaner of one target; `start()` starts its informer and campaign. */
 export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
@@ -200,18 +218,41 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   const dueNow = opts.dueNow ?? opts.now;
   const stampNow = opts.stampNow ?? opts.now;
   /**
-   * Monotonic ms: since when this replica leads (undefined when not), and its last progress: a job its worker
-   * processed (any outcome) or a pod its reconcile handled (the self-check).
+   * Monotonic ms, for the self-check: since when this replica leads (undefined when not) — this term's start,
+   * or that of its previous term when that one was lost less than `leaderStuckMs` before this one began (a
+   * leader stuck on its own fault, a starved event loop, also loses its lease: winning it back must not give it
+   * a fresh grace each time; a self-check step-down does) — and its last progress: a job its worker processed
+   * (any outcome but `fenced` and `aborted`) or a pod its reconcile handled.
    */
   let leaderSinceMs: number | undefined;
+  /** The previous term: since when it led (as above) and when it ended, monotonic ms. */
+  let previousTerm: { sinceMs: number; endedMs: number } | undefined;
   let lastProgressMs: number | undefined;
+  /** Jobs fenced one after another with none making progress in between (the self-check). */
+  let fenced: SelfCheckSubject['fenced'];
   let selfCheckTimer: NodeJS.Timeout | undefined;
 
   const { informer, leadership } = opts;
   const staleAfterMs = opts.staleCacheAfterMs ?? 10_000;
   const cacheTrust = createCacheTrust({ informer, monotonicNow, staleAfterMs, log });
-  /** See {@link TargetCleaner.ready}: the same bound as the cache's trust. */
-  const ready = () => informer.synced && cacheTrusted(informer.downSinceMs, monotonicNow(), staleAfterMs);
+  const checkSettings = opts.selfCheck ?? selfCheckSettings(10);
+  /** Out of the target after a self-check step-down, until its own queue answers (src/cleaner/stuck-hold.ts). */
+  const hold = createStuckHold({
+    minHoldMs: checkSettings.leaderStuckMs,
+    probe: () => lookAtQueue(opts.queue.bullQueue, opts.connection, [], opts.now()),
+    probeTimeoutMs: QUEUE_LOOK_TIMEOUT_MS,
+    log,
+    monotonicNow,
+  });
+  /** See {@link TargetCleaner.notReadyReasons}: the informer by the same bound as the cache's trust. */
+  const notReadyReasons = (): NotReadyReason[] => {
+    const out: NotReadyReason[] = [];
+    if (!informer.synced || !cacheTrusted(informer.downSinceMs, monotonicNow(), staleAfterMs))
+      out.push('informer');
+    if (hold.reason !== undefined) out.push('stepped-down');
+    return out;
+  };
+  const ready = () => notReadyReasons().length === 0;
   /**
    * The UIDs whose DELETE this replica saw accepted, for as long as Redis would remember them (the tombstone
    * TTL), across leadership terms: a job re-enqueued after Redis lost its data must not DELETE again.
@@ -234,8 +275,17 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     telemetry: opts.telemetry,
     now: opts.now,
     onRefused: (job) => requeueRefused(job),
-    onProcessed: () => {
-      lastProgressMs = monotonicNow();
+    onProcessed: (outcome) => {
+      const t = monotonicNow();
+      // A fenced job is not progress (this leader cannot delete), nor an aborted one (its term ended).
+      if (outcome?.outcome === 'fenced') {
+        fenced = { sinceMs: fenced?.sinceMs ?? t, lastMs: t, reason: outcome.reason };
+        return;
+      }
+      if (outcome?.outcome === 'aborted') return;
+      lastProgressMs = t;
+      fenced = undefined;
+      hold.progressed();
     },
     // A new term takes the jobs a frozen previous leader holds at once; fenced elections only (single-server
     // mode may run beside uncoordinated replicas, whose jobs are theirs).
@@ -594,7 +644,6 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     if (term && !stopped) log.info({ term: term.id, reason }, 'stopped consuming');
   }
 
-  const checkSettings = opts.selfCheck ?? selfCheckSettings(10);
   const kept = createKeptPodsReport({
     rules,
     pods: () => informer.list(),
@@ -621,12 +670,21 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       get lastProgressMs() {
         return lastProgressMs;
       },
+      get fenced() {
+        return fenced;
+      },
       lookAtQueue: (uids) => lookAtQueue(opts.queue.bullQueue, opts.connection, uids, opts.now()),
       get leaderSinceMs() {
         return leaderSinceMs;
       },
       firstSeenTerminalMs: (uid) => firstSeenTerminal.get(uid),
-      stepDown: (reason) => leadership.stepDown(reason),
+      stepDown: (reason) => {
+        // Not ready first: the balancer then withdraws this replica's campaign instead of campaigning again.
+        hold.begin(reason);
+        leadership.stepDown(reason);
+        // Its next term, once it has shown progress again (or is the only one left), gets a full grace.
+        previousTerm = undefined;
+      },
       currentLeader: () => leadership.currentLeader(),
     },
     ...rules,
@@ -653,10 +711,14 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     observe,
     elected() {
       if (stopped) return;
-      leaderSinceMs = monotonicNow();
+      const t = monotonicNow();
+      const back = previousTerm && t - previousTerm.endedMs < checkSettings.leaderStuckMs;
+      leaderSinceMs = back && previousTerm ? previousTerm.sinceMs : t;
+      if (!back) fenced = undefined;
       terms.elected();
     },
     lost(reason) {
+      if (leaderSinceMs !== undefined) previousTerm = { sinceMs: leaderSinceMs, endedMs: monotonicNow() };
       leaderSinceMs = undefined;
       terms.lost(reason);
     },
@@ -677,6 +739,9 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
         ...warnedFinish,
       ]).size;
     },
+    get notReadyReasons() {
+      return notReadyReasons();
+    },
     informer: informer,
     leadership: leadership,
     queue: opts.queue,
@@ -688,6 +753,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
           .check()
           .catch((err) => log.warn({ err: { message: (err as Error).message } }, 'self-check failed'));
         void kept.recordIfLeader();
+        void hold.check();
       }, checkSettings.intervalMs);
       selfCheckTimer.unref();
     },

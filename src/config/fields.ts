@@ -296,7 +296,7 @@ export const FIELDS: readonly FieldSpec[] = [
   },
   {
     key: 'overdueGrace',
-    help: 'How long past its deadline a terminated driver pod counts as overdue (`sdc_overdue_pods`) and a stuck leader steps down; unset → 2 × `electionTtlSeconds` + 30 s.',
+    help: 'How long past its deadline a terminated driver pod counts as overdue (`sdc_overdue_pods`), and how long a stuck leader waits before it steps down and then stays out of the target at least; unset → 2 × `electionTtlSeconds` + 30 s.',
     range: {
       min: '1s',
       max: '24h',

@@ -5,8 +5,10 @@
  * outage, then backing off (CrashLoopBackOff), would leave none running when it comes back. So an informer
  * down longer than a threshold is listed in `/healthz`'s body. `/readyz` (readiness): the replica serves no
  * traffic, so ready means "this process is up and can work on at least one target" (its informer synced and
- * up, the target cleaner's `ready`); the targets it cannot clean now are listed (`notReady`) without failing
- * the probe while others are ready — leadership of those goes to replicas that can clean them. Redis and etcd
+ * up); the targets it cannot clean now (the target cleaner's `ready`) are listed (`notReady`) without failing
+ * the probe while others are ready — leadership of those goes to replicas that can clean them. A target the
+ * self-check stepped this replica down from for want of progress is listed too (also in `steppedDown`) but
+ * never fails the probe: the cause may be Redis, shared by every replica, as below. Redis and etcd
  * are not readiness conditions: they are shared, so their outage would make every replica unready at once,
  * which helps no one and, with the PodDisruptionBudget counting unready pods, blocks node drains. `/readyz`
  * reports them in its body (`redis`, `etcd`: information), `/healthz` as the last `/readyz` found them
@@ -94,9 +96,13 @@ export function registerHealthRoutes(app: FastifyInstance, opts: HealthOptions):
   app.get('/readyz', async (_req, reply) => {
     const unsynced = replica.cleaners.filter((c) => !c.informer.synced).map((c) => targetLabel(c.target));
     const notReady = replica.cleaners.filter((c) => !c.ready).map((c) => targetLabel(c.target));
+    const steppedDown = replica.cleaners
+      .filter((c) => c.notReadyReasons.includes('stepped-down'))
+      .map((c) => targetLabel(c.target));
     const down = informersDown();
     // Some target to work on: one broken target (RBAC of one namespace) must not take the replica out.
-    const targetsReady = replica.cleaners.length === 0 || notReady.length < replica.cleaners.length;
+    const informersReady = replica.cleaners.filter((c) => !c.notReadyReasons.includes('informer'));
+    const targetsReady = replica.cleaners.length === 0 || informersReady.length > 0;
     lastBackends = await checkBackends(replica, backendTimeoutMs);
     return reply.code(targetsReady ? 200 : 503).send({
       ok: targetsReady,
@@ -107,6 +113,7 @@ export function registerHealthRoutes(app: FastifyInstance, opts: HealthOptions):
       informersSynced: unsynced.length === 0,
       informersUp: down.length === 0,
       ...(notReady.length ? { notReady } : {}),
+      ...(steppedDown.length ? { steppedDown } : {}),
       ...(unsynced.length ? { unsynced } : {}),
       ...(down.length ? { informersDown: down } : {}),
       // Information: the namespaces discovered per `context:*` target (none matched is ready, with no target).

@@ -11,8 +11,10 @@
  *   the same set — its **peers** (two deployments sharing one store, or replicas of a rollout that changes the
  *   targets, are balanced apart; every target still has one leader at a time);
  * - a replica can clean a target once its informer has listed the pods, and until the informer has been down
- *   (unable to list or watch) for a while (the target cleaner's readiness probe, `readyWhen`); the targets it
- *   cannot clean now are in its membership value (usually none: `targets:<hash>` alone), so every replica knows;
+ *   (unable to list or watch) for a while, or the self-check stepped it down for want of progress (the target
+ *   cleaner's readiness probe, `readyWhen`); the targets it cannot clean now are in its membership value
+ *   (usually none: `targets:<hash>` alone), so every replica knows; a replica counts its own readiness as it is
+ *   now, without waiting for its membership value to come back through the view;
  * - a pure function assigns each target to one live member ready for it, at most ⌈T / R⌉ each
  *   (src/leadership/assignment.ts); a target no member is ready for is assigned as if all were;
  * - a replica campaigns for the targets assigned to it, and for no other — except as a **fallback**: a target
@@ -22,11 +24,15 @@
  * - a replica leading a target assigned to another live member that has a candidate entry **steps down**: its
  *   term ends (the worker stops, in-flight jobs are aborted before their DELETE), its entry is deleted, and the
  *   owner, already waiting in line, is elected. The backend's election keeps one leader at a time; each DELETE
- *   is fenced on the leader's entry.
+ *   is fenced on the leader's entry;
+ * - a leader that steps down while not ready for the target (the self-check's step-down) withdraws its
+ *   campaign at once, so that it is not elected again before the next owner is in line; the balancer campaigns
+ *   for it again only if it is still the target's owner (no other replica ready for it).
  * So a replica leads at most ⌈T / R⌉ targets, plus those it still holds while their new owner is on its way
  * in; an added or restarted replica campaigns for its share as soon as its informers have listed; a replica
  * whose informer cannot list or watch hands its targets over to ready replicas and stays out of their line
- * until it is ready again.
+ * until it is ready again; so does a leader the self-check stepped down, until it has shown it can make
+ * progress (src/cleaner/stuck-hold.ts).
  */
 import pLimit from 'p-limit';
 import type { MonotonicClock } from '../clock.ts';
@@ -153,11 +159,20 @@ export function createLeadershipGroup<E extends BackendElection>(
     | { key: string; assignment: Assignment; unready: ReadonlyMap<string, ReadonlySet<string>> }
     | undefined;
 
-  /** The assignment over `p` (recomputed only when the members or their values changed). */
+  /**
+   * The assignment over `p` (recomputed only when the members, their values or this replica's readiness
+   * changed). This replica's not-ready targets are taken as they are now, not as its membership value last
+   * said: a leader stepped down for want of progress must not campaign again while its new value is on its way.
+   */
   const assignment = (p: ReturnType<typeof peers>) => {
-    const key = `${entries.length}|${p.key}`;
+    const mine = entries.filter((e) => !e.election.ready).map((e) => e.target);
+    const key = `${entries.length}|${p.key}|${mine.join('\n')}`;
     if (cached?.key !== key) {
       const unready = p.unready();
+      if (p.members.includes(replicaId)) {
+        if (mine.length > 0) unready.set(replicaId, new Set(mine));
+        else unready.delete(replicaId);
+      }
       cached = {
         key,
         unready,
@@ -238,6 +253,14 @@ export function createLeadershipGroup<E extends BackendElection>(
       const start = election.start.bind(election);
       election.start = () => {
         start();
+        schedule();
+      };
+      // Stepping down while not ready for the target (the self-check found it stuck): out of the line at once,
+      // or the campaign loop would campaign again, alone in line, and be elected again; the balancer decides.
+      const stepDown = election.stepDown.bind(election);
+      election.stepDown = (reason) => {
+        if (balanced && !election.ready) election.setWanted(false);
+        stepDown(reason);
         schedule();
       };
       return election;

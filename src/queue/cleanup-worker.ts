@@ -155,10 +155,10 @@ export interface CleanupWorkerOptions {
    */
   onRefused?: (job: RefusedJob) => void;
   /**
-   * Called after every processing attempt, whatever its outcome (a put-back or a failure too): the
-   * self-check's evidence that the worker is alive (src/cleaner/self-check.ts).
+   * Called after every processing attempt with its outcome (a put-back or a failure too; undefined when the
+   * handler threw): the self-check's evidence that the worker makes progress (src/cleaner/self-check.ts).
    */
-  onProcessed?: () => void;
+  onProcessed?: (outcome: Outcome | undefined) => void;
   /**
    * Whether each `run()` first takes over the jobs another worker holds in the queue's active list
    * (src/queue/take-over.ts): a frozen leader's jobs follow the leadership at once instead of when their locks
@@ -282,9 +282,12 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
       logOutcome(opts.log, data, job.attemptsMade, o);
       return o;
     };
-    const outcome = await (opts.telemetry ? opts.telemetry.process(data, handle) : handle()).finally(() =>
-      opts.onProcessed?.(),
-    );
+    let outcome: Outcome | undefined;
+    try {
+      outcome = await (opts.telemetry ? opts.telemetry.process(data, handle) : handle());
+    } finally {
+      opts.onProcessed?.(outcome);
+    }
     switch (outcome.outcome) {
       case 'not-yet':
         // The handler's own deadline (this replica's retention, the pod's own finish time) replaces the stored

@@ -45,7 +45,7 @@ export function formatStatus(rows: readonly TargetStatus[], nowMs: number, balan
         : []),
       ...(balance?.notReady[s.target]
         ? [
-            `  not ready on:  ${balance.notReady[s.target]?.join(', ')} (cannot list or watch its pods: not campaigning)`,
+            `  not ready on:  ${balance.notReady[s.target]?.join(', ')} (cannot list or watch its pods, or stepped down for want of progress; its /readyz says which: not campaigning)`,
           ]
         : []),
       `  candidates:    ${s.candidates.length > 0 ? s.candidates.join(', ') : '-'}`,

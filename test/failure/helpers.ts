@@ -9,6 +9,7 @@
  *
  * `SOAK=1` switches the suite to its long variant (bigger counts, longer outages); CI runs the short one.
  */
+import { execFile } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer as createHttpServer, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -23,7 +24,12 @@ import {
   startEtcd,
   startRedis,
 } from '../../harness/sandbox/local-services.ts';
-import { type LogLine, type ReplicaProcess, spawnReplica } from '../../harness/sandbox/replica-process.ts';
+import {
+  CLI_PATH,
+  type LogLine,
+  type ReplicaProcess,
+  spawnReplica,
+} from '../../harness/sandbox/replica-process.ts';
 import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
 import { decide } from '../../src/cleanup/decision.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
@@ -470,4 +476,46 @@ export async function stopAll(replicas: ReplicaProcess[]): Promise<(number | str
     r.kill('SIGTERM');
   }
   return Promise.all(replicas.map((r) => r.exited));
+}
+
+/**
+ * The values of a gauge per namespace in a replica's /metrics; `where` keeps only the series whose line
+ * contains it (e.g. `reason="stepped-down"`).
+ */
+export async function gaugeByNamespace(url: string, name: string, where = ''): Promise<Map<string, number>> {
+  const text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
+  const out = new Map<string, number>();
+  for (const l of text.split('\n')) {
+    if (!l.startsWith(`${name}{`) || !l.includes(where)) continue;
+    const ns = /namespace="([^"]+)"/.exec(l)?.[1];
+    if (ns) out.set(ns, Number(l.split(' ').pop()));
+  }
+  return out;
+}
+
+/** What the tests read of `status --json`. */
+export interface StatusJson {
+  targets: { target: string; leader: string | null; assigned?: string | null; notReadyOn?: string[] }[];
+  balance?: { members: string[]; notReady: Record<string, string[]> };
+}
+
+/** Runs `src/cli.ts status --json` as an operator beside the replicas; resolves with its parsed output. */
+export function runStatus(env: Record<string, string>): Promise<{ code: number | null; json: StatusJson }> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      [CLI_PATH, 'status', '--json'],
+      { env: { ...process.env, ...env, SDC_LOG_LEVEL: 'silent' }, timeout: 60_000 },
+      (err, stdout, stderr) => {
+        try {
+          resolve({
+            code: err ? (typeof err.code === 'number' ? err.code : null) : 0,
+            json: JSON.parse(stdout),
+          });
+        } catch {
+          reject(new Error(`status printed no JSON: ${stdout}\n${stderr}`));
+        }
+      },
+    );
+  });
 }

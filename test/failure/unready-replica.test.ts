@@ -7,16 +7,16 @@
  * `sdc_target_ready` and in `status` (read from etcd). And a leader that loses its API access (its proxy closes)
  * hands its targets over to the ready replica once its informer has been down 10 s, and stays out of their line.
  */
-import { execFile } from 'node:child_process';
 import { createServer } from 'node:net';
 import { expect, it } from 'vitest';
-import { CLI_PATH } from '../../harness/sandbox/replica-process.ts';
 import { deletesPer, linesWhere, serviceEnv, tempFile } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
 import {
   createDrivers,
+  gaugeByNamespace,
   httpUrl,
   replicaEnv,
+  runStatus,
   startApiProxy,
   stopAll,
   uidOf,
@@ -32,44 +32,6 @@ async function closedPort(): Promise<number> {
   const { port } = s.address() as { port: number };
   await new Promise<void>((r) => s.close(() => r()));
   return port;
-}
-
-/** The values of a gauge per namespace in a replica's /metrics. */
-async function gauge(url: string, name: string): Promise<Map<string, number>> {
-  const text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
-  const out = new Map<string, number>();
-  for (const l of text.split('\n')) {
-    if (!l.startsWith(`${name}{`)) continue;
-    const ns = /namespace="([^"]+)"/.exec(l)?.[1];
-    if (ns) out.set(ns, Number(l.split(' ').pop()));
-  }
-  return out;
-}
-
-/** Runs `src/cli.ts status --json` as an operator beside the replicas; resolves with its parsed output. */
-function status(env: Record<string, string>): Promise<{ code: number | null; json: StatusJson }> {
-  return new Promise((resolve, reject) => {
-    execFile(
-      process.execPath,
-      [CLI_PATH, 'status', '--json'],
-      { env: { ...process.env, ...env, SDC_LOG_LEVEL: 'silent' }, timeout: 60_000 },
-      (err, stdout, stderr) => {
-        try {
-          resolve({
-            code: err ? (typeof err.code === 'number' ? err.code : null) : 0,
-            json: JSON.parse(stdout),
-          });
-        } catch {
-          reject(new Error(`status printed no JSON: ${stdout}\n${stderr}`));
-        }
-      },
-    );
-  });
-}
-
-interface StatusJson {
-  targets: { target: string; leader: string | null; assigned?: string | null; notReadyOn?: string[] }[];
-  balance?: { members: string[]; notReady: Record<string, string[]> };
 }
 
 it('two healthy replicas and one that cannot reach the API: every pod of six targets deleted once, in time; the broken one leads nothing and says so', async () => {
@@ -146,13 +108,13 @@ it('two healthy replicas and one that cannot reach the API: every pod of six tar
       targetsReady: false,
       notReady: namespaces.map((ns) => `${c.context}:${ns}`),
     });
-    const brokenGauge = await gauge(brokenUrl, 'sdc_target_ready');
+    const brokenGauge = await gaugeByNamespace(brokenUrl, 'sdc_target_ready');
     expect(namespaces.map((ns) => brokenGauge.get(ns))).toEqual(namespaces.map(() => 0));
-    const healthyGauge = await gauge(url, 'sdc_target_ready');
+    const healthyGauge = await gaugeByNamespace(url, 'sdc_target_ready');
     expect(namespaces.map((ns) => healthyGauge.get(ns))).toEqual(namespaces.map(() => 1));
     expect((await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(5000) })).status).toBe(200);
 
-    const s = await status({ ...serviceEnv(c.server.kubeconfigPath, c.redis, c.etcd), ...env });
+    const s = await runStatus({ ...serviceEnv(c.server.kubeconfigPath, c.redis, c.etcd), ...env });
     expect(s.code, JSON.stringify(s.json)).toBe(0);
     expect(s.json.balance?.members).toEqual(['ur-broken', 'ur-h1', 'ur-h2']);
     for (const row of s.json.targets) {

@@ -37,13 +37,16 @@ interface TestReplica {
   elections: EtcdLeadership[];
   /** Reasons of the terms that ended. */
   ended: string[];
+  /** Terms won, per election (by index). */
+  elected: number[];
 }
 
 /** The targets `ctx:bal-<name>-0` … of a test. */
 const targetsOf = (name: string, n: number) =>
   Array.from({ length: n }, (_, i) => ({ context: 'ctx', namespace: `bal-${name}-${i}` }));
 
-function startReplica(id: string, targets: ReturnType<typeof targetsOf>): TestReplica {
+/** Starts a replica; `ready` is its readiness probe for every target (default: always ready). */
+function startReplica(id: string, targets: ReturnType<typeof targetsOf>, ready?: () => boolean): TestReplica {
   const client = new Etcd3({ hosts: etcd.endpoints });
   const log = memoryLogger().log;
   const group = createEtcdLeadershipGroup({
@@ -54,14 +57,21 @@ function startReplica(id: string, targets: ReturnType<typeof targetsOf>): TestRe
     monotonicNow: monotonicClock,
   });
   const ended: string[] = [];
-  const elections = targets.map((t) => {
+  const elected = targets.map(() => 0);
+  const elections = targets.map((t, i) => {
     const e = group.election(targetLabel(t), electionPrefix(t), log);
-    e.addEventHandler({ onElected: () => undefined, onLost: (r) => ended.push(r) });
+    e.addEventHandler({
+      onElected: () => {
+        elected[i] = (elected[i] ?? 0) + 1;
+      },
+      onLost: (r) => ended.push(r),
+    });
+    if (ready) e.readyWhen(ready);
     e.start();
     return e;
   });
   group.start();
-  return { id, client, group, elections, ended };
+  return { id, client, group, elections, ended, elected };
 }
 
 async function stopReplica(r: TestReplica): Promise<void> {
@@ -294,6 +304,49 @@ describe('balanced leadership (real etcd)', () => {
     } finally {
       for (const r of rs) await stopReplica(r);
       probe.close();
+    }
+  });
+
+  it('a leader that steps down not ready for its target (the self-check) is not elected again: the next owner leads; it campaigns again once ready', async () => {
+    const [target] = targetsOf('stuck', 1);
+    if (!target) throw new Error('no target');
+    const label = targetLabel(target);
+    const ids = ['k1', 'k2', 'k3'];
+    const notReady = new Set<string>();
+    const rs = ids.map((id) => startReplica(id, [target], () => !notReady.has(id)));
+    const byId = (id: string | undefined) => rs.find((r) => r.id === id);
+    try {
+      const owner = byId(assignTargets([label], ids).owners.get(label));
+      const next = byId(
+        assignTargets(
+          [label],
+          ids.filter((id) => id !== owner?.id),
+        ).owners.get(label),
+      );
+      if (!owner || !next) throw new Error('no owner');
+      await waitFor(
+        'the owner leads, every replica a member',
+        () => owner.elections[0]?.isLeader && rs.every((r) => r.group.balance().members.length === 3),
+      );
+      const electedBefore = owner.elected[0];
+      const nextEndedBefore = next.ended.length;
+      // What the target cleaner does when its self-check finds it stuck: not ready, then step down.
+      notReady.add(owner.id);
+      owner.elections[0]?.stepDown('self-check: leader made no progress');
+      await waitFor('the next owner leads', () => next.elections[0]?.isLeader);
+      await waitFor('every replica sees the old owner not ready', () =>
+        rs.every((r) => r.group.balance().notReady[label]?.includes(owner.id)),
+      );
+      // Not elected again meanwhile, and not in the line.
+      expect(owner.elected[0]).toBe(electedBefore);
+      expect(owner.elections[0]?.wanted).toBe(false);
+      notReady.delete(owner.id);
+      await waitFor('the owner leads again once ready', () => owner.elections[0]?.isLeader);
+      expect(next.ended.slice(nextEndedBefore)).toEqual([
+        `stepped down: handing over to ${owner.id}, its assigned replica`,
+      ]);
+    } finally {
+      for (const r of rs) await stopReplica(r);
     }
   });
 });

@@ -149,7 +149,7 @@ export async function applyFault(
       // leader's stead) another free one: as many slots are in process faults as the plan has, never all.
       const leader = e.leaderOf ? await world.leaderOf(e.leaderOf) : undefined;
       const planned = world.slots[e.replica];
-      const slot = [leader, planned, ...world.slots].find((s) => s && !s.busy);
+      const slot = [leader, planned, ...world.slots].find((s) => s && !s.busy && !s.cutForGood);
       if (e.leaderOf || slot !== planned)
         note = `hit ${slot?.id}${slot && slot === leader ? `, the leader of ${e.leaderOf}` : ''}`;
       const proc = slot?.current;
@@ -259,6 +259,25 @@ export async function applyFault(
       redis.pause();
       await sleep(e.durationMs);
       redis.resume();
+      break;
+    }
+    case 'redis-path-cut': {
+      // The leader if its path is not cut already, else the planned slot, else another one not cut.
+      const leader = e.leaderOf ? await world.leaderOf(e.leaderOf) : undefined;
+      const uncut = (s: ReplicaSlot | undefined) =>
+        s?.redisPath !== undefined && s.redisPath.cut === undefined;
+      const slot = e.forGood
+        ? world.slots[e.replica]
+        : [leader, world.slots[e.replica], ...world.slots].find((s) => uncut(s) && !s?.cutForGood);
+      const path = slot?.redisPath;
+      if (!slot || !path) throw new Error(`redis-path-cut needs single mode, not ${world.redisMode}`);
+      note = `${slot.id}${slot === leader ? `, the leader of ${e.leaderOf}` : ''}`;
+      if (e.forGood) slot.cutForGood = true;
+      if (e.how === 'wedge') path.wedge();
+      else await path.refuse();
+      await sleep(e.durationMs);
+      if (e.forGood) note += ', left cut until the run is judged';
+      else await path.heal();
       break;
     }
     case 'redis-sentinel-failover': {

@@ -25,6 +25,7 @@ export const FAULT_KINDS = [
   'zookeeper-drop-answers',
   'redis-restart',
   'redis-pause',
+  'redis-path-cut',
   'redis-sentinel-failover',
   'redis-cluster-master-kill',
   'api-status',
@@ -46,13 +47,14 @@ export type RedisMode = (typeof REDIS_MODES)[number];
 
 /**
  * The fault kinds that make no sense in each Redis mode, never drawn there: the HA kinds outside their
- * mode, and in Sentinel and Cluster modes the single server's restart on a fresh port and its freeze (the
- * replicas find Redis through the sentinels or the cluster's nodes, not through one relay).
+ * mode, and in Sentinel and Cluster modes the single server's restart on a fresh port, its freeze and one
+ * replica's own path cut (the replicas find Redis through the sentinels or the cluster's nodes, which give them
+ * the servers' own addresses: no relay of a replica's own stands between them).
  */
 const NOT_IN_MODE: Record<RedisMode, readonly FaultKind[]> = {
   single: ['redis-sentinel-failover', 'redis-cluster-master-kill'],
-  sentinel: ['redis-restart', 'redis-pause', 'redis-cluster-master-kill'],
-  cluster: ['redis-restart', 'redis-pause', 'redis-sentinel-failover'],
+  sentinel: ['redis-restart', 'redis-pause', 'redis-path-cut', 'redis-cluster-master-kill'],
+  cluster: ['redis-restart', 'redis-pause', 'redis-path-cut', 'redis-sentinel-failover'],
 };
 
 /** The leadership backend the replicas use (`NEMESIS_LEADERSHIP`): etcd, or ZooKeeper. */
@@ -145,6 +147,19 @@ export type NemesisEvent = Base &
       }
     | { kind: 'redis-restart' }
     | { kind: 'redis-pause' }
+    | {
+        /**
+         * One replica's own path to Redis (its relay) wedged — connections accepted, nothing answered — or
+         * refused, while the others' work; healed after the duration, or, `forGood`, never in the run (the
+         * replica stays cut off until the run is judged: a target it led must be taken by another replica).
+         */
+        kind: 'redis-path-cut';
+        /** The slot to cut; with `leaderOf`, the one cut when that leader cannot be (unknown, or cut already). */
+        replica: number;
+        leaderOf?: string;
+        how: 'wedge' | 'refuse';
+        forGood?: true;
+      }
     | {
         /** SIGKILL the Sentinel setup's master; once a new one is promoted, wait `durationMs`, then start it again as a replica. */
         kind: 'redis-sentinel-failover';
@@ -242,6 +257,8 @@ const DURATION: Record<FaultKind, [number, number]> = {
   'zookeeper-drop-answers': [8000, 12_000],
   'redis-restart': [0, 0],
   'redis-pause': [1000, 6000],
+  // Healed within the grace (36 s): the replica's connections must recover; the cut for good is apart.
+  'redis-path-cut': [3000, 20_000],
   // From the new master's promotion to the old one's return as a replica.
   'redis-sentinel-failover': [2000, 8000],
   'redis-cluster-master-kill': [2000, 8000],
@@ -274,6 +291,12 @@ const FINALE_MARGIN_MS = 1500;
 const FAILOVER_SETTLE_MS = 15_000;
 /** A random (not mandatory) `delete-outage` is placed only with this chance: one is long, and blinds a target. */
 const OUTAGE_CHANCE = 0.1;
+/**
+ * The cut for good starts within this window before the run's last 60 s, ms. Its replica's targets wait
+ * `overdueGrace` (36 s) + a self-check period (5 s) + the queue look (5 s) for the step-down, then a TTL for the
+ * next leader: all that must end before the run is judged (the last deadline + the settle time, 35 s).
+ */
+const CUT_FOR_GOOD_WITHIN_MS = 10_000;
 
 /** An event before it gets its id (`Omit` spread over the union's members). */
 type Draft = NemesisEvent extends infer E ? (E extends unknown ? Omit<E, 'id'> : never) : never;
@@ -285,6 +308,8 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
   const busyUntil = new Map<string, number>();
   /** When the finale (the store killed past the TTL) starts; undefined: no finale (a short run). */
   let finaleAt: number | undefined;
+  /** The slot whose path to Redis is cut for good; undefined: none (a short run, or another Redis mode). */
+  let cutForGood: number | undefined;
   const apiEnds: number[] = [];
   /** [start, end) of the mandatory Redis failover, its settling included: no other may overlap it. */
   const failoverSpans: [number, number][] = [];
@@ -414,6 +439,22 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
       case 'retention-change':
         // Placed apart, from a PRNG of its own (retentionChanges): never in this pass.
         return undefined;
+      case 'redis-path-cut': {
+        // One healed cut at a time, on a slot not cut for good (the injector skips that one too).
+        if (!free('redis-path', t)) return undefined;
+        busyUntil.set('redis-path', t + durationMs);
+        const slots = [...Array(opts.replicas).keys()].filter((r) => r !== cutForGood);
+        return [
+          {
+            kind,
+            atMs: t,
+            durationMs,
+            replica: rng.pick(slots),
+            leaderOf: rng.chance(0.6) ? rng.pick(opts.namespaces) : undefined,
+            how: rng.chance(0.5) ? 'wedge' : 'refuse',
+          },
+        ];
+      }
       case 'delete-outage': {
         if (!free('delete-outage', t)) return undefined;
         busyUntil.set('delete-outage', t + durationMs);
@@ -471,8 +512,10 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
     except: readonly number[] = [],
   ): (Draft & { kind: ProcessFaultKind; replica: number }) | undefined => {
     if (t + durationMs > opts.durationMs || replicasInFaults(t) + 1 > opts.replicas - 1) return undefined;
+    // Nothing starts after the finale (a companion restart of lost etcd answers could be drawn there).
+    if (finaleAt !== undefined && t >= finaleAt) return undefined;
     const candidates = [...Array(opts.replicas).keys()].filter(
-      (r) => !except.includes(r) && free(`r${r}`, t),
+      (r) => !except.includes(r) && r !== cutForGood && free(`r${r}`, t),
     );
     if (candidates.length === 0) return undefined;
     const r = rng.pick(candidates);
@@ -515,6 +558,23 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
           : { kind: failover, atMs, durationMs, namespace: rng.pick(opts.namespaces) },
       );
     }
+  }
+  // One replica's path to Redis cut for good, at a seeded moment 60–70 s before the run ends (just after the
+  // warm-up in a CI run), on a seeded slot that no process fault hits from then on (a restarted process would
+  // forget that it stepped down). Its targets must be taken over by the others before the run is judged; the
+  // kind stays mandatory, so a healed cut of another slot comes too.
+  const latest = opts.durationMs - 60_000;
+  if (kinds.includes('redis-path-cut') && latest >= WARMUP_MS) {
+    const atMs = Math.round(rng.between(Math.max(WARMUP_MS, latest - CUT_FOR_GOOD_WITHIN_MS), latest));
+    cutForGood = rng.int(0, opts.replicas - 1);
+    drafts.push({
+      kind: 'redis-path-cut',
+      atMs,
+      durationMs: opts.durationMs - atMs,
+      replica: cutForGood,
+      how: rng.chance(0.5) ? 'wedge' : 'refuse',
+      forGood: true,
+    });
   }
   let t = WARMUP_MS;
   while (t < (finaleAt ?? opts.durationMs)) {
@@ -614,6 +674,11 @@ export function describeEvent(e: NemesisEvent): string {
     case 'redis-pause':
       what = `SIGSTOP Redis for ${secs(e.durationMs)}`;
       break;
+    case 'redis-path-cut': {
+      const how = e.how === 'wedge' ? 'wedged (connections hang)' : 'refused';
+      what = `${who(e)}'s own path to Redis ${how} ${e.forGood ? 'until the run is judged' : `for ${secs(e.durationMs)}`}`;
+      break;
+    }
     case 'redis-sentinel-failover':
       what = `SIGKILL the Sentinel master, back as a replica ${secs(e.durationMs)} after the promotion`;
       break;

@@ -2,8 +2,9 @@
  * The nemesis's world: real Redis, a real etcd behind the answer-losing proxy (etcd-proxy.ts) or a real
  * ZooKeeper behind its answer-losing relay (zookeeper-proxy.ts), the sandbox
  * API server, and replica slots — each a real `spark-driver-cleaner run` process behind a recording HTTP
- * proxy of its own (which replica sent which request), restartable under the same identity (a container
- * restart), one of them under libfaketime.
+ * proxy of its own (which replica sent which request) and, with one Redis server, a TCP relay of its own to it
+ * (its own path to Redis, which a fault can cut while the others' work), restartable under the same identity
+ * (a container restart), one of them under libfaketime.
  */
 import { Etcd3 } from 'etcd3';
 import type { SandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
@@ -28,6 +29,7 @@ import {
   startFrontedZooKeeper,
 } from './fronts.ts';
 import type { Leadership, RedisMode } from './schedule.ts';
+import { startTcpProxy, type TcpProxy } from './tcp-proxy.ts';
 
 /** One replica's place in the world: its identity, proxy and clock outlive its processes. */
 export interface ReplicaSlot {
@@ -37,6 +39,16 @@ export interface ReplicaSlot {
   readonly proxy: ApiProxy;
   /** The slot's wall clock, when it runs under libfaketime. */
   readonly clock: FakeClock | undefined;
+  /**
+   * Single mode: the slot's own relay to Redis (to the shared relay in front of the server), which
+   * `redis-path-cut` wedges or refuses.
+   */
+  readonly redisPath: TcpProxy | undefined;
+  /**
+   * Its path to Redis is cut until the run is judged: no process fault hits it any more (a restarted process
+   * would forget that it stepped down).
+   */
+  cutForGood: boolean;
   /** The process running now; undefined between a kill and the restart. */
   readonly current: ReplicaProcess | undefined;
   /** True between SIGSTOP and SIGCONT. */
@@ -152,6 +164,8 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
   for (let i = 0; i < opts.replicas; i++) {
     const proxy = await startApiProxy(server);
     const clock = i === opts.fakedReplica ? createFakeClock() : undefined;
+    const redisPath = redisFront ? await startTcpProxy(redisFront.proxy.port) : undefined;
+    const slotRedisEnv = redisPath ? { SDC_REDIS_URL: `redis://127.0.0.1:${redisPath.port}` } : redisEnv;
     const id = `r${i}`;
     const generations: ReplicaProcess[] = [];
     const signals = new Map<ReplicaProcess, NodeJS.Signals[]>();
@@ -164,6 +178,8 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
       id,
       proxy,
       clock,
+      redisPath,
+      cutForGood: false,
       frozen: false,
       busy: false,
       get current() {
@@ -184,7 +200,7 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
           id,
           env: {
             KUBECONFIG: proxy.kubeconfigPath,
-            ...redisEnv,
+            ...slotRedisEnv,
             ...leadershipEnv,
             SDC_HTTP_PORT: '0',
             SDC_LOG_LEVEL: 'debug',
@@ -284,6 +300,7 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
       }
       await Promise.all(slots.flatMap((s) => (s.current ? [s.current.exited] : [])));
       await Promise.all(slots.map((s) => s.proxy.close()));
+      await Promise.all(slots.map((s) => s.redisPath?.close()));
       await server.close();
       await Promise.all([
         redisFront?.stop(),

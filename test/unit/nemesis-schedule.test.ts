@@ -238,6 +238,45 @@ describe('generateSchedule', () => {
     },
   );
 
+  it.each(SEEDS)(
+    "seed %i, CI size: one replica's path to Redis cut for good early enough to be taken over before the run is judged, its slot never planned for a process fault; healed cuts on other slots",
+    (seed) => {
+      const events = generateSchedule({ ...base, seed });
+      const cuts = events.filter((e) => e.kind === 'redis-path-cut');
+      const forGood = cuts.filter((e) => e.forGood);
+      expect(forGood).toHaveLength(1);
+      const [cut] = forGood;
+      if (!cut) return;
+      // overdueGrace 36 s + a self-check period and the queue look (10 s) + a TTL and the backlog: well inside
+      // the last deadline + the settle time (35 s).
+      expect(cut.atMs).toBeGreaterThanOrEqual(3000);
+      expect(cut.atMs).toBeLessThanOrEqual(base.durationMs - 60_000);
+      expect(cut.atMs + cut.durationMs).toBe(base.durationMs);
+      expect(
+        events.filter(
+          (e) => isProcess(e) && 'replica' in e && e.replica === cut.replica && e.atMs >= cut.atMs,
+        ),
+      ).toEqual([]);
+      const healed = cuts.filter((e) => !e.forGood);
+      expect(healed.length).toBeGreaterThanOrEqual(1);
+      for (const e of healed) {
+        expect(e.replica).not.toBe(cut.replica);
+        expect(e.durationMs).toBeGreaterThanOrEqual(3000);
+        expect(e.durationMs).toBeLessThanOrEqual(20_000);
+      }
+      expect(overlaps(busy(events, (e) => e.kind === 'redis-path-cut' && !e.forGood))).toBe(false);
+    },
+  );
+
+  it('a run shorter than 63 s has no cut for good (it could not be taken over in time)', () => {
+    for (const seed of SEEDS) {
+      const cuts = generateSchedule({ ...base, seed, durationMs: 50_000 }).filter(
+        (e) => e.kind === 'redis-path-cut',
+      );
+      expect(cuts.filter((e) => e.forGood)).toEqual([]);
+    }
+  });
+
   it('a random (not mandatory) DELETE outage is rare: a soak is not blinded most of the time', () => {
     const events = generateSchedule({ ...base, durationMs: 30 * 60_000 });
     const outageMs = events.filter((e) => e.kind === 'delete-outage').reduce((n, e) => n + e.durationMs, 0);
@@ -282,6 +321,32 @@ describe('generateSchedule', () => {
       },
       '+ 40.0 s  #9 api-status        API 429 on delete in nem-b (Retry-After 2) for 1.5 s',
     ],
+    [
+      "a leader's own path to Redis wedged",
+      {
+        id: 5,
+        atMs: 20_000,
+        durationMs: 8000,
+        kind: 'redis-path-cut',
+        replica: 0,
+        leaderOf: 'nem-a',
+        how: 'wedge',
+      },
+      "+ 20.0 s  #5 redis-path-cut    the leader of nem-a (else r0)'s own path to Redis wedged (connections hang) for 8.0 s",
+    ],
+    [
+      "a replica's path to Redis refused for good",
+      {
+        id: 1,
+        atMs: 7000,
+        durationMs: 68_000,
+        kind: 'redis-path-cut',
+        replica: 2,
+        how: 'refuse',
+        forGood: true,
+      },
+      "+  7.0 s  #1 redis-path-cut    r2's own path to Redis refused until the run is judged",
+    ],
   ] as [string, NemesisEvent, string][])('describeEvent: %s', (_name, e, line) => {
     expect(describeEvent(e)).toBe(line);
   });
@@ -291,8 +356,16 @@ describe('generateSchedule: Redis modes', () => {
   const HA = ['redis-sentinel-failover', 'redis-cluster-master-kill'];
   const MODES: [RedisMode, string[], string][] = [
     ['single', HA, ''],
-    ['sentinel', ['redis-restart', 'redis-pause', 'redis-cluster-master-kill'], 'redis-sentinel-failover'],
-    ['cluster', ['redis-restart', 'redis-pause', 'redis-sentinel-failover'], 'redis-cluster-master-kill'],
+    [
+      'sentinel',
+      ['redis-restart', 'redis-pause', 'redis-path-cut', 'redis-cluster-master-kill'],
+      'redis-sentinel-failover',
+    ],
+    [
+      'cluster',
+      ['redis-restart', 'redis-pause', 'redis-path-cut', 'redis-sentinel-failover'],
+      'redis-cluster-master-kill',
+    ],
   ];
 
   it.each(MODES)('%s: the kinds drawn are every kind but %j (and, on etcd, ZooKeeper’s)', (mode, never) => {
@@ -367,6 +440,32 @@ describe('generateSchedule: Redis modes', () => {
       'Cluster master kill',
       { id: 5, atMs: 21_000, durationMs: 2500, kind: 'redis-cluster-master-kill', namespace: 'nem-b' },
       "+ 21.0 s  #5 redis-cluster-master-kill SIGKILL the master of nem-b's queue slot, back as a replica 2.5 s after the failover",
+    ],
+    [
+      "a leader's own path to Redis wedged",
+      {
+        id: 5,
+        atMs: 20_000,
+        durationMs: 8000,
+        kind: 'redis-path-cut',
+        replica: 0,
+        leaderOf: 'nem-a',
+        how: 'wedge',
+      },
+      "+ 20.0 s  #5 redis-path-cut    the leader of nem-a (else r0)'s own path to Redis wedged (connections hang) for 8.0 s",
+    ],
+    [
+      "a replica's path to Redis refused for good",
+      {
+        id: 1,
+        atMs: 7000,
+        durationMs: 68_000,
+        kind: 'redis-path-cut',
+        replica: 2,
+        how: 'refuse',
+        forGood: true,
+      },
+      "+  7.0 s  #1 redis-path-cut    r2's own path to Redis refused until the run is judged",
     ],
   ] as [string, NemesisEvent, string][])('describeEvent: %s', (_name, e, line) => {
     expect(describeEvent(e)).toBe(line);

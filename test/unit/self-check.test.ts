@@ -40,6 +40,7 @@ function subject(over: Partial<Omit<SelfCheckSubject, 'pods'>> & { pods?: Driver
     isLeader: true,
     workerRunning: true,
     lastProgressMs: undefined,
+    fenced: undefined,
     leaderSinceMs: 0,
     firstSeenTerminalMs: () => undefined,
     stepDown: (reason) => steps.push(reason),
@@ -173,6 +174,60 @@ describe('self-check of a leader', () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+
+  it('every job fenced for 40 s while leading, the queue showing them put back (not due yet) → a warn line at 10 s (FENCED_WARN_MS), then steps down', async () => {
+    const reason = 'lease may have expired: no recent keepalive';
+    // Jobs fenced since 60 s, none making progress; each put back for 250 ms, so the look shows a failing
+    // leader's queue (every job delayed, not due) and not a stuck one's: only the fences tell.
+    const s = subject({
+      pods: [overduePod()],
+      lastProgressMs: 60_000,
+      lookAtQueue: async () => ({ waiting: 0, earliestDelayedPastDueMs: -200, missing: 0 }),
+    });
+    const mono = { t: 60_000 };
+    const fencedUntil = (t: number) => Object.assign(s, { fenced: { sinceMs: 60_000, lastMs: t, reason } });
+    const { sc, log } = check(s, mono);
+    const warns = () => log.lines.filter((l) => l.level === 'warn');
+    mono.t = 69_999;
+    fencedUntil(mono.t);
+    expect(await sc.check()).toBe('ok');
+    expect(warns()).toEqual([]);
+    mono.t = 70_000;
+    fencedUntil(mono.t);
+    expect(await sc.check()).toBe('ok');
+    expect(warns()).toHaveLength(1);
+    expect(String(warns()[0]?.msg)).toMatch(/every job fenced while leading/);
+    expect(warns()[0]).toMatchObject({ fencedMs: 10_000, why: reason });
+    mono.t = 99_999;
+    fencedUntil(mono.t);
+    expect(await sc.check()).toBe('ok');
+    expect(warns()).toHaveLength(1); // once per stretch
+    mono.t = 100_000;
+    fencedUntil(mono.t);
+    expect(await sc.check()).toBe('stepped-down');
+    expect(s.steps).toEqual([`self-check: leader fenced on every job for 40000 ms (${reason})`]);
+    expect(log.lines.filter((l) => l.level === 'error')).toHaveLength(1);
+  });
+
+  it('every job fenced while leading, no pod overdue yet → steps down all the same: a fenced job is a due one', async () => {
+    const s = subject({
+      pods: [finished('fresh', 1000)],
+      fenced: { sinceMs: 50_000, lastMs: 99_900, reason: 'leader key gone or re-created' },
+    });
+    expect(await check(s, { t: 100_000 }).sc.check()).toBe('stepped-down');
+    expect(s.steps[0]).toMatch(/fenced on every job for 49900 ms/);
+  });
+
+  it('jobs fenced at the end of an earlier term (a handover) say nothing about this one', async () => {
+    const s = subject({
+      pods: [finished('fresh', 1000)],
+      leaderSinceMs: 60_000,
+      fenced: { sinceMs: 10_000, lastMs: 59_000, reason: 'not the leader' },
+    });
+    const { sc, log } = check(s, { t: 200_000 });
+    expect(await sc.check()).toBe('ok');
+    expect(log.lines.filter((l) => l.level === 'warn' || l.level === 'error')).toEqual([]);
   });
 
   it('no job processed for 39.999 s → ok', async () => {

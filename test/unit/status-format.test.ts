@@ -165,7 +165,9 @@ describe('the leadership balance (status, from the members and leaders etcd has)
     expect(b.owners['prod:ns-1']).not.toBe('r3');
     const rows = targets.map((t) => row({ target: t, leader: null }));
     const text = formatStatus(rows, NOW, b);
-    expect(text).toContain('  not ready on:  r3 (cannot list or watch its pods: not campaigning)');
+    expect(text).toContain(
+      '  not ready on:  r3 (cannot list or watch its pods, or stepped down for want of progress; its /readyz says which: not campaigning)',
+    );
     expect(text.match(/not ready on/g)).toHaveLength(2);
     const json = statusJson(rows, NOW, b) as { targets: { target: string; notReadyOn: string[] }[] };
     expect(json.targets.find((t) => t.target === 'prod:ns-1')?.notReadyOn).toEqual(['r3']);

@@ -7,6 +7,7 @@
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
+import type { SelfCheckSettings } from '../../src/cleaner/self-check.ts';
 import { createTargetCleaner } from '../../src/cleaner/target-cleaner.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import { KYUUBI_STATE_DEFAULTS } from '../../src/kube/application-state.ts';
@@ -126,10 +127,12 @@ function fakeWorker() {
     maxAlive: 0,
     running: false,
     deps: undefined as CleanupWorkerOptions['deps'] | undefined,
+    onProcessed: undefined as CleanupWorkerOptions['onProcessed'],
   };
   let hold: PromiseWithResolvers<void> | undefined;
   const create = (opts: CleanupWorkerOptions): CleanupWorker => {
     state.deps = opts.deps;
+    state.onProcessed = opts.onProcessed;
     return {
       async run() {
         events.push('run');
@@ -165,7 +168,12 @@ function fakeWorker() {
 
 /** A cleaner over the fakes, driven through its leadership. */
 function setup(
-  opts: { pods?: DriverPod[]; informerSyncTimeoutMs?: number; monotonicNow?: () => number } = {},
+  opts: {
+    pods?: DriverPod[];
+    informerSyncTimeoutMs?: number;
+    monotonicNow?: () => number;
+    selfCheck?: SelfCheckSettings;
+  } = {},
 ) {
   const mem = memoryLogger();
   const inf = fakeInformer(opts.pods ?? [pod('a')]);
@@ -196,6 +204,7 @@ function setup(
     informerSyncTimeoutMs: opts.informerSyncTimeoutMs,
     staleCacheAfterMs: 1000,
     createWorker: w.create,
+    selfCheck: opts.selfCheck,
   });
   return { cleaner, lead: leadership, inf, q, w, lines: mem.lines };
 }
@@ -351,5 +360,104 @@ describe('target cleaner: cache trust with a dead informer', () => {
     expect(warns).toHaveLength(1);
     expect(warns[0]).toMatchObject({ level: 'warn', downForMs: 1001, staleAfterMs: 1000 });
     expect(lines.filter((l) => String(l.msg).startsWith('informer back'))).toHaveLength(1);
+  });
+});
+
+describe('target cleaner: progress for the self-check', () => {
+  it('every job fenced is no progress: the leader warns, steps down and reports the target not ready (stepped-down)', async () => {
+    // Stuck after 300 ms, warned at 150 ms; the grace so long that no pod is overdue: only the fences count.
+    const { cleaner, lead, inf, w, lines } = setup({
+      selfCheck: { graceMs: 600_000, leaderStuckMs: 300, followerAlarmMs: 1_200_000, intervalMs: 20 },
+    });
+    inf.state.sync();
+    await cleaner.start();
+    lead.elect();
+    await waitFor('worker runs', () => w.state.running, 2000);
+    expect(cleaner.ready).toBe(true);
+    // The worker's jobs come back fenced, one after another (a put-back every 250 ms, faster here).
+    const jobs = setInterval(
+      () =>
+        w.state.onProcessed?.({ outcome: 'fenced', reason: 'lease may have expired: no recent keepalive' }),
+      10,
+    );
+    try {
+      await waitFor('stepped down', () => lead.counts.lost >= 1, 5000);
+    } finally {
+      clearInterval(jobs);
+    }
+    expect(lines.filter((l) => l.level === 'warn' && /every job fenced/.test(String(l.msg)))).toHaveLength(1);
+    const stuck = lines.filter((l) => String(l.msg).startsWith('self-check: leader is stuck'));
+    expect(stuck).toHaveLength(1);
+    expect(String(stuck[0]?.why)).toMatch(/fenced on every job/);
+    expect(cleaner.ready).toBe(false);
+    expect(cleaner.notReadyReasons).toEqual(['stepped-down']);
+    await cleaner.stop();
+  });
+
+  it('jobs that end (any outcome but fenced and aborted) are progress: no step-down', async () => {
+    const { cleaner, lead, inf, w, lines } = setup({
+      selfCheck: { graceMs: 600_000, leaderStuckMs: 300, followerAlarmMs: 1_200_000, intervalMs: 20 },
+    });
+    inf.state.sync();
+    await cleaner.start();
+    lead.elect();
+    await waitFor('worker runs', () => w.state.running, 2000);
+    const outcomes = [
+      { outcome: 'fenced', reason: 'a handover' },
+      { outcome: 'already-absent' },
+      { outcome: 'aborted' },
+      { outcome: 'accepted', latenessMs: 5 },
+    ] as const;
+    let n = 0;
+    const jobs = setInterval(() => w.state.onProcessed?.(outcomes[n++ % outcomes.length]), 10);
+    try {
+      // Ten times the stuck threshold, in self-check periods.
+      await waitFor('150 self-check periods', () => n >= 300, 30_000);
+    } finally {
+      clearInterval(jobs);
+    }
+    expect(lead.counts.lost).toBe(0);
+    expect(lines.filter((l) => l.level === 'warn' || l.level === 'error')).toEqual([]);
+    expect(cleaner.ready).toBe(true);
+    await cleaner.stop();
+  });
+
+  it('a lease lost and won back at once gives a leader that makes no progress no fresh grace; a step-down does', async () => {
+    const mono = { t: 1_000_000 };
+    const { cleaner, lead, inf, w, lines } = setup({
+      monotonicNow: () => mono.t,
+      selfCheck: { graceMs: 600_000, leaderStuckMs: 30_000, followerAlarmMs: 1_200_000, intervalMs: 20 },
+    });
+    inf.state.sync();
+    await cleaner.start();
+    lead.elect();
+    await waitFor('worker runs', () => w.state.running, 2000);
+    const fenced = () => w.state.onProcessed?.({ outcome: 'fenced', reason: 'no recent keepalive' });
+    const stuckLines = () => lines.filter((l) => String(l.msg).startsWith('self-check: leader is stuck'));
+    // Fenced for 20 s, then the lease is lost and won back 1 s later: fenced 10 s more is 30 s in all.
+    fenced();
+    mono.t += 20_000;
+    fenced();
+    lead.lose('lease lost');
+    mono.t += 1000;
+    lead.elect();
+    await waitFor('worker runs again', () => w.state.running, 2000);
+    fenced();
+    mono.t += 9000;
+    fenced();
+    await waitFor('stepped down, 30 s after the first fence', () => stuckLines().length === 1, 5000);
+    expect(String(stuckLines()[0]?.why)).toMatch(/fenced on every job for 30000 ms/);
+    // Elected again (as when no other replica is ready): a full grace from this term's start.
+    lead.elect();
+    await waitFor('worker runs in the third term', () => w.state.running, 2000);
+    fenced();
+    mono.t += 29_000;
+    fenced();
+    // The self-check has judged this: it warned about this stretch of fences (10 s and more), not stuck.
+    const warned = () => lines.filter((l) => /every job fenced/.test(String(l.msg)));
+    await waitFor('the warning of the third term', () => warned().length === 1, 5000);
+    expect(warned()[0]).toMatchObject({ fencedMs: 29_000 });
+    expect(stuckLines()).toHaveLength(1);
+    await cleaner.stop();
   });
 });

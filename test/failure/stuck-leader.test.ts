@@ -1,0 +1,170 @@
+/**
+ * A leader whose own path to Redis fails while the other replicas' paths work: three replicas, each reaching
+ * Redis through its own TCP relay (test/nemesis/tcp-proxy.ts); only the leader's relay is cut — wedged
+ * (connections accepted, nothing answers) or refused (nothing listens). The leader cannot take a job; the
+ * self-check steps it down; it then reports the target not ready (as a replica whose informer cannot list
+ * does) and stays out of the target's line while its own queue does not answer, so the next replica by the
+ * assignment rule takes the target and deletes every pod once. It says why on every surface: its error line,
+ * `/readyz` (`notReady`, `steppedDown`; the probe itself does not fail), `sdc_target_ready` 0, `sdc_target_not_ready{reason="stepped-down"}`,
+ * and `status` (`not ready on`). Once its path heals it shows its queue answers and is ready again.
+ */
+import { expect, it } from 'vitest';
+import { QUEUE_LOOK_TIMEOUT_MS, selfCheckSettings } from '../../src/cleaner/self-check.ts';
+import { assignTargets } from '../../src/leadership/assignment.ts';
+import { deletesPer, linesWhere, serviceEnv } from '../helpers/cluster.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { startTcpProxy, type TcpProxy } from '../nemesis/tcp-proxy.ts';
+import {
+  createDrivers,
+  firstLeader,
+  gaugeByNamespace,
+  httpUrl,
+  replicaEnv,
+  runStatus,
+  stopAll,
+  timeOf,
+  uidOf,
+  useFailureCluster,
+} from './helpers.ts';
+
+const cluster = useFailureCluster();
+
+const RETENTION_MS = 1000;
+/** `replicaEnv`'s election TTL. */
+const TTL_MS = 3000;
+const GRACE_MS = 4000;
+const CHECK = selfCheckSettings(TTL_MS / 1000, GRACE_MS);
+/** Room for a loaded 2-core machine: process scheduling, etcd's watch, Redis round trips, ms. */
+const LOAD_MS = 30_000;
+/**
+ * From the pods' creation to their deletion by another replica, ms: due after the retention, overdue after the
+ * grace; the leader's next self-check (one period) finds it stuck once its queue look times out; the next
+ * replica is elected within a TTL and deletes them.
+ */
+const TAKEOVER_MS =
+  RETENTION_MS + CHECK.graceMs + CHECK.intervalMs + QUEUE_LOOK_TIMEOUT_MS + TTL_MS + LOAD_MS;
+
+it.each(['wedged', 'refused'] as const)(
+  "the leader's own path to Redis %s, the others' working → it steps down, reports the target not ready and stays out; the next replica by the assignment deletes every pod once",
+  async (how) => {
+    const c = cluster();
+    const ns = `stuck-${how}`;
+    const target = `${c.context}:${ns}`;
+    const ids = ['a', 'b', 'c'].map((x) => `sl-${how}-${x}`);
+    const env = replicaEnv(c, ns, `sl${how[0]}`, {
+      SDC_RETENTION: `${RETENTION_MS}ms`,
+      SDC_OVERDUE_GRACE: `${GRACE_MS}ms`,
+    });
+    const relays = new Map<string, TcpProxy>();
+    for (const id of ids) relays.set(id, await startTcpProxy(c.redis.port));
+    const replicas = ids.map((id) =>
+      c.startReplica(id, { ...env, SDC_REDIS_URL: `redis://127.0.0.1:${relays.get(id)?.port}` }),
+    );
+    try {
+      const leader = await firstLeader(replicas, ns);
+      const others = replicas.filter((r) => r !== leader);
+      // The next replica by the assignment rule: the owner among the members once the leader is not ready.
+      const next = assignTargets(
+        [target],
+        others.map((r) => r.id),
+      ).owners.get(target);
+      const relay = relays.get(leader.id);
+      if (!relay || !next) throw new Error('no relay or no next owner');
+
+      if (how === 'wedged') relay.wedge();
+      else await relay.refuse();
+      const cutAt = Date.now();
+      const pods = createDrivers(c.server, ns, 5, how);
+      const uids = pods.map(uidOf);
+      await waitFor('every pod deleted', () => c.server.pods.list(ns).length === 0, TAKEOVER_MS, 100).catch(
+        (err: Error) => {
+          const story = linesWhere(replicas, (l) =>
+            /lead|elect|stuck|step|ready|hand/.test(String(l.msg)),
+          ).map((l) => `${l.replica} ${l.time} ${l.msg} ${l.reason ?? l.why ?? ''}`);
+          throw new Error(`${err.message}\n${story.join('\n')}`);
+        },
+      );
+      expect(deletesPer(c.server, uids)).toEqual(uids.map(() => 1));
+      const accepted = await waitFor('an accepted line per pod', () => {
+        const ls = linesWhere(replicas, (l) => l.namespace === ns && l.outcome === 'accepted');
+        return ls.length >= uids.length ? ls : undefined;
+      });
+      // By the others (the third replica may lead a moment as a fallback on a loaded machine; it then hands
+      // the target to its owner).
+      expect(accepted.map((l) => l.replica)).not.toContain(leader.id);
+
+      // The leader said why it left, once, and was not elected again while its path was cut.
+      const stuck = leader.lines.filter(
+        (l) => l.namespace === ns && String(l.msg).startsWith('self-check: leader is stuck'),
+      );
+      expect(stuck).toHaveLength(1);
+      expect(stuck[0]).toMatchObject({ level: 'error' });
+      expect(String(stuck[0]?.why)).toMatch(/cannot be read/);
+      const steppedDownAt = timeOf(stuck[0]);
+      expect(
+        leader.lines.filter(
+          (l) => l.namespace === ns && l.msg === 'elected leader' && timeOf(l) > steppedDownAt,
+        ),
+      ).toEqual([]);
+      // Another replica was elected within a TTL (and the machine's load) of the step-down; the target settles
+      // on the next replica by the assignment.
+      const elected = linesWhere(
+        others,
+        (l) => l.namespace === ns && l.msg === 'elected leader' && timeOf(l) >= cutAt,
+      ).sort((a, b) => timeOf(a) - timeOf(b));
+      expect(timeOf(elected[0]) - steppedDownAt).toBeLessThan(TTL_MS + LOAD_MS);
+      const otherUrl = await httpUrl(others[0] ?? leader);
+      await waitFor(
+        `${target} led by ${next}`,
+        async () => {
+          const body = (await (
+            await fetch(`${otherUrl}/api/v1/leaders`, { signal: AbortSignal.timeout(5000) })
+          ).json()) as { targets: Record<string, { leader: string | null; assigned?: string | null }> };
+          const row = body.targets[target];
+          return row?.leader === next && row.assigned === next;
+        },
+        TTL_MS + LOAD_MS,
+      );
+
+      // Every surface says the target is not ready on it, and why; /readyz without failing (the cause of a
+      // step-down may be shared, as Redis is).
+      const url = await httpUrl(leader);
+      const ready = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(5000) });
+      expect(ready.status).toBe(200);
+      expect(await ready.json()).toMatchObject({ notReady: [target], steppedDown: [target] });
+      expect((await gaugeByNamespace(url, 'sdc_target_ready')).get(ns)).toBe(0);
+      expect((await gaugeByNamespace(url, 'sdc_target_not_ready', 'reason="stepped-down"')).get(ns)).toBe(1);
+      const s = await runStatus({ ...serviceEnv(c.server.kubeconfigPath, c.redis, c.etcd), ...env });
+      const row = s.json.targets.find((t) => t.target === target);
+      expect(row?.notReadyOn).toEqual([leader.id]);
+      expect(row?.leader).toBe(next);
+
+      // Healed: its queue answers, it is ready again (its hold, the grace, has passed), and cleaning goes on.
+      await relay.heal();
+      await waitFor(
+        'the old leader ready again',
+        async () => (await gaugeByNamespace(url, 'sdc_target_ready')).get(ns) === 1,
+        CHECK.graceMs + 2 * CHECK.intervalMs + QUEUE_LOOK_TIMEOUT_MS + LOAD_MS,
+      );
+      await leader.waitForLine((l) => l.namespace === ns && l.msg === 'ready again for this target');
+      const later = createDrivers(c.server, ns, 3, `${how}-later`);
+      await waitFor(
+        'the later pods deleted',
+        () => c.server.pods.list(ns).length === 0,
+        RETENTION_MS + TTL_MS + LOAD_MS,
+      );
+      expect(deletesPer(c.server, later.map(uidOf))).toEqual(later.map(() => 1));
+    } finally {
+      await stopAll(replicas);
+      await Promise.all(
+        [...relays.values()].map((r) =>
+          r
+            .heal()
+            .catch(() => undefined)
+            .then(() => r.close()),
+        ),
+      );
+    }
+  },
+  180_000,
+);
