@@ -93,7 +93,11 @@ export async function runCanary(o: CanaryOptions): Promise<CheckResult[]> {
     labelsOf = (i) => canaryLabels(selector, runId, `sdc-canary-${runId}-${i}`);
   } catch (err) {
     if (!(err instanceof CanaryLabelsError)) throw err;
-    return [r.fail('canary.labels', `canary: ${err.message}`)];
+    return [
+      r.fail('canary.labels', `canary: ${err.message}`, {
+        fix: 'labelSelector must select driver pods: a label it both requires and excludes selects none',
+      }),
+    ];
   }
 
   // May we create (and delete) pods here? Asked, not tried.
@@ -118,7 +122,11 @@ export async function runCanary(o: CanaryOptions): Promise<CheckResult[]> {
         ),
       ];
   } catch (err) {
-    return [r.unreachable('canary.permissions', `canary: the API server did not answer: ${firstLine(err)}`)];
+    return [
+      r.unreachable('canary.permissions', `canary: the API server did not answer: ${firstLine(err)}`, {
+        fix: 'check the API server, then run the canary again',
+      }),
+    ];
   }
 
   const seen = new Map<string, Seen>();

@@ -62,6 +62,9 @@ export function transportFailure(err: unknown): {
   kind: 'tls' | 'credentials' | 'unreachable';
   text: string;
 } {
+  const e0 = err as { name?: unknown; message?: unknown; cause?: { name?: unknown } } | undefined;
+  if (e0?.name === 'TimeoutError' || e0?.cause?.name === 'TimeoutError')
+    return { kind: 'unreachable', text: 'timed out' };
   const seen = new Set<unknown>();
   let e: unknown = err;
   const parts: string[] = [];
@@ -130,7 +133,7 @@ export async function checkContext(
       out.push(
         r.unreachable(
           'context.reachable',
-          `reachable: ${server} does not answer within ${opts.timeoutMs} ms: ${f.text}`,
+          `reachable: ${server} does not answer${f.text === 'timed out' ? ` within ${opts.timeoutMs} ms` : `: ${f.text}`}`,
           {
             fix: "check the kubeconfig's server address, and that the NetworkPolicy lets the pods reach the API server (443/6443)",
             details: { server, timeoutMs: opts.timeoutMs },

@@ -53,6 +53,7 @@ export const SCRIPT_COMMANDS: Readonly<Record<string, readonly (string | number)
   SREM: ['m'],
   SCARD: [],
   SISMEMBER: ['m'],
+  SMEMBERS: [],
   ZADD: ['XX', 0, 'm'],
   ZREM: ['m'],
   ZSCORE: ['m'],
