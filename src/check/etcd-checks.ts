@@ -75,12 +75,15 @@ export async function checkEtcd(
       await checkEtcdAccess(client, config.etcdEndpoints, security, prefix);
     } catch (err) {
       if (!(err instanceof EtcdAccessError)) throw err;
+      // The message starts with the setting to fix: the TLS files, the user, or the key prefix.
+      const prefixRefused = err.message.startsWith('etcdKeyPrefix');
       out.push(
-        r.fail('etcd.auth', `access: ${err.message}`, {
+        r.fail(prefixRefused ? 'etcd.prefix' : 'etcd.auth', `access: ${err.message}`, {
           fix: 'the message names the setting to fix (docs/deployment.md, "Secured etcd")',
         }),
       );
-      out.push(r.skip('etcd.prefix', 'key prefix: skipped: etcd refused the credentials'));
+      if (!prefixRefused)
+        out.push(r.skip('etcd.prefix', 'key prefix: skipped: etcd refused the credentials'));
       return { results: out, answered: true };
     }
     if (security.caFile || security.certFile || security.username !== undefined)

@@ -135,7 +135,7 @@ export async function probeAcl(redis: RedisClient, probeKey: string): Promise<Ac
   await alone('client|list', () => redis.call('CLIENT', 'LIST', 'TYPE', 'pubsub'));
   await alone('evalsha', () => redis.evalsha('0000000000000000000000000000000000000000', 1, probeKey));
   await alone('multi', async () => {
-    const results = await redis.multi().exists(probeKey).exec();
+    const results = await redis.multi().ping().exec();
     const err = results?.find(([e]) => e)?.[0];
     if (err) throw err;
   });

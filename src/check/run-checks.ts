@@ -18,7 +18,7 @@ import { kubeconfigPath, loadClusterAccess } from '../kube/kubeconfig.ts';
 import { createRateLimiter } from '../kube/rate-limiter.ts';
 import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
 import { discoveredTargets } from '../status/discovered-targets.ts';
-import { ANSWER_TIMEOUT_MS, openStateStore } from '../status/state-store.ts';
+import { ANSWER_TIMEOUT_MS, checkReachable, openStateStore } from '../status/state-store.ts';
 import { runCanary } from './canary.ts';
 import { type CheckResult, firstLine, resultsOf } from './check-result.ts';
 import { type ContextNeeds, checkContext, type OpenedContext } from './context-checks.ts';
@@ -183,18 +183,23 @@ export async function runChecks(config: CleanerConfig, opts: CheckOptions): Prom
       [...contexts.keys()].filter((_name, i) => !contextResults[i]?.some((x) => x.status === 'unreachable')),
     );
 
-    if (!redis.answered || !leadership.answered) {
+    // The fleet's state is read as `status` reads it: it needs Redis and the backend answering and accepting us.
+    const blocking = new Set(['redis.acl', 'etcd.auth', 'etcd.prefix', 'zookeeper.auth', 'zookeeper.root']);
+    const usable = (part: { results: CheckResult[]; answered: boolean }) =>
+      part.answered &&
+      !part.results.some((x) => x.status === 'unreachable' || (x.status === 'fail' && blocking.has(x.id)));
+    if (!usable(redis) || !usable(leadership)) {
       results.push(
         resultsOf('fleet').skip(
           'fleet.running',
-          'fleet: skipped: Redis or the leadership backend did not answer',
+          'fleet: skipped: Redis or the leadership backend did not answer, or refused this client (above)',
         ),
       );
       if (canary)
         results.push(
           resultsOf(`canary ${targetLabel(canary)}`).skip(
             'canary.create',
-            'canary: skipped: Redis or the leadership backend did not answer',
+            'canary: skipped: Redis or the leadership backend did not answer, or refused this client (above)',
           ),
         );
       return results;
@@ -206,6 +211,7 @@ export async function runChecks(config: CleanerConfig, opts: CheckOptions): Prom
         e.needs.namespaces.map((namespace) => ({ context: e.access.context, namespace })),
       );
       try {
+        await checkReachable(store, config);
         if (store.elections && config.discover.length > 0)
           targets = [
             ...targets,
