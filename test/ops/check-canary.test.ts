@@ -6,6 +6,7 @@
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { PermissionTable } from '../../harness/sandbox/apiserver/authorization.ts';
 import { type SandboxKubelet, startKubelet } from '../../harness/sandbox/kubelet.ts';
 import type { ReplicaProcess } from '../../harness/sandbox/replica-process.ts';
 import { CANARY_LABEL } from '../../src/check/canary-pod.ts';
@@ -14,8 +15,29 @@ import { serviceEnv } from '../helpers/cluster.ts';
 import { pod } from '../sandbox/helpers.ts';
 import { dump, runCheck, withId } from './check-cli.ts';
 
-const cluster = useFailureCluster({ context: 'canary' });
 const NS = 'spark-canary';
+const SA = 'system:serviceaccount:spark-driver-cleaner:spark-driver-cleaner';
+/**
+ * The cleaner's ServiceAccount as the example overlay grants it in the canary's namespace, plus `create` on pods
+ * there as the temporary Role of docs/operations.md ("Canary") adds it; and the same without that Role.
+ */
+const PERMISSIONS: PermissionTable = {
+  'cleaner-with-canary-role': {
+    name: SA,
+    rules: [
+      { verbs: ['get', 'list', 'watch', 'delete'], resources: ['pods'], namespaces: [NS] },
+      { verbs: ['create'], resources: ['pods'], namespaces: [NS] },
+    ],
+  },
+  'cleaner-token': {
+    name: SA,
+    rules: [{ verbs: ['get', 'list', 'watch', 'delete'], resources: ['pods'], namespaces: [NS] }],
+  },
+};
+const cluster = useFailureCluster({
+  context: 'canary',
+  rbac: { permissions: PERMISSIONS, token: 'cleaner-with-canary-role' },
+});
 const PREFIX = 'can';
 const RETENTION_MS = 3000;
 let kubelet: SandboxKubelet;
@@ -114,6 +136,25 @@ describe('check --canary', () => {
     ).toEqual([200, 200]);
     expect(withId(run, 'fleet.running')[0]?.status).toBe('skip');
   }, 120_000);
+
+  it('without create on pods in the namespace (the shipped RBAC) → ✗ naming the temporary Role to add, nothing created, exit 1', async () => {
+    cluster().server.requests.reset();
+    const run = await runCheck(['--canary', NS, '--output', 'json'], {
+      ...env(),
+      KUBECONFIG: cluster().server.kubeconfigFor('cleaner-token'),
+    });
+    expect(run.status, dump(run)).toBe(1);
+    expect(withId(run, 'canary.permissions')).toEqual([
+      expect.objectContaining({
+        status: 'fail',
+        message: `canary: create on pods in ${NS} refused: the canary cannot create its pods`,
+        fix: expect.stringContaining(
+          `kubectl -n ${NS} create role spark-driver-cleaner-canary --verb=create --resource=pods`,
+        ),
+      }),
+    ]);
+    expect(cluster().server.requests.countsByVerb().create ?? 0).toBe(0);
+  });
 
   it('someone else deleting the canaries as they finish (Kyuubi’s own cleanup still on) → ✗ deleted BEFORE the deadline, exit 1', async () => {
     // A rogue cleaner: deletes every canary the moment it has finished.
