@@ -116,6 +116,37 @@ describe('check --canary', () => {
     }
   }, 180_000);
 
+  it('the fleet in dry run: each canary judged due once, not before its deadline, no DELETE from the fleet; the command deletes them', async () => {
+    const dry = { ...env(), SDC_DRY_RUN: 'true' };
+    const replicas: ReplicaProcess[] = ['d1', 'd2', 'd3'].map((id) => cluster().startReplica(id, dry));
+    try {
+      await firstLeader(replicas, NS);
+      cluster().server.requests.reset();
+      const run = await runCheck(['--canary', NS, '--output', 'json', '--canary-count', '2'], dry);
+      expect(run.status, dump(run)).toBe(0);
+      const deleted = withId(run, 'canary.deleted');
+      expect(deleted.map((c) => c.status)).toEqual(['pass', 'pass']);
+      for (const c of deleted) {
+        expect(c.message).toMatch(
+          /^sdc-canary-[0-9a-f]{8}-\d: would be deleted once by d[123] \(dry run: outcome would-delete\), \d+(\.\d)? s after its deadline$/,
+        );
+        expect(c.details?.latenessMs).toBeGreaterThanOrEqual(-1000);
+      }
+      expect(withId(run, 'canary.dry-run')[0]).toMatchObject({ status: 'warn' });
+      expect(withId(run, 'canary.cleanup')[0]?.message).toBe('cleanup: deleted 2 canary pods left behind');
+      // The only DELETEs are the command's own, after the fleet judged the pods due.
+      expect(
+        cluster()
+          .server.requests.deletes()
+          .map((d) => d.uid)
+          .sort(),
+      ).toEqual(deleted.map((c) => String(c.details?.uid)).sort());
+      expect(canaries()).toEqual([]);
+    } finally {
+      await stopAll(replicas);
+    }
+  }, 180_000);
+
   it('the fleet down: ✗ for each canary naming why, the canaries deleted by the command, exit 1', async () => {
     cluster().server.requests.reset();
     const run = await runCheck(['--canary', NS, '--output', 'json', '--canary-count', '2'], env());

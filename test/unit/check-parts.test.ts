@@ -8,6 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { CANARY_LABEL, CanaryLabelsError, canaryLabels, canaryPod } from '../../src/check/canary-pod.ts';
+import { type CanaryObservation, type CanaryRecord, judgeCanary } from '../../src/check/canary-verdict.ts';
 import { provenSkewMs } from '../../src/check/clock-skew.ts';
 import { parseServerVersion, transportFailure } from '../../src/check/context-checks.ts';
 import { SCRIPT_COMMANDS } from '../../src/check/redis-acl.ts';
@@ -193,4 +194,131 @@ describe('the ACL probe covers BullMQ', () => {
     const tried = new Set([...Object.keys(SCRIPT_COMMANDS), 'XREAD', 'TIME']);
     expect([...called].filter((c) => !tried.has(c)).sort()).toEqual([]);
   });
+});
+
+describe('judgeCanary', () => {
+  const finished = T;
+  const rules = { retentionMs: 300_000, overdueGraceMs: 50_000, dryRun: false, target: 'prod:spark-a' };
+  const obs = (extra: Partial<CanaryObservation>): CanaryObservation => ({
+    name: 'sdc-canary-x-1',
+    uid: 'u1',
+    finishedAtMs: finished,
+    gone: false,
+    ...extra,
+  });
+  const job = (outcome: string | undefined, finishedOnMs?: number): CanaryRecord => ({
+    job: {
+      state: 'completed',
+      pod: 'sdc-canary-x-1',
+      deadlineMs: finished + 300_000,
+      attemptsMade: 1,
+      outcome: outcome ? { outcome } : undefined,
+      failedReason: undefined,
+      finishedOnMs,
+      processedBy: 'replica-2',
+      nextRunMs: undefined,
+    },
+    tombstoned: false,
+    leader: 'replica-2',
+  });
+  const cases: [string, CanaryObservation, CanaryRecord, typeof rules, string, RegExp][] = [
+    [
+      'deleted 1 s after its deadline, accepted → pass',
+      obs({ gone: true, deletionMs: finished + 301_000 }),
+      job('accepted'),
+      rules,
+      'pass',
+      /deleted once by replica-2 \(outcome accepted\), 1 s after its deadline$/,
+    ],
+    [
+      'deleted in the deadline’s own second → pass (1 s timestamps)',
+      obs({ gone: true, deletionMs: finished + 300_000 }),
+      job('accepted'),
+      rules,
+      'pass',
+      /0 s after its deadline$/,
+    ],
+    [
+      'deleted 1 s before its deadline → fail BEFORE',
+      obs({ gone: true, deletionMs: finished + 299_000 }),
+      job('accepted'),
+      rules,
+      'fail',
+      /deleted 1 s BEFORE its deadline \(finishedAt \+ 300 s\) by replica-2$/,
+    ],
+    [
+      'deleted on time by someone else (already-absent) → fail',
+      obs({ gone: true, deletionMs: finished + 300_000 }),
+      job('already-absent'),
+      rules,
+      'fail',
+      /deleted, but not by the fleet \(its job's outcome: already-absent\)$/,
+    ],
+    [
+      'deleted without a job, tombstoned → fail naming the tombstone',
+      obs({ gone: true, deletionMs: finished + 301_000 }),
+      { job: undefined, tombstoned: true, leader: 'r' },
+      rules,
+      'fail',
+      /outcome: cancelled, tombstoned/,
+    ],
+    [
+      'deleted 60 s late (grace 50 s) → fail overdue',
+      obs({ gone: true, deletionMs: finished + 360_000 }),
+      job('accepted'),
+      rules,
+      'fail',
+      /but 60 s after its deadline \(overdue after 50 s\)$/,
+    ],
+    [
+      'not deleted, no leader → fail naming the target',
+      obs({}),
+      { job: undefined, tombstoned: false, leader: undefined },
+      rules,
+      'fail',
+      /not deleted 50 s after its deadline: no replica leads prod:spark-a/,
+    ],
+    [
+      'not deleted, its job delayed → fail naming the state',
+      obs({}),
+      {
+        ...job(undefined),
+        job: { ...(job(undefined).job as NonNullable<CanaryRecord['job']>), state: 'delayed' },
+      },
+      rules,
+      'fail',
+      /its job is delayed$/,
+    ],
+    [
+      'dry run, would-delete 0.5 s after the deadline → pass',
+      obs({}),
+      job('would-delete', finished + 300_500),
+      { ...rules, dryRun: true },
+      'pass',
+      /would be deleted once by replica-2 \(dry run: outcome would-delete\), 0\.5 s after its deadline$/,
+    ],
+    [
+      'dry run, judged due 5 s early → fail BEFORE',
+      obs({}),
+      job('would-delete', finished + 295_000),
+      { ...rules, dryRun: true },
+      'fail',
+      /would be deleted 5 s BEFORE its deadline/,
+    ],
+    [
+      'dry run, gone: someone else deleted it → fail',
+      obs({ gone: true, deletionMs: finished + 1000 }),
+      job(undefined),
+      { ...rules, dryRun: true },
+      'fail',
+      /deleted by someone else while the fleet is in dry run$/,
+    ],
+  ];
+  for (const [name, o, rec, ru, status, message] of cases)
+    it(name, () => {
+      const v = judgeCanary('canary prod:spark-a', o, rec, ru);
+      expect(v.status).toBe(status);
+      expect(v.message).toMatch(message);
+      if (status === 'fail') expect(v.fix).toBeTruthy();
+    });
 });
