@@ -28,6 +28,14 @@ const cleanerRules = (verbs: string[]) => [
 const TABLE: PermissionTable = {
   'cleaner-token': { name: SA, rules: cleanerRules(['get', 'list', 'watch', 'delete']) },
   'no-delete-token': { name: SA, rules: cleanerRules(['get', 'list', 'watch']) },
+  // Discovered namespaces (`prod:*`): the namespace-discovery overlay's grants, but pods in spark-a and spark-b only.
+  'discovery-token': {
+    name: SA,
+    rules: [
+      ...cleanerRules(['get', 'list', 'watch', 'delete']),
+      { verbs: ['list', 'watch'], resources: ['namespaces'] },
+    ],
+  },
 };
 
 let server: SandboxApiServer;
@@ -158,6 +166,32 @@ describe('check on the Kubernetes side', () => {
     );
     expect(clock?.details?.skewMs).toBeLessThan(-115_000);
     expect(run.checks.filter((c) => c.status === 'fail').map((c) => c.id)).toEqual(['context.clock']);
+  });
+
+  it('discovered namespaces (prod:*): list, watch on namespaces asked, then each labelled namespace; one without its grants ✗', async () => {
+    for (const [ns, labels] of [
+      ['spark-a', { 'spark-cleanup': 'enabled' }],
+      ['spark-c', { 'spark-cleanup': 'enabled' }],
+      ['other', {}],
+    ] as const)
+      if (!server.namespaces.get(ns)) server.namespaces.create(ns, labels);
+    const discovery = { SDC_TARGETS: 'prod:*', SDC_NAMESPACE_SELECTOR: 'spark-cleanup=enabled' };
+    const run = await runCheck(['--output', 'json'], env(server.kubeconfigFor('discovery-token'), discovery));
+    expect(run.status, dump(run)).toBe(1);
+    expect(withId(run, 'context.discovery')[0]?.message).toBe(
+      'discovery: 2 namespaces match spark-cleanup=enabled (spark-a, spark-c)',
+    );
+    expect(withId(run, 'context.permissions').map((c) => [c.status, c.message])).toEqual([
+      ['pass', 'permissions in spark-a: get, list, watch, delete on pods'],
+      ['fail', 'permissions in spark-c: get, list, watch, delete on pods refused (SelfSubjectAccessReview)'],
+    ]);
+    const blind = await runCheck(['--output', 'json'], env(server.kubeconfigPath, discovery));
+    expect(blind.status, dump(blind)).toBe(1);
+    expect(withId(blind, 'context.permissions')[0]).toMatchObject({
+      status: 'fail',
+      message:
+        'permissions: list, watch on namespaces at the cluster scope refused: discovered namespaces (prod:*) cannot be found',
+    });
   });
 
   it('bad configuration → ✗ configuration lines naming the field, exit 2, nothing contacted', async () => {
