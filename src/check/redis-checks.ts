@@ -14,6 +14,13 @@ import { withTimeout } from '../with-timeout.ts';
 import { type CheckResult, firstLine, resultsOf } from './check-result.ts';
 import { probeAcl } from './redis-acl.ts';
 
+/** A refusal by the user's ACL (`NOPERM …`): Redis answered. */
+const isNoPerm = (err: unknown) => /^NOPERM/.test((err as Error)?.message ?? '');
+
+/** The fix of an ACL refusal: the commands BullMQ needs, on the queue keys. */
+const aclFix = (prefix: string) =>
+  `grant the user the commands BullMQ needs on its keys, e.g. ACL SETUSER <user> ~${prefix}:* +@all -@dangerous +info +client|setname +client|list`;
+
 /** Used memory over `maxmemory` at which headroom is a warning, then a failure. */
 export const MEMORY_WARN_RATIO = 0.75;
 export const MEMORY_FAIL_RATIO = 0.9;
@@ -78,6 +85,15 @@ export async function checkRedis(
     try {
       await withTimeout(client.ping(), timeoutMs * 2, 'PING');
     } catch (err) {
+      if (isNoPerm(err)) {
+        // It answered, and refused: an ACL user without PING cannot run BullMQ at all.
+        out.push(
+          r.fail('redis.acl', `ACL: the user may not run PING (${firstLine(err)})`, {
+            fix: aclFix(config.queuePrefix),
+          }),
+        );
+        return { results: out, answered: true };
+      }
       out.push(
         r.unreachable('redis.reachable', `reachable: ${where} does not answer: ${firstLine(err)}`, {
           fix: 'check the address and password, that Redis runs, and that the NetworkPolicy lets the pods reach it (6379; Sentinels 26379)',
@@ -90,7 +106,10 @@ export async function checkRedis(
       return { results: out, answered: false };
     }
     const elapsedMs = Math.round(performance.now() - started);
-    const server = parseInfo(await client.info('server'));
+    // INFO refused is the ACL probe's to report (BullMQ needs it); meanwhile the version is unknown.
+    const server = parseInfo(
+      await client.info('server').catch((err: unknown) => (isNoPerm(err) ? '' : Promise.reject(err))),
+    );
     const version = server.get('redis_version') ?? server.get('valkey_version') ?? 'unknown';
     out.push(
       r.pass(
@@ -162,7 +181,7 @@ export async function checkRedis(
             'redis.acl',
             `ACL: the user may not run ${probe.refused.map((c) => c.command.toUpperCase()).join(', ')} (${probe.refused[0]?.error})`,
             {
-              fix: `grant the user the commands BullMQ needs on its keys, e.g. ACL SETUSER <user> ~${config.queuePrefix}:* +@all -@dangerous +info +client|setname +client|list (docs/deployment.md, "Using your own Redis and etcd")`,
+              fix: aclFix(config.queuePrefix),
               details: { refused: probe.refused, probeKey: key },
             },
           ),
@@ -187,8 +206,23 @@ async function masterSettings(
   r: ReturnType<typeof resultsOf>,
 ): Promise<CheckResult[]> {
   const out: CheckResult[] = [];
-  const memory = parseInfo(await node.info('memory'));
-  const persistence = parseInfo(await node.info('persistence'));
+  let memory: Map<string, string>;
+  let persistence: Map<string, string>;
+  try {
+    memory = parseInfo(await node.info('memory'));
+    persistence = parseInfo(await node.info('persistence'));
+  } catch (err) {
+    if (!isNoPerm(err)) throw err;
+    return [
+      r.warn(
+        'redis.settings',
+        `settings: INFO refused (${firstLine(err)})${label}: eviction policy, persistence and memory unknown`,
+        {
+          fix: 'BullMQ needs INFO: grant +info to the user (the ACL line below)',
+        },
+      ),
+    ];
+  }
   const policy = memory.get('maxmemory_policy') ?? 'unknown';
   out.push(
     policy === 'noeviction'

@@ -154,6 +154,26 @@ describe('Redis', () => {
     expect(text.stdout).toMatch(/\n {2}✗ ACL: the user may not run EVAL /);
   });
 
+  it('an ACL user without INFO (which BullMQ sends at connect) → ✗ naming INFO, the settings it hides ‼', async () => {
+    await admin.call(
+      'ACL',
+      'SETUSER',
+      'sdc-noinfo',
+      'on',
+      '>pw',
+      '~sdc:*',
+      '+@all',
+      '-@dangerous',
+      '+client|setname',
+      '+client|list',
+    );
+    const run = await runCheck(['--output', 'json'], env({ SDC_REDIS_URL: userUrl('sdc-noinfo') }));
+    expect(run.status, dump(run)).toBe(1);
+    expect(failures(run).map((c) => c.id)).toEqual(['redis.acl']);
+    expect(withId(run, 'redis.acl')[0]?.message).toMatch(/^ACL: the user may not run INFO \(NOPERM /);
+    expect(withId(run, 'redis.settings')[0]).toMatchObject({ status: 'warn' });
+  });
+
   it('an ACL user limited to other keys → ✗ naming the refused commands and the key refusal', async () => {
     const run = await runCheck(['--output', 'json'], env({ SDC_REDIS_URL: userUrl('sdc-otherkeys') }));
     expect(run.status, dump(run)).toBe(1);
