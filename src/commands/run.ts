@@ -26,7 +26,7 @@ export function registerRunCommand(program: Command): void {
     '--check',
     'validate the configuration and exit: the effective configuration as JSON on stdout (secrets masked), ' +
       'warnings on stderr; exit 0, or 2 naming each bad field. Contacts nothing (kubeconfig contexts, ' +
-      'Redis, etcd and the API server are checked at start)',
+      'Redis, etcd and the API server are checked at start; the check command contacts them all)',
   );
   addConfigOptions(cmd);
   cmd.action(async (flags: Record<string, unknown>) => {
