@@ -24,19 +24,22 @@ export type AccessAnswer =
 export const ACCESS_REVIEW_PATH = '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews';
 
 /**
- * Asks one review.
- * @param signal aborts the request (a timeout)
- * @throws what the transport throws (network errors, the signal's reason): the API server did not answer.
+ * Asks one review, once the rate limiter lets it go.
+ * @param timeoutMs how long the API server has to answer, ms (counted once the request may leave)
+ * @param signal aborts the wait and the request (Ctrl-C); optional
+ * @throws what the transport throws (network errors, a timeout, the signal's reason): no answer.
  */
 export async function reviewAccess(
   http: KubeHttp,
   limiter: RateLimiter,
   attrs: AccessAttributes,
-  signal: AbortSignal,
+  timeoutMs: number,
+  signal?: AbortSignal,
 ): Promise<AccessAnswer> {
   await limiter.take(signal);
+  const timeout = AbortSignal.timeout(timeoutMs);
   const res = await http.request('POST', ACCESS_REVIEW_PATH, {
-    signal,
+    signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
     body: {
       apiVersion: 'authorization.k8s.io/v1',
       kind: 'SelfSubjectAccessReview',

@@ -78,7 +78,7 @@ export async function runCanary(o: CanaryOptions): Promise<CheckResult[]> {
       }),
     ];
   }
-  const refusal = await permissionRefusal(o, signal);
+  const refusal = await permissionRefusal(o);
   if (refusal) return [refusal];
 
   const seen = new Map<string, Seen>();
@@ -225,16 +225,19 @@ function record(seen: Map<string, Seen>, pod: DriverPod, deleted: boolean): void
 }
 
 /** May this identity create (and delete) pods in the namespace? Asked, not tried; a result when not. */
-async function permissionRefusal(
-  o: CanaryOptions,
-  signal: () => AbortSignal,
-): Promise<CheckResult | undefined> {
+async function permissionRefusal(o: CanaryOptions): Promise<CheckResult | undefined> {
   const ns = o.target.namespace;
   const r = resultsOf(`canary ${targetLabel(o.target)}`);
   try {
     const answers = await Promise.all(
       ['create', 'delete'].map((verb) =>
-        reviewAccess(o.ctx.http, o.ctx.limiter, { verb, resource: 'pods', namespace: ns }, signal()),
+        reviewAccess(
+          o.ctx.http,
+          o.ctx.limiter,
+          { verb, resource: 'pods', namespace: ns },
+          o.requestTimeoutMs,
+          o.signal,
+        ),
       ),
     );
     const refused = ['create', 'delete'].filter((_, i) => !(answers[i]?.answered && answers[i].allowed));

@@ -19,6 +19,9 @@ import { type AccessAnswer, type AccessAttributes, reviewAccess } from './access
 import { type CheckResult, firstLine, resultsOf } from './check-result.ts';
 import { provenSkewMs } from './clock-skew.ts';
 
+/** Above this many namespaces whose permissions all pass, they share one line (failures keep one each). */
+export const MAX_LINES_PER_NAMESPACE = 10;
+
 /** The oldest Kubernetes minor the deployment supports (README, "Prerequisites"). */
 export const MIN_KUBERNETES = { major: 1, minor: 27 } as const;
 
@@ -111,7 +114,7 @@ export async function checkContext(
   const started = performance.now();
   let version: Awaited<ReturnType<KubeHttp['request']>>;
   try {
-    await ctx.limiter.take(signal());
+    await ctx.limiter.take();
     version = await ctx.http.request('GET', '/version', { signal: signal() });
   } catch (err) {
     const f = transportFailure(err);
@@ -231,7 +234,7 @@ export async function checkContext(
     );
 
   // 2. Credentials and permissions: SelfSubjectAccessReviews.
-  const ask = (attrs: AccessAttributes) => reviewAccess(ctx.http, ctx.limiter, attrs, signal());
+  const ask = (attrs: AccessAttributes) => reviewAccess(ctx.http, ctx.limiter, attrs, opts.timeoutMs);
   let first: AccessAnswer;
   try {
     first = await ask({ verb: 'get', resource: 'pods', namespace: needs.namespaces[0] ?? '' });
@@ -293,7 +296,7 @@ export async function checkContext(
           ),
         );
       else {
-        const found = await discoveredNamespaces(ctx, needs.namespaceSelector, signal());
+        const found = await discoveredNamespaces(ctx, needs.namespaceSelector, opts.timeoutMs);
         out.push(
           r.pass(
             'context.discovery',
@@ -328,20 +331,36 @@ export async function checkContext(
         refused: await refusedOf(perNamespace.map((verb) => ({ verb, resource: 'pods', namespace }))),
       })),
     );
-    for (const { namespace, refused } of perTarget)
+    // One line per namespace, in order; when many all pass (hundreds of targets), they share one line.
+    const allowed = perTarget.filter((t) => t.refused.length === 0).map((t) => t.namespace);
+    const verbs = `${perNamespace.join(', ')} on pods`;
+    const grouped = allowed.length > MAX_LINES_PER_NAMESPACE;
+    for (const { namespace, refused } of perTarget) {
+      if (refused.length > 0)
+        out.push(
+          r.fail(
+            'context.permissions',
+            `permissions in ${namespace}: ${refused.map((c) => c.verb).join(', ')} on pods refused (SelfSubjectAccessReview)`,
+            {
+              fix: `grant ${verbs} in ${namespace} to the cleaner's identity: a Role and RoleBinding per target namespace (infra/k8s/overlays/example/target-namespaces.yaml)`,
+              details: { namespace, refused: refused.map((c) => c.verb), needed: perNamespace },
+            },
+          ),
+        );
+      else if (!grouped)
+        out.push(
+          r.pass('context.permissions', `permissions in ${namespace}: ${verbs}`, {
+            details: { namespace, needed: perNamespace },
+          }),
+        );
+    }
+    if (grouped)
       out.push(
-        refused.length > 0
-          ? r.fail(
-              'context.permissions',
-              `permissions in ${namespace}: ${refused.map((c) => c.verb).join(', ')} on pods refused (SelfSubjectAccessReview)`,
-              {
-                fix: `grant ${perNamespace.join(', ')} on pods in ${namespace} to the cleaner's identity: a Role and RoleBinding per target namespace (infra/k8s/overlays/example/target-namespaces.yaml)`,
-                details: { namespace, refused: refused.map((c) => c.verb), needed: perNamespace },
-              },
-            )
-          : r.pass('context.permissions', `permissions in ${namespace}: ${perNamespace.join(', ')} on pods`, {
-              details: { namespace, needed: perNamespace },
-            }),
+        r.pass(
+          'context.permissions',
+          `permissions in ${allowed.length} target namespaces (${allowed.slice(0, 3).join(', ')}, …): ${verbs}`,
+          { details: { namespaces: allowed, needed: perNamespace } },
+        ),
       );
   } catch (err) {
     out.push(
@@ -361,9 +380,10 @@ export async function checkContext(
 async function discoveredNamespaces(
   ctx: OpenedContext,
   selector: string,
-  signal: AbortSignal,
+  timeoutMs: number,
 ): Promise<string[]> {
-  await ctx.limiter.take(signal);
+  await ctx.limiter.take();
+  const signal = AbortSignal.timeout(timeoutMs);
   const res = await ctx.http.request(
     'GET',
     `/api/v1/namespaces?labelSelector=${encodeURIComponent(selector)}`,

@@ -21,8 +21,8 @@ export async function listPodUids(
   const uids = new Set<string>();
   let next = '';
   do {
+    await ctx.limiter.take();
     const signal = AbortSignal.timeout(timeoutMs);
-    await ctx.limiter.take(signal);
     const query = `labelSelector=${encodeURIComponent(labelSelector)}&limit=${PAGE}${next ? `&continue=${encodeURIComponent(next)}` : ''}`;
     const res = await ctx.http.request(
       'GET',

@@ -28,6 +28,7 @@ const cleanerRules = (verbs: string[]) => [
 const TABLE: PermissionTable = {
   'cleaner-token': { name: SA, rules: cleanerRules(['get', 'list', 'watch', 'delete']) },
   'no-delete-token': { name: SA, rules: cleanerRules(['get', 'list', 'watch']) },
+  'wide-token': { name: SA, rules: [{ verbs: ['get', 'list', 'watch', 'delete'], resources: ['pods'] }] },
   // Discovered namespaces (`prod:*`): the namespace-discovery overlay's grants, but pods in spark-a and spark-b only.
   'discovery-token': {
     name: SA,
@@ -166,6 +167,19 @@ describe('check on the Kubernetes side', () => {
     );
     expect(clock?.details?.skewMs).toBeLessThan(-115_000);
     expect(run.checks.filter((c) => c.status === 'fail').map((c) => c.id)).toEqual(['context.clock']);
+  });
+
+  it('many target namespaces all allowed → one permissions line naming how many (each namespace in its details)', async () => {
+    const targets = Array.from({ length: 12 }, (_, i) => `prod:t-${i}`).join(',');
+    const run = await runCheck(
+      ['--output', 'json'],
+      env(server.kubeconfigFor('wide-token'), { SDC_TARGETS: targets }),
+    );
+    expect(run.status, dump(run)).toBe(0);
+    expect(withId(run, 'context.permissions').map((c) => c.message)).toEqual([
+      'permissions in 12 target namespaces (t-0, t-1, t-2, …): get, list, watch, delete on pods',
+    ]);
+    expect(withId(run, 'context.permissions')[0]?.details?.namespaces).toHaveLength(12);
   });
 
   it('discovered namespaces (prod:*): list, watch on namespaces asked, then each labelled namespace; one without its grants ✗', async () => {

@@ -219,6 +219,9 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
       return;
     }
     if (pathname === ACCESS_REVIEW_PATH) {
+      // Logged as what it is to RBAC: a create of a selfsubjectaccessreviews object.
+      const finishReview = log.arrive('create', method, pathname, clock.now());
+      res.on('close', () => finishReview(res.headersSent ? res.statusCode : 0, undefined, {}));
       const reviewer = authz.authenticate(req.headers.authorization);
       if (!reviewer) sendError(res, unauthorized());
       else await handleAccessReview(req, res, reviewer, authz);
