@@ -6,6 +6,7 @@
  */
 import { type Command, InvalidArgumentError } from 'commander';
 import { startSandboxApiServer } from '../sandbox/apiserver/server.ts';
+import { startKubelet } from '../sandbox/kubelet.ts';
 import { loadFixturePods, startSparkWorkload } from '../sandbox/workload.ts';
 
 function intInRange(min: number, max: number): (raw: string) => number {
@@ -50,6 +51,7 @@ interface ApiserverFlags {
   workloadRunMs: number;
   workloadPendingMs: number;
   workloadExecutors: number;
+  kubelet?: boolean;
 }
 
 /** Registers the `apiserver` subcommand on `program`. */
@@ -75,6 +77,7 @@ export function registerApiserverCommand(program: Command): void {
     .option('--workload-run-ms <ms>', 'time a driver runs, in ms', intInRange(0, 86_400_000), 5000)
     .option('--workload-pending-ms <ms>', 'time a driver is pending, in ms', intInRange(0, 86_400_000), 500)
     .option('--workload-executors <n>', 'executor pods per driver', intInRange(0, 100), 1)
+    .option('--kubelet', 'run pods created through the API (check --canary): each exits 0 at once')
     .action(async (flags: ApiserverFlags) => {
       if (flags.token !== undefined && flags.token.trim() === '') {
         process.stderr.write("error: option '--token <token>' must not be empty\n");
@@ -100,10 +103,12 @@ export function registerApiserverCommand(program: Command): void {
             executorsPerDriver: flags.workloadExecutors,
           })
         : undefined;
+      const kubelet = flags.kubelet ? startKubelet(server) : undefined;
       process.stdout.write(`sandbox apiserver listening on ${server.url}\n`);
       process.stdout.write(`kubeconfig: ${server.kubeconfigPath} (context ${server.contextName})\n`);
       const shutdown = async () => {
         workload?.stop();
+        kubelet?.stop();
         await server.close();
         process.exit(0);
       };

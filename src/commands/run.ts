@@ -29,7 +29,8 @@ export function registerRunCommand(program: Command): void {
     '--check',
     'validate the configuration and exit: the effective configuration as JSON on stdout (secrets masked), ' +
       'warnings on stderr; exit 0, or 2 naming each bad field. Contacts nothing (reads the kubeconfig’s ' +
-      'current context for targets that name none; contexts, Redis, etcd and the API server are checked at start)',
+      'current context for targets that name none; contexts, Redis, etcd and the API server are checked at ' +
+      'start, and all of them by the check command)',
   );
   addConfigOptions(cmd);
   cmd.action(async (flags: Record<string, unknown>) => {

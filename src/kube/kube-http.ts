@@ -27,6 +27,9 @@ export interface KubeStream {
   readonly body: AsyncIterable<Buffer> & { destroy(err?: Error): void };
 }
 
+/** The methods sent: the replicas GET and DELETE; `check` POSTs access reviews and its canary pods. */
+export type KubeMethod = 'GET' | 'DELETE' | 'POST';
+
 /** Options of one request. */
 export interface KubeRequestOptions {
   /** Sent as JSON. */
@@ -49,8 +52,9 @@ export interface KubeHttp {
   /**
    * Sends one request to `path` (with its query string; relative to the server URL) and reads the whole answer.
    * Rejects with undici's error (a `code` such as ECONNREFUSED/ECONNRESET/UND_ERR_*), or the signal's reason.
+   * The replicas only GET and DELETE; `check` also POSTs (SelfSubjectAccessReview, its canary pods).
    */
-  request(method: 'GET' | 'DELETE', path: string, opts?: KubeRequestOptions): Promise<KubeResponse>;
+  request(method: KubeMethod, path: string, opts?: KubeRequestOptions): Promise<KubeResponse>;
   /** Opens a streaming GET (a watch); the caller reads or destroys the body. Rejects as {@link request}. */
   stream(path: string, signal: AbortSignal): Promise<KubeStream>;
   /** Closes the connection pool (in-flight requests finish). */
@@ -99,7 +103,7 @@ export function createKubeHttp(access: ClusterAccess, opts: KubeHttpOptions = {}
     : new Agent({ connect, ...h2 });
 
   const send = async (
-    method: 'GET' | 'DELETE',
+    method: KubeMethod,
     path: string,
     body: unknown,
     signal: AbortSignal | undefined,

@@ -15,6 +15,7 @@ import { createServer as createHttpServer, request as httpRequest } from 'node:h
 import type { AddressInfo } from 'node:net';
 import type { V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll } from 'vitest';
+import type { PermissionTable } from '../../harness/sandbox/apiserver/authorization.ts';
 import { buildKubeconfig } from '../../harness/sandbox/apiserver/kubeconfig.ts';
 import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
 import {
@@ -53,6 +54,11 @@ export interface FailureClusterOptions {
   context?: string;
   /** etcd with TLS and client certificate authentication (harness/sandbox/local-services.ts). */
   etcdTls?: EtcdTlsOptions;
+  /**
+   * RBAC of the sandbox API server: its permission table and the token its kubeconfig carries (one of the
+   * table's); default none, every request allowed.
+   */
+  rbac?: { permissions: PermissionTable; token: string };
 }
 
 /** One test file's world: its own Redis, etcd and sandbox API server. */
@@ -77,7 +83,7 @@ export async function startFailureCluster(opts: FailureClusterOptions = {}): Pro
   const [redis, etcd, server] = await Promise.all([
     startRedis(),
     startEtcd({ members: opts.etcdMembers ?? 1, ...(opts.etcdTls ? { tls: opts.etcdTls } : {}) }),
-    startSandboxApiServer({ contextName: context }),
+    startSandboxApiServer({ contextName: context, ...(opts.rbac ?? {}) }),
   ]);
   const replicas: ReplicaProcess[] = [];
   return {

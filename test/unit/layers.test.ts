@@ -3,7 +3,7 @@
  * (static, dynamic, type-only; parsed by TypeScript, test/helpers/imports.ts) of a file under src/ or
  * workers/ goes to its own layer or a lower one. Layers, highest first:
  *
- *   cli → composition root (replica, its supervisor, commands) → http → status → workers → cleaner → telemetry → queue, leadership
+ *   cli → composition root (replica, its supervisor, commands) → check → http → status → workers → cleaner → telemetry → queue, leadership
  *     → cleanup (the decision's types and rules) → kube → config → base (clock, log: src/*.ts)
  *
  * - http sits above the cleaner, not beside kube: it serves the state of the replica's target cleaners.
@@ -19,6 +19,8 @@ import { refsOf, tsFilesUnder } from '../helpers/imports.ts';
 const LAYERS: readonly { name: string; paths: readonly string[] }[] = [
   { name: 'cli', paths: ['src/cli.ts'] },
   { name: 'composition root', paths: ['src/replica.ts', 'src/replica-supervisor.ts', 'src/commands/'] },
+  // check: proves a deployment with what status reads, the kube transport and the backends' clients (`check`).
+  { name: 'check', paths: ['src/check/'] },
   { name: 'http', paths: ['src/http/'] },
   // status and explain: read what Redis, etcd and the API server know (commands and /api/v1/explain use it).
   { name: 'status', paths: ['src/status/'] },

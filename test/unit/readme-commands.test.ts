@@ -97,6 +97,42 @@ const OVERLAY_COPY: Coverage = {
     );
   },
 };
+/** `check` and its canary in a replica's container: the check tests run the same command against the sandbox. */
+const CHECK_IN_CONTAINER: Coverage = {
+  run: 'needs',
+  needs: CLUSTER,
+  instead:
+    "the check tests run the same command (src/cli.ts check) with the replicas' configuration against the sandbox API server with RBAC, real Redis and etcd",
+  file: 'test/ops/check-cluster.test.ts',
+  invocation: "runCheck(['--output', 'json'], env(server.kubeconfigPath))",
+};
+/** The canary's temporary Role, granted and taken back by the operator. */
+const CANARY_ROLE: Coverage = {
+  run: 'needs',
+  needs: CLUSTER,
+  instead:
+    "the canary test grants the cleaner's ServiceAccount create on pods in the canary's namespace only, as this Role does, and checks that without it the canary fails naming these commands",
+  file: 'test/ops/check-canary.test.ts',
+  invocation: "{ verbs: ['create'], resources: ['pods'], namespaces: [NS] }",
+};
+/** The deployment guide's proof after `kubectl apply` (README.md, docs/deployment.md, docs/operations.md). */
+const PROVE: Record<string, Coverage> = {
+  'kubectl -n spark-driver-cleaner exec deploy/spark-driver-cleaner -- node dist/src/cli.js check':
+    CHECK_IN_CONTAINER,
+  'kubectl -n spark-team-a create role spark-driver-cleaner-canary --verb=create --resource=pods':
+    CANARY_ROLE,
+  'kubectl -n spark-team-a create rolebinding spark-driver-cleaner-canary --role=spark-driver-cleaner-canary --serviceaccount=spark-driver-cleaner:spark-driver-cleaner':
+    CANARY_ROLE,
+  'kubectl -n spark-driver-cleaner exec deploy/spark-driver-cleaner -- node dist/src/cli.js check --canary spark-team-a':
+    {
+      ...CHECK_IN_CONTAINER,
+      instead:
+        'the canary test runs check --canary against three replica processes and the sandbox’s kubelet stand-in (and in dry run, with the fleet down, without the Role)',
+      file: 'test/ops/check-canary.test.ts',
+      invocation: "runCheck(['--canary', NS, '--output', 'json'",
+    },
+  'kubectl -n spark-team-a delete rolebinding,role spark-driver-cleaner-canary': CANARY_ROLE,
+};
 const CLUSTER_APPLY: Record<string, Coverage> = {
   'docker build -t registry.example.com/spark-driver-cleaner:0.1.0 .': DOCKER_BUILD,
   'docker push registry.example.com/spark-driver-cleaner:0.1.0': {
@@ -247,6 +283,7 @@ const COVERAGE: Record<string, Record<string, Coverage>> = {
       why: 'the demo on ZooKeeper with 20 pods and 2 replicas',
     },
     ...CLUSTER_APPLY,
+    ...PROVE,
     "kubectl -n spark-driver-cleaner logs -l app.kubernetes.io/name=spark-driver-cleaner --tail=-1 | grep 'would delete'":
       {
         run: 'needs',
@@ -288,6 +325,21 @@ const COVERAGE: Record<string, Record<string, Coverage>> = {
     },
   },
   'docs/operations.md': {
+    ...PROVE,
+    'npx node src/cli.ts check --output json': {
+      run: 'elsewhere',
+      file: 'test/ops/check-cluster.test.ts',
+      invocation: "runCheck(['--output', 'json'], env(server.kubeconfigPath))",
+      why: 'check needs a cluster, Redis and etcd: run against the sandbox with RBAC, its document validated against docs/check-output.schema.json',
+    },
+    'npx node src/cli.ts check --help': {
+      run: 'as-written',
+      expect: ({ stdout }) => {
+        for (const flag of ['--output', '--canary', '--canary-image', '--max-clock-skew', '--timeout'])
+          expect(stdout).toContain(flag);
+        for (const f of FIELDS) expect(stdout, f.key).toContain(flagName(f.key));
+      },
+    },
     'kubectl -n spark-driver-cleaner exec deploy/spark-driver-cleaner -- node dist/src/cli.js status':
       IN_CONTAINER,
     'kubectl -n spark-driver-cleaner exec deploy/spark-driver-cleaner -- node dist/src/cli.js explain spark-team-a/kyuubi-etl-0f3a9c2e-driver':
@@ -320,6 +372,7 @@ const COVERAGE: Record<string, Record<string, Coverage>> = {
   },
   'docs/deployment.md': {
     ...CLUSTER_APPLY,
+    ...PROVE,
     ...SECURED_ETCD,
     ...DISCOVERY,
     'SA=system:serviceaccount:spark-driver-cleaner:spark-driver-cleaner': RBAC,

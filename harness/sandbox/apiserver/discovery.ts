@@ -1,6 +1,7 @@
 /**
- * Discovery documents so kubectl can find the pods resource: `/version`, `/api`, `/api/v1`, `/apis`,
- * plus `/healthz` `/livez` `/readyz`. kubectl asks for aggregated discovery first and falls back to
+ * Discovery documents so kubectl can find the resources served (pods, namespaces, and
+ * authorization.k8s.io's selfsubjectaccessreviews): `/version`, `/api`, `/api/v1`, `/apis`,
+ * `/apis/authorization.k8s.io/v1`, plus `/healthz` `/livez` `/readyz`. kubectl asks for aggregated discovery first and falls back to
  * these legacy documents when the answer's content type is plain `application/json`.
  */
 
@@ -46,10 +47,43 @@ export function discoveryDocument(pathname: string, hostPort: string): string | 
             kind: 'Pod',
             verbs: ['get', 'patch', 'update'],
           },
+          {
+            name: 'namespaces',
+            singularName: 'namespace',
+            namespaced: false,
+            kind: 'Namespace',
+            verbs: ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'],
+            shortNames: ['ns'],
+          },
         ],
       });
     case '/apis':
-      return JSON.stringify({ kind: 'APIGroupList', apiVersion: 'v1', groups: [] });
+      return JSON.stringify({
+        kind: 'APIGroupList',
+        apiVersion: 'v1',
+        groups: [
+          {
+            name: 'authorization.k8s.io',
+            versions: [{ groupVersion: 'authorization.k8s.io/v1', version: 'v1' }],
+            preferredVersion: { groupVersion: 'authorization.k8s.io/v1', version: 'v1' },
+          },
+        ],
+      });
+    case '/apis/authorization.k8s.io/v1':
+      return JSON.stringify({
+        kind: 'APIResourceList',
+        apiVersion: 'v1',
+        groupVersion: 'authorization.k8s.io/v1',
+        resources: [
+          {
+            name: 'selfsubjectaccessreviews',
+            singularName: 'selfsubjectaccessreview',
+            namespaced: false,
+            kind: 'SelfSubjectAccessReview',
+            verbs: ['create'],
+          },
+        ],
+      });
     default:
       return undefined;
   }

@@ -11,6 +11,11 @@ export const MAX_BODY_BYTES = 3 * 1024 * 1024;
 
 /** Reads the whole request body as UTF-8. @throws KubeStatusError 413 when over {@link MAX_BODY_BYTES}. */
 export async function readBody(req: IncomingMessage): Promise<string> {
+  return (await readBodyBytes(req)).toString('utf8');
+}
+
+/** Reads the whole request body as bytes. @throws KubeStatusError 413 when over {@link MAX_BODY_BYTES}. */
+export async function readBodyBytes(req: IncomingMessage): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
@@ -28,7 +33,7 @@ export async function readBody(req: IncomingMessage): Promise<string> {
     }
     chunks.push(chunk as Buffer);
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return Buffer.concat(chunks);
 }
 
 /** The media type of a Content-Type header without parameters, lower-cased ('' when absent). */

@@ -10,10 +10,17 @@
  *   the selector as DELETED and one that starts as ADDED, BOOKMARKs (`allowWatchBookmarks`), `timeoutSeconds`;
  * - `GET /api/v1/namespaces/{name}` — one `Namespace`, or 404.
  *
- * Writes come from tests (the server handle's `namespaces`, or the control surface): create with labels, set
- * labels, delete. A delete sets `deletionTimestamp` and phase `Terminating` (MODIFIED), then removes the
- * namespace (DELETED), as the namespace controller does once the namespace is empty; its pods are left alone
- * (pods may exist in any namespace here, existing or not).
+ * and the writes kubectl sends (`kubectl create namespace`, `kubectl label namespace`, `kubectl delete namespace`):
+ *
+ * - `POST /api/v1/namespaces` — a `Namespace` (its name and labels kept) → 201, 409 AlreadyExists;
+ * - `PATCH /api/v1/namespaces/{name}` — a merge, strategic merge or JSON patch → 200; of the result only
+ *   `metadata.labels` is stored (kubectl label sends a merge patch of the labels);
+ * - `PUT /api/v1/namespaces/{name}` — the labels of the body; `DELETE /api/v1/namespaces/{name}` → 200 Terminating.
+ *
+ * Tests also write through the server handle's `namespaces` or the control surface. A delete sets
+ * `deletionTimestamp` and phase `Terminating` (MODIFIED), then removes the namespace (DELETED), as the namespace
+ * controller does once the namespace is empty; its pods are left alone (pods may exist in any namespace here,
+ * existing or not).
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -21,8 +28,10 @@ import type { V1Namespace } from '@kubernetes/client-node';
 import { decodeContinue, encodeContinue } from './continue-token.ts';
 import { EventWindow } from './event-window.ts';
 import { isGone, isHttp2 } from './h2.ts';
-import { sendError, sendJson } from './http-io.ts';
-import { type ListOptions, parseListOptions } from './query-params.ts';
+import { mediaType, parseJsonBody, readBody, readBodyBytes, sendError, sendJson } from './http-io.ts';
+import { jsonPatch, mergePatch, strategicMergePatch } from './patch.ts';
+import { decodeNamespace, PROTOBUF_MEDIA_TYPE } from './protobuf.ts';
+import { type ListOptions, parseListOptions, validateWriteOptions } from './query-params.ts';
 import { parseLabelSelector } from './selectors.ts';
 import {
   alreadyExists,
@@ -30,8 +39,10 @@ import {
   continueExpired,
   expired,
   type KubeStatusError,
+  methodNotAllowed,
   notFound,
   tooLargeResourceVersion,
+  unsupportedMediaType,
 } from './status.ts';
 
 /** The pod store's part the namespaces share: one revision counter, one compaction. */
@@ -93,7 +104,7 @@ export class NamespaceStore {
    * @throws KubeStatusError 409 AlreadyExists.
    */
   create(name: string, labels: Record<string, string> = {}): V1Namespace {
-    if (this.#items.has(name)) throw alreadyExists(name);
+    if (this.#items.has(name)) throw alreadyExists(name, 'namespaces');
     if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name))
       throw badRequest(`invalid namespace name ${name}`);
     return this.#write(
@@ -187,18 +198,112 @@ export function matchNamespaceRoute(pathname: string): string | undefined {
   return m ? decodeURIComponent(m[1] as string) : undefined;
 }
 
-/** The verb of a namespace request (for the request log and faults). */
-export function namespaceVerb(name: string, query: URLSearchParams): 'get' | 'list' | 'watch' {
+/** The verb of a namespace request (for the request log, faults and authorization), as RBAC names it. */
+export function namespaceVerb(
+  name: string,
+  query: URLSearchParams,
+  method = 'GET',
+): 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' {
+  switch (method) {
+    case 'POST':
+      return 'create';
+    case 'PUT':
+      return 'update';
+    case 'PATCH':
+      return 'patch';
+    case 'DELETE':
+      return 'delete';
+  }
   if (name !== '') return 'get';
   const w = query.get('watch');
   return w === '1' || w === 'true' ? 'watch' : 'list';
 }
 
+const PATCH_TYPES = [
+  'application/json-patch+json',
+  'application/merge-patch+json',
+  'application/strategic-merge-patch+json',
+] as const;
+
+/** The labels of a Namespace body, checked to be a string map. @throws KubeStatusError 400 otherwise. */
+function labelsOf(obj: unknown): Record<string, string> {
+  const labels = (obj as { metadata?: { labels?: unknown } } | null)?.metadata?.labels ?? {};
+  if (
+    typeof labels !== 'object' ||
+    labels === null ||
+    Array.isArray(labels) ||
+    Object.values(labels).some((v) => typeof v !== 'string')
+  )
+    throw badRequest('metadata.labels must be a map of strings');
+  return labels as Record<string, string>;
+}
+
+/**
+ * Serves one namespace write (POST, PUT, PATCH, DELETE), as kube-apiserver answers them.
+ * @throws KubeStatusError 400 (malformed body, name mismatch), 404, 405, 409, 415, 422.
+ */
+async function writeNamespace(
+  req: IncomingMessage,
+  res: ServerResponse,
+  name: string,
+  query: URLSearchParams,
+  store: NamespaceStore,
+): Promise<void> {
+  const method = req.method ?? '';
+  if (method === 'DELETE') {
+    await readBody(req);
+    sendJson(res, 200, objectJson(store.delete(name)));
+    return;
+  }
+  if (method === 'POST' && name === '') {
+    validateWriteOptions('CreateOptions', query);
+    // kubectl create namespace sends protobuf (a typed clientset); other clients JSON.
+    const bytes = await readBodyBytes(req);
+    const body = (
+      mediaType(req) === PROTOBUF_MEDIA_TYPE
+        ? decodeNamespace(bytes)
+        : parseJsonBody(req, bytes.toString('utf8'), ['application/json', PROTOBUF_MEDIA_TYPE])
+    ) as V1Namespace;
+    const newName = body?.metadata?.name ?? '';
+    if (!newName) throw badRequest('name or generateName is required');
+    sendJson(res, 201, objectJson(store.create(newName, labelsOf(body))));
+    return;
+  }
+  if ((method === 'PUT' || method === 'PATCH') && name !== '') {
+    const cur = store.get(name);
+    if (!cur) throw notFound(name, 'namespaces');
+    let next: unknown;
+    if (method === 'PUT') {
+      validateWriteOptions('UpdateOptions', query);
+      next = parseJsonBody(req, await readBody(req), ['application/json']);
+      if ((next as V1Namespace)?.metadata?.name !== name)
+        throw badRequest(
+          `the name of the object (${(next as V1Namespace)?.metadata?.name}) does not match the name on the URL (${name})`,
+        );
+    } else {
+      const type = (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
+      if (!(PATCH_TYPES as readonly string[]).includes(type))
+        throw unsupportedMediaType(PATCH_TYPES.join(', '));
+      validateWriteOptions('PatchOptions', query);
+      const patch = parseJsonBody(req, await readBody(req), PATCH_TYPES);
+      next =
+        type === 'application/json-patch+json'
+          ? jsonPatch(cur, patch)
+          : type === 'application/merge-patch+json'
+            ? mergePatch(cur, patch)
+            : strategicMergePatch(cur, patch);
+    }
+    sendJson(res, 200, objectJson(store.setLabels(name, labelsOf(next))));
+    return;
+  }
+  throw methodNotAllowed();
+}
+
 const itemJson = (ns: V1Namespace): string => JSON.stringify(ns);
 const objectJson = (ns: V1Namespace): string => JSON.stringify({ ...typeMeta, ...ns });
 
-/** Serves one namespace request (GET only: writes go through the server handle or the control surface). */
-export function handleNamespaceRequest(
+/** Serves one namespace request: reads, and the writes kubectl sends (see the module comment). */
+export async function handleNamespaceRequest(
   req: IncomingMessage,
   res: ServerResponse,
   name: string,
@@ -206,22 +311,10 @@ export function handleNamespaceRequest(
   store: NamespaceStore,
   revisions: RevisionSource,
   opts: { bookmarkIntervalMs: number },
-): void {
+): Promise<void> {
   try {
     if (req.method !== 'GET') {
-      sendJson(
-        res,
-        405,
-        JSON.stringify({
-          kind: 'Status',
-          apiVersion: 'v1',
-          metadata: {},
-          status: 'Failure',
-          message: 'the sandbox serves namespaces read-only; write them through its control surface',
-          reason: 'MethodNotAllowed',
-          code: 405,
-        }),
-      );
+      await writeNamespace(req, res, name, query, store);
       return;
     }
     if (name !== '') {

@@ -5,8 +5,9 @@
  * request log, a clock for grace periods, and compaction/watch-drop hooks.
  *
  * Request path: control prefix → (not logged) control surface; otherwise the request is classified
- * (discovery / pods verb / unknown), counted in the request log at arrival, authenticated, run through
- * the fault registry, then served. Every failure becomes a Status answer; nothing crashes the server.
+ * (discovery / pods verb / unknown), counted in the request log at arrival, authenticated, authorized (a
+ * permission table per token, when one is given: ./authorization.ts), run through the fault registry, then
+ * served. Every failure becomes a Status answer; nothing crashes the server.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import {
@@ -21,6 +22,12 @@ import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1DeleteOptions, V1Namespace, V1Pod } from '@kubernetes/client-node';
+import {
+  ACCESS_REVIEW_PATH,
+  createAuthorization,
+  handleAccessReview,
+  type PermissionTable,
+} from './authorization.ts';
 import { createSandboxClock } from './clock.ts';
 import { compactionInterval, startCompactor } from './compactor.ts';
 import { CONTROL_PREFIX, handleControl } from './control.ts';
@@ -56,6 +63,12 @@ export interface SandboxApiServerOptions {
   http2?: boolean;
   /** Require `Authorization: Bearer <token>` on API requests (default: no auth). */
   token?: string;
+  /**
+   * Authorize every API request from this table (token → user and RBAC-style rules: ./authorization.ts), and
+   * answer `SelfSubjectAccessReview` from it; only its tokens authenticate (`token`, when given, must be one).
+   * Default: no table, every authenticated request allowed, every review `allowed: true`.
+   */
+  permissions?: PermissionTable;
   /** Context/cluster/user name in the written kubeconfig (default 'sandbox'). */
   contextName?: string;
   /** Default namespace of the kubeconfig context (default none). */
@@ -93,6 +106,11 @@ export interface SandboxPods {
   patchStatus(namespace: string, name: string, statusPatch: NonNullable<V1Pod['status']>): V1Pod;
   /** Deletes as a DELETE request would. @throws KubeStatusError 404, 409. */
   delete(namespace: string, name: string, opts?: V1DeleteOptions): DeleteResult;
+  /**
+   * Calls `listener` synchronously after every stored change (API or in-process) with its type and a clone of
+   * the pod as stored (for DELETED: its last state). Returns the unsubscribe function.
+   */
+  subscribe(listener: (type: 'ADDED' | 'MODIFIED' | 'DELETED', pod: V1Pod) => void): () => void;
 }
 
 /**
@@ -119,6 +137,11 @@ export interface SandboxApiServer {
   /** Path of the kubeconfig written for this server. */
   kubeconfigPath: string;
   kubeconfigYaml: string;
+  /**
+   * Writes a kubeconfig for this server (same context name) authenticating with `token` (one of the permission
+   * table's), to `path` (default: a new temp file); returns its path.
+   */
+  kubeconfigFor(token: string, path?: string): string;
   /** PEM CA certificate when serving HTTPS. */
   caCertPem: string | undefined;
   pods: SandboxPods;
@@ -173,6 +196,7 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
   const faults = new FaultRegistry(clock.now);
   const log = new RequestLog();
   const token = opts.token;
+  const authz = createAuthorization(token, opts.permissions);
   const cert = opts.tls ? await generateServingCertificate(host) : undefined;
   let hostPort = '';
 
@@ -194,15 +218,33 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
       await handleControl(req, res, pathname, { store, hub, faults, log, clock, namespaces });
       return;
     }
+    if (pathname === ACCESS_REVIEW_PATH) {
+      // Logged as what it is to RBAC: a create of a selfsubjectaccessreviews object.
+      const finishReview = log.arrive('create', method, pathname, clock.now());
+      res.on('close', () => finishReview(res.headersSent ? res.statusCode : 0, undefined, {}));
+      const reviewer = authz.authenticate(req.headers.authorization);
+      if (!reviewer) sendError(res, unauthorized());
+      else await handleAccessReview(req, res, reviewer, authz);
+      return;
+    }
     const nsName = matchNamespaceRoute(pathname);
     if (nsName !== undefined) {
-      const nsVerb = namespaceVerb(nsName, query);
+      const nsVerb = namespaceVerb(nsName, query, method);
       const finishNs = log.arrive(nsVerb, method, pathname, clock.now());
       res.on('close', () => finishNs(res.headersSent ? res.statusCode : 0, undefined, {}));
-      if (token !== undefined && req.headers.authorization !== `Bearer ${token}`) {
+      const nsUser = authz.authenticate(req.headers.authorization);
+      if (!nsUser) {
         sendError(res, unauthorized());
         return;
       }
+      // A namespace object is judged in its own namespace (kube's RequestInfo); the collection at the cluster scope.
+      authz.authorize(nsUser, {
+        verb: nsVerb,
+        resource: 'namespaces',
+        subresource: '',
+        namespace: nsName,
+        name: nsName,
+      });
       if (wantsPretty(query)) markPretty(res);
       const fault = faults.take(nsVerb, pathname);
       if (fault?.latencyMs) await delay(fault.latencyMs);
@@ -213,7 +255,7 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
         );
         return;
       }
-      handleNamespaceRequest(req, res, nsName, query, namespaces, store, {
+      await handleNamespaceRequest(req, res, nsName, query, namespaces, store, {
         bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 60_000,
       });
       return;
@@ -241,7 +283,8 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
     }
     res.on('close', () => finish(res.headersSent ? res.statusCode : 0, uid, details));
 
-    if (token !== undefined && req.headers.authorization !== `Bearer ${token}`) {
+    const user = authz.authenticate(req.headers.authorization);
+    if (!user) {
       sendError(res, unauthorized());
       return;
     }
@@ -260,6 +303,13 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
       return;
     }
     const apiVerb = verb as ApiVerb;
+    authz.authorize(user, {
+      verb: apiVerb,
+      resource: 'pods',
+      subresource: route.kind === 'status' ? 'status' : '',
+      namespace: route.namespace ?? '',
+      name: route.name ?? '',
+    });
     const fault = faults.take(apiVerb, pathname);
     let dropWatch: 'clean' | 'reset' | undefined;
     if (fault) {
@@ -338,12 +388,15 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
   hostPort = `${urlHost}:${port}`;
   const url = `${cert ? 'https' : 'http'}://${hostPort}`;
 
-  const kubeconfigYaml = buildKubeconfig([
-    { contextName, url, caCertPem: cert?.cert, token, namespace: opts.namespace },
-  ]);
-  const kubeconfigPath =
-    opts.kubeconfigOut ?? join(mkdtempSync(join(tmpdir(), 'sandbox-apiserver-')), 'kubeconfig.yaml');
-  writeFileSync(kubeconfigPath, kubeconfigYaml, { mode: 0o600 });
+  const kubeconfigOf = (as: string | undefined) =>
+    buildKubeconfig([{ contextName, url, caCertPem: cert?.cert, token: as, namespace: opts.namespace }]);
+  const writeKubeconfig = (yaml: string, path: string | undefined) => {
+    const out = path ?? join(mkdtempSync(join(tmpdir(), 'sandbox-apiserver-')), 'kubeconfig.yaml');
+    writeFileSync(out, yaml, { mode: 0o600 });
+    return out;
+  };
+  const kubeconfigYaml = kubeconfigOf(token);
+  const kubeconfigPath = writeKubeconfig(kubeconfigYaml, opts.kubeconfigOut);
 
   const sweepTimer = setInterval(() => store.sweep(), opts.sweepIntervalMs ?? 200);
   sweepTimer.unref();
@@ -359,6 +412,7 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
     contextName,
     kubeconfigPath,
     kubeconfigYaml,
+    kubeconfigFor: (as, path) => writeKubeconfig(kubeconfigOf(as), path),
     caCertPem: cert?.cert,
     pods: {
       create: (pod, mode = 'inprocess') => store.create(pod, mode),
@@ -376,6 +430,10 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
         const r = store.delete(ns, name, deleteOpts);
         return { ...r, pod: { apiVersion: 'v1', kind: 'Pod', ...structuredClone(r.pod) } };
       },
+      subscribe: (listener) =>
+        store.subscribe((ev) =>
+          listener(ev.type, { apiVersion: 'v1', kind: 'Pod', ...structuredClone(ev.pod) }),
+        ),
     },
     namespaces: {
       create: (name, labels) => namespaces.create(name, labels),

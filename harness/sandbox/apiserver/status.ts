@@ -59,10 +59,10 @@ export function notFound(name: string, resource = 'pods'): KubeStatusError {
   );
 }
 
-/** 409 `pods "x" already exists` (errors.NewAlreadyExists). */
-export function alreadyExists(name: string): KubeStatusError {
+/** 409 `pods "x" already exists` (errors.NewAlreadyExists); `resource` names another resource. */
+export function alreadyExists(name: string, resource = 'pods'): KubeStatusError {
   return new KubeStatusError(
-    status(409, 'AlreadyExists', `pods "${name}" already exists`, { name, kind: 'pods' }),
+    status(409, 'AlreadyExists', `${resource} "${name}" already exists`, { name, kind: resource }),
   );
 }
 
