@@ -18,7 +18,7 @@ import { randomBytes } from 'node:crypto';
 import type { Job } from 'bullmq';
 import { parseLabelSelector } from '../config/label-selector.ts';
 import type { CleanerConfig } from '../config/schema.ts';
-import { podState } from '../kube/application-state.ts';
+import { type AppStateSettings, podState } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import { createPodReflector } from '../kube/pod-reflector.ts';
 import { createLogger } from '../log.ts';
@@ -36,7 +36,7 @@ import type { OpenedContext } from './context-checks.ts';
 export interface CanaryOptions {
   readonly ctx: OpenedContext;
   readonly target: TargetRef;
-  readonly config: Pick<CleanerConfig, 'retentionMs' | 'labelSelector' | 'dryRun'>;
+  readonly config: Pick<CleanerConfig, 'retentionMs' | 'labelSelector' | 'dryRun' | 'applicationState'>;
   /** The fleet's overdue grace (src/cleaner/self-check.ts), ms: a canary acted on later than this fails. */
   readonly overdueGraceMs: number;
   readonly store: StateStore;
@@ -92,7 +92,7 @@ export async function runCanary(o: CanaryOptions): Promise<CheckResult[]> {
     backoffMs: 200,
     maxBackoffMs: 2000,
   });
-  watch.addEventHandler((event, pod) => record(seen, pod, event === 'deleted'));
+  watch.addEventHandler((event, pod) => record(seen, pod, event === 'deleted', o.config.applicationState));
   await watch.start();
   const out: CheckResult[] = [];
   try {
@@ -209,11 +209,11 @@ export async function runCanary(o: CanaryOptions): Promise<CheckResult[]> {
 }
 
 /** Records what one event shows of a canary. */
-function record(seen: Map<string, Seen>, pod: DriverPod, deleted: boolean): void {
+function record(seen: Map<string, Seen>, pod: DriverPod, deleted: boolean, appState: AppStateSettings): void {
   const uid = pod.metadata?.uid;
   if (!uid) return;
   const s = seen.get(uid) ?? { name: pod.metadata?.name ?? '', uid, gone: false };
-  const state = podState(pod);
+  const state = podState(pod, appState);
   if (state.terminal) {
     s.finishedAtMs ??= state.finishedAtMs;
     if (state.state !== 'FINISHED') s.failedReason ??= state.error ?? state.state;

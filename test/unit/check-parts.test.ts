@@ -13,7 +13,7 @@ import { provenSkewMs } from '../../src/check/clock-skew.ts';
 import { parseServerVersion, transportFailure } from '../../src/check/context-checks.ts';
 import { SCRIPT_COMMANDS } from '../../src/check/redis-acl.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
-import { podState } from '../../src/kube/application-state.ts';
+import { KYUUBI_STATE_DEFAULTS, podState } from '../../src/kube/application-state.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
 
 const T = Date.parse('2026-12-01T10:00:00Z');
@@ -177,7 +177,11 @@ describe('canaryPod', () => {
         ],
       },
     };
-    expect(podState(trimPod(ended))).toMatchObject({ state: 'FINISHED', terminal: true, finishedAtMs: T });
+    expect(podState(trimPod(ended), KYUUBI_STATE_DEFAULTS)).toMatchObject({
+      state: 'FINISHED',
+      terminal: true,
+      finishedAtMs: T,
+    });
   });
 });
 
