@@ -464,5 +464,23 @@ describe.skipIf(problem !== undefined)(`the image (${problem ?? 'podman'})`, () 
         name,
       ).toBe(false);
     expect(section('SBOM')[0]).toMatch(/^\/app\/sbom\.cdx\.json: CycloneDX 1\.6, \d+ components$/);
+
+    // docs/image.md's copies are this image's: the package lists of docs/image-packages.txt and the components of
+    // docs/image-sbom.cdx.json (regenerate both with the commands in docs/image.md after a dependency changes).
+    const documented = readFileSync(path.join(REPO_ROOT, 'docs/image-packages.txt'), 'utf8');
+    const documentedSection = (title: string) =>
+      (documented.split(/^## /m).find((s) => s.startsWith(title)) ?? '').split('\n').slice(1).filter(Boolean);
+    for (const title of [
+      'Node',
+      'Debian packages',
+      'npm packages bundled',
+      'npm packages in /app/node_modules',
+    ])
+      expect(documentedSection(title), `docs/image-packages.txt, ${title}`).toEqual(section(title));
+    const components = (file: string) =>
+      (JSON.parse(readFileSync(file, 'utf8')) as { components: SbomComponent[] }).components
+        .map((c) => `${c.type} ${componentName(c)} ${c.version}`)
+        .sort();
+    expect(components(path.join(REPO_ROOT, 'docs/image-sbom.cdx.json'))).toEqual(components(SBOM_BESIDE));
   });
 });

@@ -224,7 +224,7 @@ const UNINSTALL: Record<string, Coverage> = Object.fromEntries(
   [
     [
       `redis-cli -u "$REDIS_URL" --scan --pattern 'sdc:*' | xargs -r -d '\\n' redis-cli -u "$REDIS_URL" unlink`,
-      "--scan --pattern 'sdc:*' | xargs -r -d",
+      'const REDIS_CLEANUP =\n  \'redis-cli -u "$REDIS_URL" --scan --pattern',
     ],
     ['etcdctl del --prefix spark-driver-cleaner/', "'etcdctl del --prefix spark-driver-cleaner/'"],
     [
