@@ -5,7 +5,8 @@
  * Then the properties of the example backends the cleaner depends on, and of the Sentinel, ZooKeeper,
  * remote-contexts and private-CA Redis variants.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { envName, FIELDS } from '../../src/config/fields.ts';
@@ -264,6 +265,45 @@ describe('the ZooKeeper overlay (the example’s etcd dropped, as the README say
     expect(config.zookeeper?.root).toBe('/spark-driver-cleaner');
     expect(config.etcdEndpoints).toEqual([]);
     expect(objects.some((o) => o.metadata.name === 'etcd')).toBe(false);
+  });
+});
+
+describe('the README’s “drop the example etcd” for Kyuubi’s ZooKeeper, done to a copy of the example overlay', () => {
+  it('renders with no etcd, loads with ZooKeeper as the leadership backend, and lets ZooKeeper’s port out', () => {
+    const readme = readFileSync(path.join(REPO_ROOT, 'README.md'), 'utf8');
+    const lines = readme.split('\n').filter((l) => /^\s+- SDC_ZOOKEEPER(_ROOT)?=/.test(l));
+    expect(lines).toHaveLength(2);
+    const copy = mkdtempSync(path.join(tmpdir(), 'sdc-readme-zk-'));
+    try {
+      cpSync(path.join(REPO_ROOT, 'infra/k8s'), path.join(copy, 'infra/k8s'), { recursive: true });
+      const file = path.join(copy, 'infra/k8s/overlays/example/kustomization.yaml');
+      const text = readFileSync(file, 'utf8');
+      expect(text).toContain('  - ../../backends/etcd\n');
+      writeFileSync(
+        file,
+        text
+          .replace('  - ../../backends/etcd\n', '')
+          .replace('      - SDC_DRY_RUN=true\n', `      - SDC_DRY_RUN=true\n${lines.join('\n')}\n`),
+      );
+      const objects = kustomize(path.join(copy, 'infra/k8s/overlays/example')).objects;
+      const container = findOne<Workload>(objects, 'Deployment', 'spark-driver-cleaner').spec.template.spec
+        .containers[0] as Container;
+      const config = loadConfig({ env: podEnv(objects, container) });
+      expect(config.zookeeper?.connect).toContain(':2181');
+      expect(config.etcdEndpoints).toEqual([]);
+      expect(objects.some((o) => o.metadata.name === 'etcd')).toBe(false);
+      const allows2181 = objects
+        .filter((o) => o.kind === 'NetworkPolicy')
+        .flatMap(
+          (p) =>
+            (p as KubeObject & { spec: { egress?: { to?: unknown[]; ports?: { port: number }[] }[] } }).spec
+              .egress ?? [],
+        )
+        .some((r) => r.to === undefined && r.ports?.some((p) => p.port === 2181));
+      expect(allows2181).toBe(true);
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
   });
 });
 
