@@ -2,8 +2,10 @@
 # Deployment checks, called by .ci/run; no cluster and no Docker engine needed.
 #   1. kubectl >= 1.21 is present (the machine's own, else the `kubectl` package of a configured apt
 #      repository); Debian bookworm's kubernetes-client (1.20, kustomize v2.0.3) is too old;
-#   2. every kustomization under infra/k8s renders with `kubectl kustomize`, without a warning, and so
-#      does the example overlay with the monitoring component (test/deploy/with-monitoring);
+#   2. every kustomization under infra/k8s and test/deploy renders with `kubectl kustomize`, without a warning
+#      (every overlay; the components inside the overlays that use them; the example overlay with the
+#      monitoring component, test/deploy/with-monitoring), except the GitOps overlay, whose remote base
+#      test/deploy/gitops.test.ts renders from a local clone;
 #   3. the Dockerfile passes the dockerfile-utils linter;
 #   4. the alerting rules (infra/monitoring/alerts.yaml, kube-state-metrics-alerts.yaml) pass `promtool check
 #      rules` and their unit tests `promtool test rules test/deploy/alerts.promtool.yaml` (promtool from Debian's
@@ -54,7 +56,17 @@ echo "check-deploy: $("$kubectl" version --client 2>/dev/null | tr '\n' ' ')"
 export PATH="$PWD/node_modules/.bin:$PATH"
 
 status=0
-for dir in infra/k8s/base infra/k8s/backends infra/k8s/overlays/example infra/k8s/overlays/cluster-scope infra/k8s/overlays/namespace-discovery test/deploy/with-monitoring; do
+# Every kustomization of the repository (infra/k8s, test/deploy), found rather than listed so that none is
+# forgotten; not the components (kind: Component: rendered inside the overlays that use them) nor one with a
+# remote base (infra/k8s/overlays/gitops: it names github.com; test/deploy/gitops.test.ts renders it from a
+# local clone at the release tag).
+dirs=()
+while IFS= read -r file; do
+  grep -q '^kind: Component' "$file" && continue
+  grep -Eq '^\s*-\s*https?://' "$file" && { echo "check-deploy: $(dirname "$file") has a remote base: rendered by test/deploy/gitops.test.ts"; continue; }
+  dirs+=("$(dirname "$file")")
+done < <(find infra/k8s test/deploy -name kustomization.yaml | sort)
+for dir in "${dirs[@]}"; do
   err=$(mktemp)
   if out=$("$kubectl" kustomize "$dir" 2>"$err"); then
     echo "check-deploy: $dir renders $(grep -c '^kind:' <<<"$out") objects"

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Prints what an image built by scripts/build-image.sh weighs and ships, for a check against advisories:
-# its size, its layers, the Node version, every Debian package (dpkg-query) and every npm package under
-# /app/node_modules, each with its version. docs/image-packages.txt is this report for the current image:
+# Prints what an image built by scripts/build-image.sh weighs and ships, for a check against advisories: its
+# size, its layers, the Node version, every Debian package (from dpkg's status file: the image has no dpkg) and
+# every npm package, bundled into /app/dist or kept in /app/node_modules (from the SBOM the image ships,
+# /app/sbom.cdx.json), each with its version. docs/image-packages.txt is this report for the current image:
 #
 #   bash scripts/image-report.sh spark-driver-cleaner:dev > docs/image-packages.txt
 #
-# Runs the image (no network) to read its package lists; podman reads scripts/podman/containers.conf
-# unless CONTAINERS_CONF is set.
+# Runs the image's node (no network) to read them; podman reads scripts/podman/containers.conf unless
+# CONTAINERS_CONF is set.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 image=${1:?usage: bash scripts/image-report.sh IMAGE}
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$PWD/scripts/podman/containers.conf}
-run() { podman run --rm --network none --health-cmd none --entrypoint "$1" "$image" "${@:2}"; }
+node_in_image() { podman run --rm --network none --health-cmd none --entrypoint node "$image" "$@"; }
 
 echo "# spark-driver-cleaner image: size, layers and packages"
 echo "# Made by: bash scripts/image-report.sh $image"
@@ -24,30 +25,27 @@ podman history --no-trunc --format '{{.Size}}\t{{.CreatedBy}}' "$image" |
   sed -e 's|/bin/sh -c #(nop) ||' -e 's|^\([^\t]*\t\)/bin/sh -c |\1RUN |' | cut -c1-140
 echo
 echo "## Node"
-run node --version
+node_in_image --version
 echo
 echo "## Debian packages (name version)"
-run dpkg-query -W -f '${Package} ${Version}\n' | sort
+node_in_image -e '
+  const stanzas = require("node:fs").readFileSync("/var/lib/dpkg/status", "utf8").split(/\n\n+/);
+  const lines = stanzas.map((s) => [/^Package: (.*)$/m.exec(s)?.[1], /^Version: (.*)$/m.exec(s)?.[1]]);
+  console.log(lines.filter(([p, v]) => p && v).map(([p, v]) => `${p} ${v}`).sort().join("\n"));'
+sbom_section() { # TITLE LOCATION
+  echo
+  echo "## $1"
+  node_in_image -e '
+    const { components } = JSON.parse(require("node:fs").readFileSync("/app/sbom.cdx.json", "utf8"));
+    const where = (c) => c.properties?.find((p) => p.name === "sdc:location")?.value;
+    const name = (c) => (c.group ? `${c.group}/${c.name}` : c.name);
+    console.log(components.filter((c) => where(c) === process.argv[1]).map((c) => `${name(c)} ${c.version}`).sort().join("\n"));' \
+    "$2"
+}
+sbom_section "npm packages bundled into /app/dist (name version)" "dist/src (bundled)"
+sbom_section "npm packages in /app/node_modules (name version)" "node_modules"
 echo
-echo "## npm packages in /app/node_modules (name version)"
-run node -e '
-  const fs = require("node:fs");
-  const path = require("node:path");
-  const found = new Set();
-  const walk = (dir) => {
-    if (!fs.existsSync(dir)) return;
-    for (const entry of fs.readdirSync(dir)) {
-      if (entry.startsWith(".")) continue;
-      if (entry.startsWith("@")) {
-        walk(path.join(dir, entry));
-        continue;
-      }
-      const manifest = path.join(dir, entry, "package.json");
-      if (!fs.existsSync(manifest)) continue;
-      const { name, version } = JSON.parse(fs.readFileSync(manifest, "utf8"));
-      if (name && version) found.add(`${name} ${version}`);
-      walk(path.join(dir, entry, "node_modules"));
-    }
-  };
-  walk("/app/node_modules");
-  console.log([...found].sort().join("\n"));'
+echo "## SBOM"
+node_in_image -e '
+  const bom = JSON.parse(require("node:fs").readFileSync("/app/sbom.cdx.json", "utf8"));
+  console.log(`/app/sbom.cdx.json: ${bom.bomFormat} ${bom.specVersion}, ${bom.components.length} components`);'

@@ -4,7 +4,7 @@
  * `SelfSubjectAccessReview` (src/check/access-review.ts), never by trying a DELETE:
  *
  * - namespace-scope informers (`informerScope: namespace`): `get`, `list`, `watch`, `delete` on pods in each
- *   target namespace (infra/k8s/overlays/example/target-namespaces.yaml);
+ *   target namespace (infra/k8s/overlays/example/targets/target-namespaces.yaml);
  * - `informerScope: cluster`: `list`, `watch` on pods at the cluster scope, `get`, `delete` per namespace
  *   (infra/k8s/overlays/cluster-scope);
  * - discovered namespaces (`context:*`): `list`, `watch` on namespaces at the cluster scope, then the above for
@@ -342,7 +342,7 @@ export async function checkContext(
             'context.permissions',
             `permissions in ${namespace}: ${refused.map((c) => c.verb).join(', ')} on pods refused (SelfSubjectAccessReview)`,
             {
-              fix: `grant ${verbs} in ${namespace} to the cleaner's identity: a Role and RoleBinding per target namespace (infra/k8s/overlays/example/target-namespaces.yaml)`,
+              fix: `grant ${verbs} in ${namespace} to the cleaner's identity: a Role and RoleBinding per target namespace (infra/k8s/overlays/example/targets/target-namespaces.yaml)`,
               details: { namespace, refused: refused.map((c) => c.verb), needed: perNamespace },
             },
           ),

@@ -194,7 +194,7 @@ export const FIELDS: readonly FieldSpec[] = [
     range: {
       min: '2',
       max: '3600',
-      why: 'a leader fences itself (no DELETE) once TTL − 1 s have passed without a keepalive, so 2 s is the least that leaves it time to work; a failover waits up to one TTL',
+      why: 'a leader fences itself (no DELETE) once TTL − min(1 s, TTL/5) has passed without a keepalive (on ZooKeeper, without a confirmation of its node): TTL − 1 s from 5 s up, 1.6 s at 2 s, the least that leaves it time to work; a failover waits up to one TTL',
       nodeTimer: true,
     },
   },

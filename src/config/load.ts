@@ -28,7 +28,7 @@ export interface ConfigSources {
   /** Path of the YAML file; falls back to `SDC_CONFIG` in `env`. */
   file?: string;
   /**
-   * The in-cluster service account's namespace, used as the default target when none is configured
+   * The in-cluster service account's namespace, named in the error when no target is configured in a pod
    * (default: read from /var/run/secrets/kubernetes.io/serviceaccount/namespace when it exists).
    */
   serviceAccountNamespace?: () => string | undefined;
@@ -117,18 +117,22 @@ export function loadConfig(sources: ConfigSources = {}): CleanerConfig {
     }
   }
 
-  // In a pod with no kubeconfig and no target, clean the pod's own namespace (in-cluster context).
-  if (raw.targets === undefined && raw.kubeconfig === undefined) {
-    const ns = (sources.serviceAccountNamespace ?? readServiceAccountNamespace)();
-    if (ns) {
-      raw.targets = ns;
-      origin.targets = 'default';
-    }
-  }
+  // In a pod, no target is an error as anywhere else, never the pod's own namespace: that is the cleaner's,
+  // where Kyuubi starts no driver, and cleaning it would look like a working deployment that cleans nothing.
+  const podNamespace =
+    raw.targets === undefined
+      ? (sources.serviceAccountNamespace ?? readServiceAccountNamespace)()
+      : undefined;
   const parsed = configSchema.safeParse(raw);
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
       const key = String(issue.path[0] ?? '');
+      if (key === 'targets' && podNamespace !== undefined && raw.targets === undefined) {
+        problems.push(
+          `targets: required but not set (${flagName(key)} or ${envName(key)}); in a pod there is no default (not the pod's own namespace, ${podNamespace}): set the namespaces Kyuubi starts drivers in (kyuubi.kubernetes.namespace), e.g. ${envName(key)}=spark-team-a,spark-team-b`,
+        );
+        continue;
+      }
       if (key && raw[key] === undefined && issue.code !== 'custom') {
         const help = FIELDS.find((f) => f.key === key)?.help ?? '';
         problems.push(

@@ -122,11 +122,7 @@ export function registerDashboard(app: FastifyInstance, opts: DashboardOptions):
 
 /** The dashboard as a Fastify instance of its own (not listening), ready for `inject`. */
 async function buildDashboard(opts: DashboardOptions): Promise<FastifyInstance> {
-  const [{ createBullBoard }, { BullMQAdapter }, { FastifyAdapter }] = await Promise.all([
-    import('@bull-board/api'),
-    import('@bull-board/api/bullMQAdapter'),
-    import('@bull-board/fastify'),
-  ]);
+  const { createBullBoard, BullMQAdapter, FastifyAdapter } = await import('./dashboard-libraries.ts');
   const app = Fastify({ logger: false });
   // Before bull-board's handlers: the route it matched, so `%75pdate-data` is refused as `update-data` is.
   app.addHook('onRequest', async (req, reply) => {

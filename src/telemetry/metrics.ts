@@ -302,7 +302,7 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
   // samples. Absent while the replica holds no session: the backend-unreachable alert reads the absence.
   new Gauge({
     name: 'sdc_lease_keepalive_age_seconds',
-    help: 'etcd: seconds since the last successful keepalive of the leadership lease was sent (keepalives go every TTL/3; a leader fences itself at TTL − 1 s); absent while the replica holds no lease, and on other backends.',
+    help: 'etcd: seconds since the last successful keepalive of the leadership lease was sent (keepalives go every TTL/3; a leader fences itself at TTL − min(1 s, TTL/5)); absent while the replica holds no lease, and on other backends.',
     labelNames: TARGET,
     registers,
     collect() {

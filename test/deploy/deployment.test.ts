@@ -4,8 +4,9 @@
  * NetworkPolicy around it.
  */
 import { describe, expect, it } from 'vitest';
+import { packageVersion } from '../../scripts/release/versions.ts';
 import { type Container, configMapEnv, findOne, type Workload } from './find-objects.ts';
-import { renderKustomization } from './render.ts';
+import { REPO_ROOT, renderKustomization } from './render.ts';
 import type { KubeObject } from './validate-object.ts';
 
 const overlay = renderKustomization('infra/k8s/overlays/example');
@@ -101,7 +102,7 @@ describe('spark-driver-cleaner Deployment', () => {
   it('runs as the ServiceAccount of its namespace and uses the overlay’s image', () => {
     const sa = findOne(overlay, 'ServiceAccount', pod.serviceAccountName);
     expect(sa.metadata.namespace).toBe(deployment.metadata.namespace);
-    expect(container.image).toBe('registry.example.com/spark-driver-cleaner:0.1.0');
+    expect(container.image).toBe(`registry.example.com/spark-driver-cleaner:${packageVersion(REPO_ROOT)}`);
   });
 
   it('keeps secrets out of the ConfigMap and reads them from a required Secret, the dashboard credentials required', () => {

@@ -1,8 +1,8 @@
 /**
  * The Dockerfile, checked without a Docker engine: linted with dockerfile-utils (the linter of the
- * Docker language server), then parsed with dockerfile-ast to assert what a reviewer would: a Node 24
- * base matching package.json, production dependencies only in the final stage, a numeric non-root
- * user, and the CLI's `run` as the entrypoint. test/deploy/image.test.ts builds and runs it.
+ * Docker language server), then parsed with dockerfile-ast to assert what a reviewer would: bases pinned by
+ * digest, the application bundled in the build stage, a final stage that installs and runs nothing but copies
+ * /app, a numeric non-root user, and the CLI's `run` as the entrypoint. test/deploy/image.test.ts builds and runs it.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -85,57 +85,74 @@ describe('Dockerfile', () => {
     expect(validate(broken, STRICT).length).toBeGreaterThanOrEqual(2);
   });
 
-  it('takes its base from the build argument BASE_IMAGE, whose default is the public Node image', () => {
-    expect(globalArgs(dockerfileText).get('BASE_IMAGE')).toBe('node:24-bookworm-slim');
+  it('takes its two bases from the build arguments BUILD_BASE and RUNTIME_BASE, each pinned by digest', () => {
+    const args = globalArgs(dockerfileText);
+    expect(args.get('BUILD_BASE')).toMatch(
+      /^localhost\/spark-driver-cleaner-build-base@sha256:[0-9a-f]{64}$/,
+    );
+    expect(args.get('RUNTIME_BASE')).toMatch(
+      /^localhost\/spark-driver-cleaner-runtime-base@sha256:[0-9a-f]{64}$/,
+    );
     const froms = DockerfileParser.parse(dockerfileText)
       .getInstructions()
       .filter((i) => i.getKeyword() === 'FROM')
       .map((i) => i.getArgumentsContent()?.split(' ')[0]);
-    expect(froms.length).toBeGreaterThanOrEqual(2);
-    for (const image of froms) expect(image).toMatch(/^\$\{BASE_IMAGE\}$/);
+    const stageNames = all.map((st) => st.name);
+    // Every stage starts from a pinned base or from an earlier stage: nothing is pulled by tag.
+    const pinned = ['BUILD_BASE', 'RUNTIME_BASE'].map((arg) => `\${${arg}}`);
+    for (const image of froms) expect([...pinned, ...stageNames].includes(image ?? ''), image).toBe(true);
+    // scripts/build-base-image.sh makes both at package.json's Node version and checks them against these pins.
+    const script = readFileSync(path.join(REPO_ROOT, 'scripts/build-base-image.sh'), 'utf8');
+    expect(script).toContain('require("./package.json").devDependencies.node');
+    expect(script).toContain('s|^ARG RUNTIME_BASE=.*|');
   });
 
-  it('is multi-stage, every stage on the Node major that package.json requires', () => {
-    const engineMajor = /(\d+)/.exec(packageJson.engines.node)?.[1];
-    const devNodeMajor = packageJson.devDependencies.node?.split('.')[0];
-    expect(engineMajor).toBe('24');
-    expect(devNodeMajor).toBe(engineMajor);
-    expect(all.length).toBeGreaterThanOrEqual(2);
-    for (const stage of all)
-      expect(stage.image).toMatch(new RegExp(`^node:${engineMajor}(\\.\\d+)*-[a-z0-9.-]+$`));
+  it('is multi-stage, the final stage on the runtime base', () => {
+    expect(all.length).toBeGreaterThanOrEqual(3);
+    const runtimeBase = all.find((st) => st.image === globalArgs(dockerfileText).get('RUNTIME_BASE'));
+    expect(runtimeBase?.name).toBeDefined();
+    expect(final.image).toBe(runtimeBase?.name);
   });
 
-  it('builds with `npm ci && npm run build` from src/ and workers/', () => {
-    const build = all.find((s) =>
-      s.instructions.some((i) => i.getKeyword() === 'RUN' && args(i).endsWith('npm run build')),
+  it('bundles in the build stage: `npm ci`, the ZooKeeper addon compiled with our patch, then scripts/image/bundle.ts over src/ and workers/', () => {
+    const build = all.find((st) =>
+      st.instructions.some(
+        (i) => i.getKeyword() === 'RUN' && args(i).includes('node scripts/image/bundle.ts'),
+      ),
     );
-    expect(build, 'a stage runs `npm run build`').toBeDefined();
+    expect(build, 'a stage runs scripts/image/bundle.ts').toBeDefined();
+    const runs = build?.instructions.filter((i) => i.getKeyword() === 'RUN').map(args) ?? [];
+    const install = runs.find((r) => /\bnpm ci\b/.test(r)) ?? '';
+    expect(install).toMatch(/--ignore-scripts\b/);
+    expect(install).toContain('patches/zookeeper+*.patch');
+    expect(install).toContain('npm rebuild zookeeper');
+    expect(runs.some((r) => r.includes('node scripts/image/sbom.ts'))).toBe(true);
     const copied = build?.instructions.filter((i) => i.getKeyword() === 'COPY').map(args) ?? [];
-    expect(copied).toEqual(expect.arrayContaining(['src ./src', 'workers ./workers']));
+    expect(copied).toEqual(
+      expect.arrayContaining(['src ./src', 'workers ./workers', 'scripts/image ./scripts/image']),
+    );
   });
 
-  it('ships production dependencies only: the final stage installs nothing and copies node_modules from an --omit=dev stage', () => {
-    // Its one RUN removes the base's package managers; nothing is installed.
-    const runs = final.instructions.filter((i) => i.getKeyword() === 'RUN').map(args);
-    expect(runs).toHaveLength(1);
-    expect(runs[0]).toMatch(/^rm -rf /);
-    expect(runs[0]).toContain('/usr/local/bin/npm');
+  it('the final stage runs nothing and copies /app from the build stage alone: the bundle, node_modules, package.json, the SBOM', () => {
+    expect(final.instructions.filter((i) => i.getKeyword() === 'RUN')).toEqual([]);
     const copies = final.instructions.filter((i) => i.getKeyword() === 'COPY').map(args);
-    const modulesCopy = copies.find((c) => c.includes('node_modules'));
-    const fromStage = /--from=(\S+)/.exec(modulesCopy ?? '')?.[1];
-    const depsStage = all.find((s) => s.name === fromStage);
-    const installs = depsStage?.instructions.filter(
-      (i) => i.getKeyword() === 'RUN' && /\bnpm ci\b/.test(args(i)),
-    );
-    expect(installs?.length).toBe(1);
-    expect(args(installs?.[0] as Instruction)).toMatch(/--omit=dev\b/);
-    // The compiled output and package.json ("type": "module") come along; no TypeScript sources.
-    expect(copies.some((c) => /--from=\S+ \/app\/dist \.\/dist/.test(c))).toBe(true);
-    expect(copies).toContain('package.json ./');
-    expect(copies.some((c) => /\bsrc\b/.test(c))).toBe(false);
+    expect(copies).toEqual([
+      '--from=build /out/app/node_modules ./node_modules',
+      '--from=build /out/app/dist ./dist',
+      '--from=build /out/app/package.json /out/app/sbom.cdx.json ./',
+    ]);
     // Sanity of the premise: the tools that must not ship are dev dependencies.
-    for (const dev of ['typescript', 'vitest', 'vite', '@biomejs/biome', 'node']) {
+    for (const dev of [
+      'typescript',
+      'vitest',
+      'vite',
+      '@biomejs/biome',
+      'node',
+      'esbuild',
+      '@cyclonedx/cyclonedx-npm',
+    ]) {
       expect(packageJson.dependencies[dev], dev).toBeUndefined();
+      expect(packageJson.devDependencies[dev], dev).toBeDefined();
     }
   });
 

@@ -1,19 +1,26 @@
 /**
  * Every kustomization renders with `kubectl kustomize`, and every rendered object is valid against
- * the Kubernetes API schemas (types, required fields, formats, and no unknown fields). Then the
- * properties of the example backends the cleaner depends on.
+ * the Kubernetes API schemas (types, required fields, formats, and no unknown fields); every component is used by
+ * one of them. Every overlay's configuration loads as a replica loads it, with Redis and one leadership backend.
+ * Then the properties of the example backends the cleaner depends on, and of the Sentinel, ZooKeeper,
+ * remote-contexts and private-CA Redis variants.
  */
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { envName, FIELDS } from '../../src/config/fields.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { type Container, configMapEnv, findOne, podEnv, type Workload } from './find-objects.ts';
-import { KUSTOMIZATIONS, kustomize } from './render.ts';
+import { COMPONENTS, KUSTOMIZATIONS, kustomize, REPO_ROOT } from './render.ts';
 import { type KubeObject, UnknownKindError, validateKubeObject } from './validate-object.ts';
 
-const rendered = new Map(KUSTOMIZATIONS.map((dir) => [dir, kustomize(dir)] as const));
+/** The private-CA Redis component inside the example overlay, as docs/deployment.md shows it. */
+const WITH_REDIS_CA = 'test/deploy/with-redis-ca';
+const rendered = new Map([...KUSTOMIZATIONS, WITH_REDIS_CA].map((dir) => [dir, kustomize(dir)] as const));
 const overlay = rendered.get('infra/k8s/overlays/example')?.objects as KubeObject[];
 
-describe.each(KUSTOMIZATIONS)('%s', (dir) => {
+describe.each([...KUSTOMIZATIONS, WITH_REDIS_CA])('%s', (dir) => {
   const { objects, warnings } = rendered.get(dir) as { objects: KubeObject[]; warnings: string };
 
   // kustomize v5 warns about deprecated fields (`bases`, `patchesStrategicMerge`, `vars`…): each is a
@@ -31,6 +38,78 @@ describe.each(KUSTOMIZATIONS)('%s', (dir) => {
   it('every object is valid against the Kubernetes schemas', async () => {
     const problems = (await Promise.all(objects.map(validateKubeObject))).flat();
     expect(problems).toEqual([]);
+  });
+});
+
+describe('the kustomizations', () => {
+  it('include every overlay directory, and render without the GitOps one (its remote base: gitops.test.ts)', () => {
+    const overlays = readdirSync(path.join(REPO_ROOT, 'infra/k8s/overlays')).map(
+      (d) => `infra/k8s/overlays/${d}`,
+    );
+    expect(overlays.filter((d) => !KUSTOMIZATIONS.includes(d))).toEqual(['infra/k8s/overlays/gitops']);
+  });
+
+  it('use every component: each is rendered inside a kustomization that CI renders', () => {
+    const kustomizations = [...KUSTOMIZATIONS, WITH_REDIS_CA, 'test/deploy/with-monitoring'];
+    const used = new Set(
+      kustomizations.flatMap((dir) => {
+        const text = readFileSync(path.join(REPO_ROOT, dir, 'kustomization.yaml'), 'utf8');
+        const listed = text.split(/^components:\s*$/m)[1]?.split(/^\S/m)[0] ?? '';
+        return [...listed.matchAll(/^\s*-\s*(\S+)\s*$/gm)].map((m) =>
+          path
+            .relative(REPO_ROOT, path.resolve(REPO_ROOT, dir, m[1] ?? ''))
+            .split(path.sep)
+            .join('/'),
+        );
+      }),
+    );
+    expect(COMPONENTS.length).toBeGreaterThanOrEqual(3);
+    expect(COMPONENTS.filter((c) => !used.has(c))).toEqual([]);
+  });
+});
+
+/** The overlays that run the cleaner, with its container. */
+const overlays = KUSTOMIZATIONS.filter((d) => d.startsWith('infra/k8s/overlays/')).flatMap((dir) => {
+  const objects = rendered.get(dir)?.objects ?? [];
+  const deployment = objects.find(
+    (o) => o.kind === 'Deployment' && o.metadata.name === 'spark-driver-cleaner',
+  );
+  return deployment
+    ? [[dir, objects, (deployment as Workload).spec.template.spec.containers[0] as Container] as const]
+    : [];
+});
+
+describe('every overlay’s configuration', () => {
+  it('covers the overlays (example, cluster-scope, namespace-discovery, redis-sentinel, zookeeper, remote-contexts)', () => {
+    expect(overlays.map(([dir]) => dir.split('/').at(-1)).sort()).toEqual([
+      'cluster-scope',
+      'example',
+      'namespace-discovery',
+      'redis-sentinel',
+      'remote-contexts',
+      'zookeeper',
+    ]);
+  });
+
+  it.each(overlays)(
+    '%s loads as a replica loads it, with a Redis and one leadership backend, starting in dry run',
+    (_dir, objects, container) => {
+      const env = podEnv(objects, container);
+      const config = loadConfig({ env, serviceAccountNamespace: () => 'spark-driver-cleaner' });
+      expect(env.SDC_REDIS_URL !== undefined || env.SDC_REDIS_MODE !== undefined).toBe(true);
+      expect(config.etcdEndpoints.length > 0 !== (config.zookeeper !== undefined)).toBe(true);
+      expect(config.targets.length + config.discover.length).toBeGreaterThan(0);
+      expect(config.dryRun).toBe(true);
+    },
+  );
+
+  it('the base sets no Redis and no leadership backend: an overlay or a backend component does', () => {
+    const objects = rendered.get('infra/k8s/base')?.objects ?? [];
+    const container = findOne<Workload>(objects, 'Deployment', 'spark-driver-cleaner').spec.template.spec
+      .containers[0] as Container;
+    const env = configMapEnv(objects, container);
+    for (const key of ['SDC_REDIS_URL', 'SDC_ETCD_ENDPOINTS', 'SDC_ZOOKEEPER', 'SDC_TARGETS'])
+      expect(env[key], key).toBeUndefined();
   });
 });
 
@@ -165,12 +244,106 @@ describe('the Redis Sentinel overlay', () => {
     ]);
   });
 
-  it('lets the pods reach the Sentinels (egress to 26379)', () => {
+  it('lets the pods reach the Sentinels (egress to 26379), and runs no example Redis', () => {
     const policy = findOne<KubeObject & { spec: { egress: { ports?: { port: number }[] }[] } }>(
       objects,
       'NetworkPolicy',
-      'spark-driver-cleaner-backends',
+      'spark-driver-cleaner-redis',
     );
     expect(policy.spec.egress.flatMap((r) => r.ports ?? []).map((p) => p.port)).toContain(26379);
+    expect(objects.some((o) => o.metadata.name === 'redis')).toBe(false);
+  });
+});
+
+describe('the ZooKeeper overlay (the example’s etcd dropped, as the README says)', () => {
+  const objects = rendered.get('infra/k8s/overlays/zookeeper')?.objects as KubeObject[];
+  const container = findOne<Workload>(objects, 'Deployment', 'spark-driver-cleaner').spec.template.spec
+    .containers[0] as Container;
+
+  it('elects on ZooKeeper, outside Kyuubi’s /kyuubi, with no etcd endpoint and no etcd workload', () => {
+    const config = loadConfig({ env: podEnv(objects, container) });
+    expect(config.zookeeper?.root).toBe('/spark-driver-cleaner');
+    expect(config.etcdEndpoints).toEqual([]);
+    expect(objects.some((o) => o.metadata.name === 'etcd')).toBe(false);
+  });
+});
+
+describe('the README’s “drop the example etcd” for Kyuubi’s ZooKeeper, done to a copy of the example overlay', () => {
+  it('renders with no etcd, loads with ZooKeeper as the leadership backend, and lets ZooKeeper’s port out', () => {
+    const readme = readFileSync(path.join(REPO_ROOT, 'README.md'), 'utf8');
+    const lines = readme.split('\n').filter((l) => /^\s+- SDC_ZOOKEEPER(_ROOT)?=/.test(l));
+    expect(lines).toHaveLength(2);
+    const copy = mkdtempSync(path.join(tmpdir(), 'sdc-readme-zk-'));
+    try {
+      cpSync(path.join(REPO_ROOT, 'infra/k8s'), path.join(copy, 'infra/k8s'), { recursive: true });
+      const file = path.join(copy, 'infra/k8s/overlays/example/kustomization.yaml');
+      const text = readFileSync(file, 'utf8');
+      expect(text).toContain('  - ../../backends/etcd\n');
+      writeFileSync(
+        file,
+        text
+          .replace('  - ../../backends/etcd\n', '')
+          .replace('      - SDC_DRY_RUN=true\n', `      - SDC_DRY_RUN=true\n${lines.join('\n')}\n`),
+      );
+      const objects = kustomize(path.join(copy, 'infra/k8s/overlays/example')).objects;
+      const container = findOne<Workload>(objects, 'Deployment', 'spark-driver-cleaner').spec.template.spec
+        .containers[0] as Container;
+      const config = loadConfig({ env: podEnv(objects, container) });
+      expect(config.zookeeper?.connect).toContain(':2181');
+      expect(config.etcdEndpoints).toEqual([]);
+      expect(objects.some((o) => o.metadata.name === 'etcd')).toBe(false);
+      const allows2181 = objects
+        .filter((o) => o.kind === 'NetworkPolicy')
+        .flatMap(
+          (p) =>
+            (p as KubeObject & { spec: { egress?: { to?: unknown[]; ports?: { port: number }[] }[] } }).spec
+              .egress ?? [],
+        )
+        .some((r) => r.to === undefined && r.ports?.some((p) => p.port === 2181));
+      expect(allows2181).toBe(true);
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the remote-contexts overlay', () => {
+  const objects = rendered.get('infra/k8s/overlays/remote-contexts')?.objects as KubeObject[];
+  const deployment = findOne<Workload>(objects, 'Deployment', 'spark-driver-cleaner');
+  const container = deployment.spec.template.spec.containers[0] as Container;
+
+  it('mounts the kubeconfig Secret where SDC_KUBECONFIG points, and names contexts of it in every target', () => {
+    const env = podEnv(objects, container);
+    const file = env.SDC_KUBECONFIG ?? '';
+    const mount = container.volumeMounts?.find((m) => path.posix.dirname(file) === m.mountPath);
+    expect(mount, file).toBeDefined();
+    const volume = (deployment.spec.template.spec.volumes ?? []).find((v) => v.name === mount?.name) as
+      | { secret?: { secretName: string } }
+      | undefined;
+    expect(volume?.secret?.secretName).toBe('spark-driver-cleaner-kubeconfig');
+    expect(path.posix.basename(file)).toBe('config');
+    const config = loadConfig({ env });
+    expect(config.targets.every((t) => t.context !== undefined)).toBe(true);
+    // No Role in this cluster: the remote clusters grant the kubeconfig's user.
+    expect(objects.some((o) => o.kind === 'Role' || o.kind === 'ClusterRole')).toBe(false);
+  });
+});
+
+describe('a Redis with a private CA (the redis-ca component)', () => {
+  const objects = rendered.get(WITH_REDIS_CA)?.objects as KubeObject[];
+  const deployment = findOne<Workload>(objects, 'Deployment', 'spark-driver-cleaner');
+  const container = deployment.spec.template.spec.containers[0] as Container;
+
+  it('mounts the CA Secret’s ca.crt where NODE_EXTRA_CA_CERTS points, beside a rediss:// URL', () => {
+    const env = podEnv(objects, container);
+    const file = env.NODE_EXTRA_CA_CERTS ?? '';
+    expect(path.posix.basename(file)).toBe('ca.crt');
+    const mount = container.volumeMounts?.find((m) => m.mountPath === path.posix.dirname(file));
+    const volume = (deployment.spec.template.spec.volumes ?? []).find((v) => v.name === mount?.name) as
+      | { secret?: { secretName: string } }
+      | undefined;
+    expect(volume?.secret?.secretName).toBe('spark-driver-cleaner-redis-ca');
+    expect(loadConfig({ env }).redis).toMatchObject({ mode: 'single' });
+    expect(env.SDC_REDIS_URL).toMatch(/^rediss:\/\//);
   });
 });

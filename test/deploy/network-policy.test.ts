@@ -1,9 +1,10 @@
 /**
  * The cleaner's egress as the rendered NetworkPolicies allow it (the union of every policy selecting its
  * pods): DNS only to the cluster DNS pods; Redis and etcd only to the pods an overlay knows (the example's
- * backends, the Sentinel overlay's Redis namespace), at any address only in the base, which cannot know;
- * the API server by port (its address is cluster-specific). And the PodDisruptionBudget lets a drain evict
- * an unready replica.
+ * backend components, the Sentinel overlay's Redis namespace), at any address only in the base, which cannot know;
+ * the API server by port (its address is cluster-specific). Narrowing one backend never blocks another's port:
+ * the example still reaches ZooKeeper, so dropping its etcd for Kyuubi's ZooKeeper works. And the
+ * PodDisruptionBudget lets a drain evict an unready replica.
  */
 import { describe, expect, it } from 'vitest';
 import { findOne, type Workload } from './find-objects.ts';
@@ -54,7 +55,9 @@ function podLabels(objects: KubeObject[], kind: string, name: string): Record<st
 
 const example = renderKustomization('infra/k8s/overlays/example');
 const sentinel = renderKustomization('infra/k8s/overlays/redis-sentinel');
+const zookeeper = renderKustomization('infra/k8s/overlays/zookeeper');
 const base = renderKustomization('infra/k8s/base');
+const redisPods = { podSelector: { matchLabels: { 'app.kubernetes.io/name': 'redis' } } };
 
 describe('egress of the example overlay (its own Redis and etcd)', () => {
   it('reaches Redis only as the pods of the backends Redis (in its namespace)', () => {
@@ -84,6 +87,19 @@ describe('egress of the example overlay (its own Redis and etcd)', () => {
     expect(peersOn(example, 443)).toBe('any');
     expect(peersOn(example, 6443)).toBe('any');
   });
+
+  it('still reaches ZooKeeper (2181): narrowing Redis and etcd leaves the other backends’ policies alone', () => {
+    expect(peersOn(example, 2181)).toBe('any');
+  });
+});
+
+describe('egress of the ZooKeeper overlay (the example without its etcd component)', () => {
+  it('reaches ZooKeeper (2181), the example Redis only as its pods, and etcd not at all', () => {
+    expect(peersOn(zookeeper, 2181)).toBe('any');
+    expect(peersOn(zookeeper, 6379)).toEqual([redisPods]);
+    expect(peersOn(zookeeper, 2379)).toEqual([]);
+    expect(zookeeper.some((o) => o.kind === 'StatefulSet')).toBe(false);
+  });
 });
 
 describe('egress of the Redis Sentinel overlay', () => {
@@ -105,15 +121,26 @@ describe('egress of the Redis Sentinel overlay', () => {
 });
 
 describe('egress of the base (it cannot know where Redis, etcd or ZooKeeper run)', () => {
-  it('allows the Redis, etcd and ZooKeeper client ports at any address, and DNS only to the cluster DNS', () => {
-    expect(peersOn(base, 6379)).toBe('any');
-    expect(peersOn(base, 2379)).toBe('any');
-    expect(peersOn(base, 2181)).toBe('any');
+  it('allows Redis (6379, TLS 6380, Sentinel 26379), etcd and ZooKeeper at any address, and DNS only to the cluster DNS', () => {
+    for (const port of [6379, 6380, 26379, 2379, 2181]) expect(peersOn(base, port), String(port)).toBe('any');
     expect(peersOn(base, 53)).not.toBe('any');
+  });
+
+  it('gives each backend a policy of its own, so that a component or an overlay narrows one alone', () => {
+    const names = base.filter((o) => o.kind === 'NetworkPolicy').map((o) => o.metadata.name);
+    expect(names.sort()).toEqual([
+      'spark-driver-cleaner',
+      'spark-driver-cleaner-etcd',
+      'spark-driver-cleaner-redis',
+      'spark-driver-cleaner-zookeeper',
+    ]);
   });
 });
 
-describe.each(KUSTOMIZATIONS.filter((d) => d !== 'infra/k8s/backends'))('%s PodDisruptionBudget', (dir) => {
+const withCleaner = KUSTOMIZATIONS.filter((d) =>
+  renderKustomization(d).some((o) => o.kind === 'Deployment' && o.metadata.name === 'spark-driver-cleaner'),
+);
+describe.each(withCleaner)('%s PodDisruptionBudget', (dir) => {
   it('lets a drain evict a replica that is not ready (unhealthyPodEvictionPolicy: AlwaysAllow)', () => {
     const pdb = findOne<KubeObject & { spec: { unhealthyPodEvictionPolicy?: string } }>(
       renderKustomization(dir),

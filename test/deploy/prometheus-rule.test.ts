@@ -14,7 +14,7 @@ import { parse } from 'yaml';
 import { type Container, findOne, type Workload } from './find-objects.ts';
 import { DASHBOARD_FILE, RUNBOOK_PAGE_URL, type RulesFile } from './monitoring-files.ts';
 import { GENERATED_RULES, generatedPrometheusRule, prometheusRuleYaml } from './prometheus-rule.ts';
-import { KUSTOMIZATIONS, kustomize, REPO_ROOT, readYamlFile } from './render.ts';
+import { kustomize, REPO_ROOT, readYamlFile } from './render.ts';
 import type { KubeObject } from './validate-object.ts';
 
 describe('PrometheusRules (infra/monitoring/prometheus-operator, infra/monitoring/kube-state-metrics)', () => {
@@ -48,7 +48,7 @@ describe('PrometheusRules (infra/monitoring/prometheus-operator, infra/monitorin
 
   // test/deploy/with-monitoring: the example overlay plus the component, as docs/deployment.md says.
   const withMonitoring = kustomize('test/deploy/with-monitoring');
-  const overlay = kustomize(KUSTOMIZATIONS[2]).objects;
+  const overlay = kustomize('infra/k8s/overlays/example').objects;
   /** The troubleshooting page's address test/deploy/with-monitoring/kustomization.yaml sets for the runbook links. */
   const OVERLAY_RUNBOOK_URL =
     'https://git.example.com/platform/spark-driver-cleaner/-/blob/main/docs/troubleshooting.md';

@@ -3,6 +3,8 @@
  * watch and delete on pods in each target namespace, and nothing else; base and backends grant
  * nothing at all.
  */
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { configMapEnv, findOne, podEnv, targetNamespaces, type Workload } from './find-objects.ts';
 import {
@@ -11,7 +13,7 @@ import {
   podRbacProblems,
   type RbacExpectation,
 } from './rbac-rules.ts';
-import { renderKustomization } from './render.ts';
+import { COMPONENTS, REPO_ROOT, renderKustomization } from './render.ts';
 import type { KubeObject } from './validate-object.ts';
 
 const overlay = renderKustomization('infra/k8s/overlays/example');
@@ -56,9 +58,15 @@ describe('RBAC of the example overlay', () => {
     expect(overlay.some((o) => o.kind === 'ClusterRole' || o.kind === 'ClusterRoleBinding')).toBe(false);
   });
 
-  it.each(['infra/k8s/base', 'infra/k8s/backends'])('%s grants nothing by itself', (dir) => {
-    const objects = renderKustomization(dir);
+  it('the base grants nothing by itself, and neither do the components', () => {
+    const objects = renderKustomization('infra/k8s/base');
     expect(objects.filter((o) => o.apiVersion.startsWith('rbac.authorization.k8s.io/'))).toEqual([]);
+    for (const component of COMPONENTS)
+      for (const file of readdirSync(path.join(REPO_ROOT, component)))
+        expect(
+          readFileSync(path.join(REPO_ROOT, component, file), 'utf8'),
+          `${component}/${file}`,
+        ).not.toContain('rbac.authorization.k8s.io');
   });
 });
 

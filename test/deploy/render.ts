@@ -4,7 +4,7 @@
  * the version; `KUBECTL` names another binary.
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
@@ -13,15 +13,37 @@ import type { KubeObject } from './validate-object.ts';
 /** The repository root (two levels above this file). */
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
-/** Every kustomization the repository ships, relative to the repository root. */
-export const KUSTOMIZATIONS = [
-  'infra/k8s/base',
-  'infra/k8s/backends',
-  'infra/k8s/overlays/example',
-  'infra/k8s/overlays/cluster-scope',
-  'infra/k8s/overlays/namespace-discovery',
-  'infra/k8s/overlays/redis-sentinel',
-] as const;
+/** A kustomization file that is a component (rendered only inside a kustomization that lists it). */
+const isComponent = (text: string) => /^kind: Component$/m.test(text);
+/** A kustomization with a remote base or component (`- https://…`): rendering it needs that host. */
+export const hasRemote = (text: string) => /^\s*-\s*https?:\/\//m.test(text);
+
+/**
+ * Every kustomization the repository ships under infra/k8s that renders on its own, relative to the repository
+ * root and sorted: found, not listed (scripts/check-deploy.sh finds them the same way), without the components and
+ * the GitOps overlay, whose remote base test/deploy/gitops.test.ts renders from a local clone.
+ */
+export const KUSTOMIZATIONS: readonly string[] = readdirSync(path.join(REPO_ROOT, 'infra/k8s'), {
+  recursive: true,
+  withFileTypes: true,
+})
+  .filter((e) => e.isFile() && e.name === 'kustomization.yaml')
+  .filter((e) => {
+    const text = readFileSync(path.join(e.parentPath, e.name), 'utf8');
+    return !isComponent(text) && !hasRemote(text);
+  })
+  .map((e) => path.relative(REPO_ROOT, e.parentPath).split(path.sep).join('/'))
+  .sort();
+
+/** The components under infra/k8s (kind: Component), relative to the repository root and sorted. */
+export const COMPONENTS: readonly string[] = readdirSync(path.join(REPO_ROOT, 'infra/k8s'), {
+  recursive: true,
+  withFileTypes: true,
+})
+  .filter((e) => e.isFile() && e.name === 'kustomization.yaml')
+  .filter((e) => isComponent(readFileSync(path.join(e.parentPath, e.name), 'utf8')))
+  .map((e) => path.relative(REPO_ROOT, e.parentPath).split(path.sep).join('/'))
+  .sort();
 
 /** Thrown when kubectl is missing, kustomize fails, or its output is not YAML. */
 export class RenderError extends Error {

@@ -94,7 +94,7 @@ describe('the production CLI is the cleaner only', () => {
 
 describe('the image build takes only what ships', () => {
   const dockerfile = DockerfileParser.parse(readFileSync(path.join(REPO_ROOT, 'Dockerfile'), 'utf8'));
-  it('every COPY from the build context names a manifest, a tsconfig, src, workers or the dependency patches', () => {
+  it('every COPY from the build context names a manifest, src, workers, the dependency patches or the bundle scripts', () => {
     const allowed = new Set([
       'package.json',
       'package-lock.json',
@@ -102,6 +102,8 @@ describe('the image build takes only what ships', () => {
       'tsconfig.build.json',
       // Applied to node_modules before the native addon is compiled (scripts/setup.sh does the same).
       'patches',
+      // The bundler and SBOM scripts, run in the build stage; only their output ships.
+      'scripts/image',
       ...SHIPPED,
     ]);
     const sources = dockerfile

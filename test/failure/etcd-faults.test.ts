@@ -113,7 +113,7 @@ describe('etcd cluster faults', () => {
           ),
       );
       await waitGone(cluster().server, during, 'pods deleted by the new leader', 60_000);
-      // The cut-off leader sent no DELETE once it could have been replaced (it fences at TTL − 1 s).
+      // The cut-off leader sent no DELETE once it could have been replaced (it fences at TTL − min(1 s, TTL/5)).
       expect(proxies[i]?.deletes(timeOf(lost))).toEqual([]);
       expect(linesSince(leader, timeOf(lost), (l) => l.outcome === 'accepted')).toEqual([]);
       const uids = [...before, ...during].map(uidOf);

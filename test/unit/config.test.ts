@@ -323,10 +323,24 @@ describe('loadConfig', () => {
     ]);
   });
 
-  it('in a pod with no target and no kubeconfig, the service account namespace is the target', () => {
-    const c = loadConfig({ env: {}, serviceAccountNamespace: () => 'spark-jobs' });
-    expect(c.targets).toEqual([{ context: undefined, namespace: 'spark-jobs' }]);
-    expect(() => loadConfig({ env: {}, serviceAccountNamespace: () => undefined })).toThrow(ConfigError);
+  it('in a pod with no target, the error names targets and says the pod’s own namespace is no default', () => {
+    const problemsOf = (serviceAccountNamespace: () => string | undefined) => {
+      try {
+        loadConfig({ env: {}, serviceAccountNamespace });
+      } catch (err) {
+        if (err instanceof ConfigError) return err.problems;
+        throw err;
+      }
+      throw new Error('no ConfigError');
+    };
+    const inPod = problemsOf(() => 'spark-driver-cleaner');
+    expect(inPod).toHaveLength(1);
+    expect(inPod[0]).toMatch(/^targets: required but not set \(--targets or SDC_TARGETS\)/);
+    expect(inPod[0]).toContain("not the pod's own namespace, spark-driver-cleaner");
+    // Outside a pod: the same field named, with its help.
+    expect(problemsOf(() => undefined)).toEqual([
+      expect.stringMatching(/^targets: required but not set \(--targets or SDC_TARGETS\); expected: /),
+    ]);
   });
 
   it('a bare namespace means the current context', () => {

@@ -18,7 +18,10 @@ import { shellCommands } from '../helpers/readme-commands.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const read = (file: string) => readFileSync(path.join(ROOT, file), 'utf8');
-const scripts = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts;
+const { scripts, version: VERSION } = JSON.parse(read('package.json')) as {
+  scripts: Record<string, string>;
+  version: string;
+};
 
 /** The documents whose shell commands are checked: the top-level Markdown files, docs/, bench/README.md. */
 function documents(): string[] {
@@ -69,8 +72,8 @@ const RENDERED: Coverage = {
   needs: CLUSTER,
   instead:
     'test/deploy renders the example overlay (the one copied) with kubectl kustomize and validates every object',
-  file: 'test/deploy/render.ts',
-  invocation: "'infra/k8s/overlays/example',",
+  file: 'test/deploy/manifests.test.ts',
+  invocation: "const overlay = rendered.get('infra/k8s/overlays/example')",
 };
 const RBAC: Coverage = {
   run: 'needs',
@@ -79,13 +82,11 @@ const RBAC: Coverage = {
   file: 'test/deploy/rbac.test.ts',
   invocation: "verbs: ['get', 'list', 'watch', 'delete']",
 };
-const DOCKER_BUILD: Coverage = {
-  run: 'needs',
-  needs: 'a Docker engine',
-  instead:
-    'the image test builds the same Dockerfile with podman (bash scripts/build-image.sh) and runs it as deployed',
+const IMAGE_BUILD: Coverage = {
+  run: 'elsewhere',
   file: 'test/deploy/image.test.ts',
   invocation: "const BUILD = 'bash scripts/build-image.sh';",
+  why: 'the image test builds the image with it (another tag: SDC_IMAGE_TEST_TAG) and runs it as deployed',
 };
 const OVERLAY_COPY: Coverage = {
   run: 'in-scratch-copy',
@@ -134,11 +135,13 @@ const PROVE: Record<string, Coverage> = {
   'kubectl -n spark-team-a delete rolebinding,role spark-driver-cleaner-canary': CANARY_ROLE,
 };
 const CLUSTER_APPLY: Record<string, Coverage> = {
-  'docker build -t registry.example.com/spark-driver-cleaner:0.1.0 .': DOCKER_BUILD,
-  'docker push registry.example.com/spark-driver-cleaner:0.1.0': {
-    ...DOCKER_BUILD,
+  [`bash scripts/build-image.sh --tag registry.example.com/spark-driver-cleaner:${VERSION}`]: IMAGE_BUILD,
+  [`podman push registry.example.com/spark-driver-cleaner:${VERSION}`]: {
+    run: 'needs',
     needs: 'a registry',
     instead: 'nothing is pushed; the image test builds and runs the image a push would upload',
+    file: 'test/deploy/image.test.ts',
+    invocation: "const BUILD = 'bash scripts/build-image.sh';",
   },
   'cp -r infra/k8s/overlays/example infra/k8s/overlays/prod': OVERLAY_COPY,
   'kubectl create namespace spark-driver-cleaner --dry-run=client -o yaml | kubectl apply -f -': {
@@ -252,6 +255,28 @@ const SECURED_ETCD: Record<string, Coverage> = {
     why: 'needs an etcd with TLS and auth: the secured-etcd test gives the cleaner its role with these commands, as root',
   },
 };
+/** The uninstall commands of the cleaner's data (docs/deployment.md, "Uninstalling"). */
+const UNINSTALL: Record<string, Coverage> = Object.fromEntries(
+  [
+    [
+      `redis-cli -u "$REDIS_URL" --scan --pattern 'sdc:*' | xargs -r -d '\\n' redis-cli -u "$REDIS_URL" unlink`,
+      'const REDIS_CLEANUP =\n  \'redis-cli -u "$REDIS_URL" --scan --pattern',
+    ],
+    ['etcdctl del --prefix spark-driver-cleaner/', "'etcdctl del --prefix spark-driver-cleaner/'"],
+    [
+      'zkCli.sh -server "$ZOOKEEPER" deleteall /spark-driver-cleaner',
+      '\'zkCli.sh -server "$ZOOKEEPER" deleteall /spark-driver-cleaner\'',
+    ],
+  ].map(([command, invocation]) => [
+    command,
+    {
+      run: 'elsewhere',
+      file: 'test/ops/uninstall.test.ts',
+      invocation: invocation ?? '',
+      why: 'needs the servers: run as written against real Redis, etcd and ZooKeeper after replicas used them',
+    } satisfies Coverage,
+  ]),
+);
 /** A nemesis variant: npm test runs the suite at its CI size, and `file` reads the variable that changes it. */
 const NEMESIS = (
   variable: string,
@@ -308,6 +333,12 @@ const COVERAGE: Record<string, Record<string, Coverage>> = {
     'npm test': NPM_TEST,
     [RUN_EXAMPLE]: { run: 'with-check' },
     ...BENCHMARKS,
+    'bash scripts/release.sh 0.3.0': {
+      run: 'elsewhere',
+      file: 'test/unit/version.test.ts',
+      invocation: "run('bash', ['scripts/release.sh', ...args], scratch, env)",
+      why: 'the version test runs the release script on a scratch repository: its refusals, then a release',
+    },
   },
   'bench/README.md': BENCHMARKS,
   'docs/configuration.md': {
@@ -381,15 +412,31 @@ const COVERAGE: Record<string, Record<string, Coverage>> = {
     'kubectl auth can-i patch pods -n spark-team-a --as=$SA': RBAC,
     'kubectl auth can-i delete pods -n default --as=$SA': RBAC,
     'kubectl auth can-i get secrets -n spark-team-a --as=$SA': RBAC,
-    'SDC_TARGETS=kind-kind:spark SDC_DASHBOARD_PASSWORD=change-me docker compose -f infra/compose.yaml up --build':
-      {
-        run: 'needs',
-        needs: 'a Docker engine and a cluster',
-        instead:
-          'the compose test checks the services, the build from the Dockerfile and the replicas run as in the pod',
-        file: 'test/deploy/compose.test.ts',
-        invocation: "it('runs Redis, etcd, a collector, Jaeger and three replicas'",
-      },
+    'podman save spark-driver-cleaner:dev | docker load': {
+      run: 'needs',
+      needs: 'a Docker engine',
+      instead: 'the image test builds spark-driver-cleaner:dev with podman, the image this loads into Docker',
+      file: 'test/deploy/image.test.ts',
+      invocation: "const DOCUMENTED_IMAGE = 'spark-driver-cleaner:dev';",
+    },
+    'kubectl -n spark-driver-cleaner delete deployment spark-driver-cleaner --cascade=foreground': {
+      run: 'needs',
+      needs: CLUSTER,
+      instead:
+        'the image test stops the container as a pod is deleted (SIGTERM, the grace period) and checks that it resigned its leadership and exited 0',
+      file: 'test/deploy/image.test.ts',
+      invocation: "podman(['stop', '--time', String(GRACE_S), name]",
+    },
+    'kubectl delete -k infra/k8s/overlays/prod --ignore-not-found': RENDERED,
+    ...UNINSTALL,
+    'SDC_TARGETS=kind-kind:spark SDC_DASHBOARD_PASSWORD=change-me docker compose -f infra/compose.yaml up': {
+      run: 'needs',
+      needs: 'a Docker engine and a cluster',
+      instead:
+        'the compose test checks the services, the build from the Dockerfile and the replicas run as in the pod',
+      file: 'test/deploy/compose.test.ts',
+      invocation: "it('runs Redis, etcd, a collector, Jaeger and three replicas'",
+    },
     'bash scripts/check-deploy.sh': {
       run: 'elsewhere',
       file: '.ci/run',
@@ -438,7 +485,25 @@ const COVERAGE: Record<string, Record<string, Coverage>> = {
       why: 'npm test runs test/failure at its CI size; SOAK=1 only raises the sizes, read here',
     },
   },
+  'docs/sizing.md': {
+    'redis-cli ACL SETUSER spark-driver-cleaner on ">$REDIS_CLEANER_PASSWORD" resetkeys "~sdc:*" resetchannels -@all +@read +@write +@keyspace +@scripting +@blocking +@connection +@transaction -@dangerous +info +config\\|get +client\\|list':
+      {
+        run: 'elsewhere',
+        file: 'test/integration/redis-acl.test.ts',
+        invocation:
+          'resetkeys "~sdc:*" resetchannels -@all +@read +@write +@keyspace +@scripting +@blocking +@connection +@transaction -@dangerous +info +config\\\\|get +client\\\\|list',
+        why: 'needs a Redis to grant it on: the ACL test creates the user with it on a real Redis, runs a replica, status and explain as that user, and finds nothing denied',
+      },
+  },
   'docs/image.md': {
+    'bash scripts/build-base-image.sh --pin': {
+      run: 'needs',
+      needs: 'bases to review (it rewrites the Dockerfile)',
+      instead:
+        'the image test builds with the pinned digests (build-image.sh stops when the bases made are not the pins), and the Dockerfile test checks that the script rewrites the two ARG lines',
+      file: 'test/deploy/dockerfile.test.ts',
+      invocation: "expect(script).toContain('s|^ARG RUNTIME_BASE=.*|');",
+    },
     'bash scripts/install-test-tools.sh': {
       run: 'elsewhere',
       file: '.ci/run',
