@@ -752,7 +752,11 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
         void selfCheck
           .check()
           .catch((err) => log.warn({ err: { message: (err as Error).message } }, 'self-check failed'));
-        void kept.recordIfLeader();
+        void kept
+          .recordIfLeader()
+          .catch((err) =>
+            log.warn({ err: { message: (err as Error).message } }, 'kept-pods count not recorded'),
+          );
         void hold.check();
       }, checkSettings.intervalMs);
       selfCheckTimer.unref();

@@ -40,6 +40,8 @@ const BAD: Record<string, Record<string, string>> = {
   namespaceSelector: { SDC_NAMESPACE_SELECTOR: 'team in (spark' },
   labelSelector: { SDC_LABEL_SELECTOR: 'spark-role in (driver' },
   policy: { SDC_POLICY: 'SOME' },
+  applicationStateSource: { SDC_APPLICATION_STATE_SOURCE: 'SIDECAR' },
+  applicationStateContainer: { SDC_APPLICATION_STATE_CONTAINER: 'driver_container' },
   retention: { SDC_RETENTION: 'five minutes' },
   redisUrl: { SDC_REDIS_URL: 'http://127.0.0.1:6379' },
   redisMode: { SDC_REDIS_MODE: 'replicated' },

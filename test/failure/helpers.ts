@@ -161,8 +161,8 @@ export function replicaEnv(
 /**
  * Resolves with the replica that leads the namespace once leadership has settled: the first to log
  * `elected leader` for it (past or future line), or — with etcd, where leaderships are balanced — the
- * replica the target is assigned to, once every replica is a member and it leads (`/api/v1/leaders`): the
- * first elected may hand the target over to its assigned replica as the others join.
+ * replica the target is assigned to, once every replica is a member, ready for the target, and it leads
+ * (`/api/v1/leaders`): the first elected may hand the target over to its assigned replica as the others join.
  */
 export async function firstLeader(
   replicas: ReplicaProcess[],
@@ -196,12 +196,15 @@ export async function firstLeader(
         await fetch(`${url}/api/v1/leaders`, { signal: AbortSignal.timeout(5000) })
       ).json()) as {
         targets: Record<string, { leader: string | null; assigned?: string | null }>;
-        balance?: { members: string[] };
+        balance?: { members: string[]; notReady?: Record<string, string[]> };
       };
       if (!body.balance) return first; // local leadership: nothing to balance
-      const row = Object.entries(body.targets).find(([t]) => t.endsWith(`:${namespace}`))?.[1];
+      const [label, row] = Object.entries(body.targets).find(([t]) => t.endsWith(`:${namespace}`)) ?? [];
       if (body.balance.members.length !== replicas.length || !row?.leader || row.leader !== row.assigned)
         return undefined;
+      // A replica still listing the target's pods is assigned nothing yet: once it can clean the target, the
+      // assignment may move to it (a handover). Settled means every replica can.
+      if ((body.balance.notReady?.[label ?? ''] ?? []).length > 0) return undefined;
       const leader = replicas.find((r) => r.id === row.leader);
       // The leader itself says so (its last leadership line for the namespace).
       const last = leader?.lines.findLast(

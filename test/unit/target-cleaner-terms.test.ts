@@ -193,7 +193,7 @@ function setup(
     concurrency: 1,
     reconcileIntervalMs: 3_600_000,
     queue: q.queue,
-    connection: {} as Redis,
+    connection: { set: async () => 'OK' } as unknown as Redis,
     prefix: 'unit',
     pods: {} as PodApi,
     informer: inf.informer,
