@@ -90,7 +90,7 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
     let stat: ZkStat | null;
     const sentAtMs = opts.monotonicNow();
     try {
-      stat = await withTimeout(statOf(c.handle, node.path), opts.fenceTimeoutMs, 'fencing read');
+      stat = await withTimeout(syncedStat(c, node.path), opts.fenceTimeoutMs, 'fencing read');
     } catch (err) {
       return { ok: false, reason: `cannot confirm the leader node: ${(err as Error).message}` };
     }
@@ -100,6 +100,20 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
       return { ok: false, reason: 'leader node gone or not of our session' };
     }
     return { ok: true, path: node.path, sessionId: c.sessionId, sentAtMs };
+  }
+
+  /**
+   * The stat of `path` as the quorum has it: a `sync`, then the read, sent together (a session's requests are
+   * answered in order, so the read waits for the sync). A plain read is answered by whatever server the
+   * session is on, from what it has applied: a follower cut off from its leader goes on answering until its
+   * own timeout (`syncLimit × tickTime`), while the quorum may already have expired our session and elected
+   * another leader. The sync goes through the leader: cut off, it gets no answer and the fence times out.
+   */
+  async function syncedStat(c: ZkConnection, path: string): Promise<ZkStat | null> {
+    const synced = c.handle.sync(path);
+    const stat = statOf(c.handle, path);
+    const [, s] = await Promise.all([synced, stat]);
+    return s;
   }
 
   /** Fencing reads, coalesced: a call is answered by a read that started after it. */
@@ -177,7 +191,7 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
         if (at === 0) {
           // CURATOR-696: the node must be of our live session, not one the server is still expiring.
           const sentAtMs = opts.monotonicNow();
-          const stat = await opts.limit(() => statOf(c.handle, node.path));
+          const stat = await opts.limit(() => syncedStat(c, node.path));
           if (stat?.ephemeralOwner !== c.sessionId) {
             own = undefined;
             throw new Error(`candidate node ${node.path} is not of our session`);
