@@ -4,7 +4,9 @@
  * node `<election dir>/_c_<uuid>-<replica id>-latch-<sequence>`; the lowest sequence leads; every other
  * candidate watches only its predecessor, and reads the line again when it goes.
  * - Protected: a create whose answer was lost (connection loss) may have been applied; the next attempt on
- *   the same session looks for the node by its uuid before creating another.
+ *   the same session looks for the node by its uuid before creating another, after a `sync` (the server it
+ *   reconnected to may not have applied the create yet). A node of this replica and of the live session
+ *   found ahead of our own in the line all the same is such a create: it is deleted, never waited for.
  * - Before a term starts, the node's `ephemeralOwner` must be our live session (Curator's CURATOR-696: a
  *   node of an earlier session, still listed while the server expires it, must not make us leader).
  * - A term ends as soon as the connection is lost (suspended: no DELETE until reconnected) or the session
@@ -29,7 +31,7 @@ import { FencedError } from './fenced-error.ts';
 import { createFreshRead } from './fresh-read.ts';
 import { createNode, statOf, ZK_ERR, ZK_MODE, type ZkStat, zkCode } from './zookeeper-client.ts';
 import type { ZkConnection, ZooKeeperSession } from './zookeeper-session.ts';
-import { electionDir, parseCandidateName, type ZooKeeperView } from './zookeeper-view.ts';
+import { type CandidateNode, electionDir, parseCandidateName, type ZooKeeperView } from './zookeeper-view.ts';
 
 /** Options of {@link createZooKeeperElection}. */
 export interface ZooKeeperElectionOptions {
@@ -125,7 +127,11 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
     if (own) return own;
     if (pending && pending.sessionId === c.sessionId) {
       const uuid = pending.uuid;
-      const names = await opts.limit(() => c.handle.get_children(dir, false));
+      // Synced first: the server we reconnected to may not have applied the create the quorum committed.
+      const names = await opts.limit(async () => {
+        const [, children] = await Promise.all([c.handle.sync(dir), c.handle.get_children(dir, false)]);
+        return children;
+      });
       const found = names.find((n) => n.startsWith(`_c_${uuid}-`));
       pending = undefined;
       if (found) {
@@ -147,6 +153,26 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
     pending = undefined;
     own = { path, sessionId: c.sessionId };
     return own;
+  }
+
+  /**
+   * Deletes `path`, a node of this replica's id ahead of our own, if it is of our live session: a create whose
+   * answer was lost and that the lookup did not find (we would otherwise wait behind it for the session's
+   * life). A node of another session (an earlier process of this replica, still expiring) is left to expire.
+   * @returns true when it was deleted (or was already gone).
+   */
+  async function deleteOrphan(c: ZkConnection, path: string): Promise<boolean> {
+    const stat = await opts.limit(() => syncedStat(c, path));
+    if (stat && stat.ephemeralOwner !== c.sessionId) return false;
+    if (stat) {
+      log.info({ node: path }, 'deleting a candidate node of this session that no term holds');
+      await opts
+        .limit(() => c.handle.delete_(path, -1))
+        .catch((err: unknown) => {
+          if (zkCode(err) !== ZK_ERR.noNode) throw err;
+        });
+    }
+    return true;
   }
 
   /** Waits until `path` is gone (or its watch fires for another reason), the signal aborts. */
@@ -202,7 +228,9 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
           await state.lead(end, { sessionId: c.sessionId, node: node.path });
           return;
         }
-        await waitForPredecessor(c, (line[at - 1] as { key: string }).key, end);
+        const before = line[at - 1] as CandidateNode;
+        if (before.replicaId === replicaId && (await deleteOrphan(c, before.key))) continue;
+        await waitForPredecessor(c, before.key, end);
       }
     } finally {
       c.lost.removeEventListener('abort', onLost);

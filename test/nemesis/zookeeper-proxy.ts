@@ -24,6 +24,17 @@ export interface ZooKeeperDropSpec {
   durationMs: number;
   /** How long the connection stays open and silent after the create went through, ms. */
   holdMs: number;
+  /**
+   * Then refuse new connections (default false): the client must reconnect to another server of its connect
+   * string, one that may not have applied the create yet.
+   */
+  thenRefuse?: boolean;
+}
+
+/** Options of {@link startZooKeeperProxy}. */
+export interface ZooKeeperProxyOptions {
+  /** Called with the opcode of each request a client sends (ZooKeeper's `OpCode`: 1 create, 9 sync, …). */
+  onRequest?: (op: number) => void;
 }
 
 /** A running ZooKeeper relay. */
@@ -40,11 +51,16 @@ export interface ZooKeeperProxy {
 }
 
 /** Starts a relay on a free loopback port to `upstreamPort` on 127.0.0.1. */
-export async function startZooKeeperProxy(upstreamPort: number | undefined): Promise<ZooKeeperProxy> {
+export async function startZooKeeperProxy(
+  upstreamPort: number | undefined,
+  opts: ZooKeeperProxyOptions = {},
+): Promise<ZooKeeperProxy> {
   let upstream = upstreamPort;
   const stats = { creates: 0, dropped: 0 };
   /** The armed fault: answers still to lose, and its end (performance.now() ms). */
-  let armed: { left: number; untilMs: number; holdMs: number; lost: () => void } | undefined;
+  let armed:
+    | { left: number; untilMs: number; holdMs: number; thenRefuse: boolean; lost: () => void }
+    | undefined;
   const pairs = new Set<{ down: Socket; up: Socket }>();
   const cutAll = () => {
     for (const p of [...pairs]) {
@@ -86,7 +102,10 @@ export async function startZooKeeperProxy(upstreamPort: number | undefined): Pro
           first = false;
           continue;
         }
-        if (packet.length < 8 || !CREATE_OPS.has(packet.readInt32BE(4))) continue;
+        if (packet.length < 8) continue;
+        const op = packet.readInt32BE(4);
+        opts.onRequest?.(op);
+        if (!CREATE_OPS.has(op)) continue;
         stats.creates++;
         const a = armed;
         if (!a || a.left <= 0 || performance.now() > a.untilMs) continue;
@@ -94,6 +113,7 @@ export async function startZooKeeperProxy(upstreamPort: number | undefined): Pro
         stats.dropped++;
         a.lost();
         silent = true;
+        if (a.thenRefuse) upstream = undefined;
         setTimeout(cut, a.holdMs).unref();
         break;
       }
@@ -122,6 +142,7 @@ export async function startZooKeeperProxy(upstreamPort: number | undefined): Pro
         left: spec.count,
         untilMs: performance.now() + spec.durationMs,
         holdMs: spec.holdMs,
+        thenRefuse: spec.thenRefuse ?? false,
         lost: () => {
           lost++;
           if (lost >= spec.count) {
