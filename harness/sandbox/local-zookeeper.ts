@@ -128,6 +128,9 @@ async function startEnsemble(java: string, opts: ZooKeeperOptions): Promise<Loca
         '-Xmx256m',
         '-XX:+UseSerialGC',
         `-Dzookeeper.log.dir=${dir}`,
+        // A server whose election found no peer (they were still starting: a restart of the whole ensemble)
+        // looks again every 2 s at most, not after up to 60 s (ZooKeeper's default backoff).
+        ...(n > 1 ? ['-Dzookeeper.fastleader.maxNotificationInterval=2000'] : []),
         '-cp',
         `/etc/zookeeper/conf:${ZOOKEEPER_JAR}`,
         'org.apache.zookeeper.server.quorum.QuorumPeerMain',

@@ -31,6 +31,49 @@ export interface ZooKeeperDropSpec {
   thenRefuse?: boolean;
 }
 
+/**
+ * An armed answer-losing fault: one budget of answers, which several relays may share (one relay per server of
+ * an ensemble: `count` answers lost in all, on whichever servers the creates go to).
+ */
+export interface DropFault {
+  readonly holdMs: number;
+  readonly thenRefuse: boolean;
+  /** Takes one answer to lose now from the budget: false once it is spent or the fault is over. */
+  take(): boolean;
+  /** Resolves with the number of answers lost, once the last one's connection was cut or the fault ended. */
+  readonly done: Promise<number>;
+}
+
+/** Creates a fault from `spec`; it ends after `spec.durationMs` or once `spec.count` answers are lost. */
+export function createDropFault(spec: ZooKeeperDropSpec): DropFault {
+  let lost = 0;
+  let over = false;
+  let finish: (n: number) => void = () => {};
+  const done = new Promise<number>((resolve) => {
+    finish = resolve;
+  });
+  const timer = setTimeout(() => {
+    over = true;
+    finish(lost);
+  }, spec.durationMs);
+  return {
+    holdMs: spec.holdMs,
+    thenRefuse: spec.thenRefuse ?? false,
+    take() {
+      if (over || lost >= spec.count) return false;
+      lost++;
+      if (lost >= spec.count) {
+        over = true;
+        clearTimeout(timer);
+        // The fault lasts until the connection is cut.
+        setTimeout(() => finish(lost), spec.holdMs);
+      }
+      return true;
+    },
+    done,
+  };
+}
+
 /** Options of {@link startZooKeeperProxy}. */
 export interface ZooKeeperProxyOptions {
   /** Called with the opcode of each request a client sends (ZooKeeper's `OpCode`: 1 create, 9 sync, …). */
@@ -43,10 +86,19 @@ export interface ZooKeeperProxy {
   readonly connect: string;
   /** Arms an answer-losing fault; `done` resolves with the number of answers lost. */
   dropAnswers(spec: ZooKeeperDropSpec): { done: Promise<number> };
+  /** Arms a fault that other relays may share (replacing the one armed before). */
+  arm(fault: DropFault): void;
   /** Creates seen and create answers lost so far (for the report). */
   readonly stats: { creates: number; dropped: number };
   /** Sends new connections to `port` (undefined: refuse them) and closes every relayed connection. */
   repoint(port: number | undefined): void;
+  /**
+   * Refuses new connections and closes the relayed ones (`true`), or relays new ones again (`false`, leaving
+   * the open ones be): a client that may not use this server for a while.
+   */
+  block(on: boolean): void;
+  /** Connections relayed now. */
+  readonly open: number;
   close(): Promise<void>;
 }
 
@@ -56,11 +108,9 @@ export async function startZooKeeperProxy(
   opts: ZooKeeperProxyOptions = {},
 ): Promise<ZooKeeperProxy> {
   let upstream = upstreamPort;
+  let blocked = false;
   const stats = { creates: 0, dropped: 0 };
-  /** The armed fault: answers still to lose, and its end (performance.now() ms). */
-  let armed:
-    | { left: number; untilMs: number; holdMs: number; thenRefuse: boolean; lost: () => void }
-    | undefined;
+  let armed: DropFault | undefined;
   const pairs = new Set<{ down: Socket; up: Socket }>();
   const cutAll = () => {
     for (const p of [...pairs]) {
@@ -70,7 +120,7 @@ export async function startZooKeeperProxy(
     pairs.clear();
   };
   const server = createServer((down) => {
-    if (upstream === undefined) {
+    if (upstream === undefined || blocked) {
       down.destroy();
       return;
     }
@@ -108,10 +158,8 @@ export async function startZooKeeperProxy(
         if (!CREATE_OPS.has(op)) continue;
         stats.creates++;
         const a = armed;
-        if (!a || a.left <= 0 || performance.now() > a.untilMs) continue;
-        a.left--;
+        if (!a?.take()) continue;
         stats.dropped++;
-        a.lost();
         silent = true;
         if (a.thenRefuse) upstream = undefined;
         setTimeout(cut, a.holdMs).unref();
@@ -129,35 +177,22 @@ export async function startZooKeeperProxy(
     connect: `127.0.0.1:${port}`,
     stats,
     dropAnswers(spec) {
-      let lost = 0;
-      let finish: (n: number) => void = () => {};
-      const done = new Promise<number>((resolve) => {
-        finish = resolve;
-      });
-      const timer = setTimeout(() => {
-        armed = undefined;
-        finish(lost);
-      }, spec.durationMs);
-      armed = {
-        left: spec.count,
-        untilMs: performance.now() + spec.durationMs,
-        holdMs: spec.holdMs,
-        thenRefuse: spec.thenRefuse ?? false,
-        lost: () => {
-          lost++;
-          if (lost >= spec.count) {
-            clearTimeout(timer);
-            armed = undefined;
-            // The fault lasts until the connection is cut.
-            setTimeout(() => finish(lost), spec.holdMs);
-          }
-        },
-      };
-      return { done };
+      armed = createDropFault(spec);
+      return { done: armed.done };
+    },
+    arm(fault) {
+      armed = fault;
     },
     repoint(next) {
       upstream = next;
       cutAll();
+    },
+    block(on) {
+      blocked = on;
+      if (on) cutAll();
+    },
+    get open() {
+      return pairs.size;
     },
     async close() {
       cutAll();

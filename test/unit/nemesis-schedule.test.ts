@@ -84,6 +84,13 @@ describe('generateSchedule', () => {
       const kinds = new Set(events.map((e) => e.kind));
       for (const k of kinds) expect(faultKindsFor('single', 'zookeeper')).toContain(k);
       expect(kinds).toContain('zookeeper-drop-answers');
+      expect(kinds).toContain('zookeeper-follower-cut');
+      // One store fault at a time: a cut never overlaps a kill, and ends before the finale.
+      const store = events.filter((e) => e.kind === 'zookeeper-kill' || e.kind === 'zookeeper-follower-cut');
+      for (const [i, e] of store.entries()) {
+        const next = store[i + 1];
+        if (next) expect(next.atMs).toBeGreaterThanOrEqual(e.atMs + e.durationMs);
+      }
       expect(kinds).not.toContain('etcd-kill');
       expect(kinds).not.toContain('etcd-drop-answers');
       const finale = events.findLast((e) => e.kind === 'zookeeper-kill');
@@ -247,6 +254,18 @@ describe('generateSchedule', () => {
       },
       '+ 40.0 s  #9 api-status        API 429 on delete in nem-b (Retry-After 2) for 1.5 s',
     ],
+    [
+      'a ZooKeeper follower cut off',
+      {
+        id: 5,
+        atMs: 20_000,
+        durationMs: 13_000,
+        kind: 'zookeeper-follower-cut',
+        follower: 1,
+        namespace: 'nem-c',
+      },
+      '+ 20.0 s  #5 zookeeper-follower-cut ZooKeeper follower #1 cut off from its peers for 13.0 s, the leader of nem-c moved onto it first',
+    ],
   ] as [string, NemesisEvent, string][])('describeEvent: %s', (_name, e, line) => {
     expect(describeEvent(e)).toBe(line);
   });
@@ -261,7 +280,7 @@ describe('generateSchedule: Redis modes', () => {
   ];
 
   it.each(MODES)('%s: the kinds drawn are every kind but %j (and, on etcd, ZooKeeper’s)', (mode, never) => {
-    const zookeeper = ['zookeeper-kill', 'zookeeper-drop-answers'];
+    const zookeeper = ['zookeeper-kill', 'zookeeper-drop-answers', 'zookeeper-follower-cut'];
     expect(faultKindsFor(mode).sort()).toEqual(
       FAULT_KINDS.filter((k) => !never.includes(k) && !zookeeper.includes(k)).sort(),
     );
