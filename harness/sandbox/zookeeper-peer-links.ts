@@ -16,7 +16,8 @@
  *   ones are relayed.
  * - **Lag** (a follower that has not applied what the quorum committed): on a follower's link to the leader,
  *   the leader's proposals and commits are held back while its pings and session revalidations go through
- *   (ZooKeeper's packets are read: `QuorumPacket`, jute); anything else queues behind what is held, in order,
+ *   (ZooKeeper's packets are read: `QuorumPacket`, jute, and the raw snapshot a SNAP packet is followed by);
+ *   anything else queues behind what is held, in order,
  *   so a `sync` through that follower waits for the held commits, as ZooKeeper's ordering requires. Released,
  *   everything held goes out in order.
  */
@@ -54,10 +55,10 @@ interface Pair {
 
 /** What a hold has done so far. */
 export interface LagStats {
+  /** The leader's packets read on the link while the lag was armed. */
+  seen: number;
   /** Proposals and commits held back so far. */
   held: number;
-  /** False once the leader synced the follower with a snapshot (its stream can no longer be read). */
-  readable: boolean;
 }
 
 /** A follower's lag behind the leader, from {@link PeerLinks.lag}. */
@@ -99,40 +100,48 @@ interface QuorumReader {
   release(): void;
 }
 
+/** What ends the raw snapshot that follows a SNAP packet (the leader's `writeString("BenWasHere")`). */
+const SNAPSHOT_END = Buffer.concat([Buffer.from([0, 0, 0, 10]), Buffer.from('BenWasHere')]);
+
 /**
  * Reads one direction of a quorum link as `QuorumPacket`s (int type, long zxid, buffer data, vector<Id>
- * authinfo) and decides, packet by packet, whether it goes out now (`out`) or waits.
+ * authinfo) and decides, packet by packet, whether it goes out now (`out`) or waits. A SNAP packet is followed
+ * by the raw snapshot, up to its signature: relayed as a whole, then packets again.
  */
 function createQuorumReader(out: (b: Buffer) => void): QuorumReader {
   let buf = Buffer.alloc(0);
-  let readable = true;
+  let inSnapshot = false;
   let held: Buffer[] = [];
+  /** Sends `b` now, or behind what is held. */
+  const send = (b: Buffer) => {
+    if (held.length > 0) held.push(Buffer.from(b));
+    else out(b);
+  };
   const reader: QuorumReader = {
     hold: undefined,
     feed(chunk) {
-      if (!readable) return out(chunk);
       buf = Buffer.concat([buf, chunk]);
       for (;;) {
+        if (inSnapshot) {
+          const at = buf.indexOf(SNAPSHOT_END);
+          if (at < 0) return;
+          send(buf.subarray(0, at + SNAPSHOT_END.length));
+          buf = buf.subarray(at + SNAPSHOT_END.length);
+          inSnapshot = false;
+        }
         const len = packetLength(buf);
         if (len === undefined) return;
         const packet = buf.subarray(0, len);
         buf = buf.subarray(len);
         const type = packet.readInt32BE(0);
         const h = reader.hold;
-        const heldBack = type === PROPOSAL || type === COMMIT;
-        if (h && (heldBack || (held.length > 0 && type !== PING && type !== REVALIDATE))) {
-          if (heldBack) h.stats.held++;
+        if (h) h.stats.seen++;
+        if (h && (type === PROPOSAL || type === COMMIT)) {
+          h.stats.held++;
           held.push(Buffer.from(packet));
-        } else out(packet);
-        if (type === SNAP) {
-          // A snapshot follows, raw: the rest of this stream is relayed as it comes.
-          readable = false;
-          if (h) h.stats.readable = false;
-          const rest = buf;
-          buf = Buffer.alloc(0);
-          if (rest.length > 0) out(rest);
-          return;
-        }
+        } else if (type === PING || type === REVALIDATE) out(packet);
+        else send(packet);
+        if (type === SNAP) inSnapshot = true;
       }
     },
     release() {
@@ -268,7 +277,7 @@ export async function startPeerLinks(
     isolated: (i) => cut.has(i),
     lag(follower, leader) {
       const r = find(follower, leader, 'quorum');
-      const hold: QuorumHold = { stats: { held: 0, readable: true }, readers: new Set() };
+      const hold: QuorumHold = { stats: { seen: 0, held: 0 }, readers: new Set() };
       r.hold = hold;
       for (const p of r.pairs)
         if (p.reader) {

@@ -2,10 +2,10 @@
  * A TCP relay in front of a ZooKeeper server that can lose answers. It reads the client's side of ZooKeeper's
  * wire protocol (4-byte big-endian length, then the packet; the first packet of a connection is the
  * ConnectRequest, every later one starts with `xid` and `type`), and on command lets a create through to the
- * server, then relays nothing more to the client: after `holdMs` it cuts the connection. The node exists on
- * the server, under the client's live session; its creator never heard the answer — it reconnects with the
- * same session and must find the node it made (the protected `_c_<uuid>` name of Curator's recipe), not make
- * a second one.
+ * server, then relays nothing more to the client; once the server has answered the create (it applied it),
+ * it cuts the connection `holdMs` later. The node exists on the server, under the client's live session; its
+ * creator never heard the answer — it reconnects with the same session and must find the node it made (the
+ * protected `_c_<uuid>` name of Curator's recipe), not make a second one.
  *
  * Each client connection gets one upstream connection; either side closing closes the other. With no
  * upstream (the server is down) a connection is closed at once, as a refused one would be.
@@ -22,7 +22,7 @@ export interface ZooKeeperDropSpec {
   count: number;
   /** The fault ends after this long even if fewer answers were lost, ms. */
   durationMs: number;
-  /** How long the connection stays open and silent after the create went through, ms. */
+  /** How long the connection stays open and silent after the server answered the create, ms. */
   holdMs: number;
   /**
    * Then refuse new connections (default false): the client must reconnect to another server of its connect
@@ -162,12 +162,34 @@ export async function startZooKeeperProxy(
         stats.dropped++;
         silent = true;
         if (a.thenRefuse) upstream = undefined;
-        setTimeout(cut, a.holdMs).unref();
+        // Cut `holdMs` after the server's answer (the create applied), or at the latest 10 s after that.
+        awaited = { xid: packet.readInt32BE(0), holdMs: a.holdMs };
+        setTimeout(cut, a.holdMs + 10_000).unref();
         break;
       }
     });
+    /** The create whose answer is awaited, by its `xid`. */
+    let awaited: { xid: number; holdMs: number } | undefined;
+    let fromServer = Buffer.alloc(0);
+    let firstAnswer = true;
     up.on('data', (chunk: Buffer) => {
       if (!silent) down.write(chunk);
+      // The server's side, frame by frame: the ConnectResponse, then answers starting with their `xid`.
+      fromServer = Buffer.concat([fromServer, chunk]);
+      while (fromServer.length >= 4) {
+        const len = fromServer.readInt32BE(0);
+        if (fromServer.length < 4 + len) break;
+        const frame = fromServer.subarray(4, 4 + len);
+        fromServer = fromServer.subarray(4 + len);
+        if (firstAnswer) {
+          firstAnswer = false;
+          continue;
+        }
+        if (awaited && frame.length >= 4 && frame.readInt32BE(0) === awaited.xid) {
+          setTimeout(cut, awaited.holdMs).unref();
+          awaited = undefined;
+        }
+      }
     });
   });
   server.listen(0, '127.0.0.1');
