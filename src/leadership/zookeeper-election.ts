@@ -165,7 +165,7 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
     const stat = await opts.limit(() => syncedStat(c, path));
     if (stat && stat.ephemeralOwner !== c.sessionId) return false;
     if (stat) {
-      log.info({ node: path }, 'deleting a candidate node of this session that no term holds');
+      log.info({ node: path }, 'deleting a candidate node no term holds');
       await opts
         .limit(() => c.handle.delete_(path, -1))
         .catch((err: unknown) => {

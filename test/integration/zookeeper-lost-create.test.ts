@@ -118,7 +118,7 @@ describe('zookeeper: a create applied, its answer lost', () => {
       expect(names).toHaveLength(1);
       expect(names).not.toContain(orphan.split('/').pop());
       expect(
-        r.lines.filter((l) => l.msg === 'deleting a candidate node of this session that no term holds'),
+        r.lines.filter((l) => l.msg === 'deleting a candidate node no term holds'),
       ).toHaveLength(1);
     } finally {
       await r.group.close();
