@@ -136,8 +136,8 @@ export type NemesisEvent = Base &
     | { kind: 'zookeeper-kill' }
     | {
         /**
-         * The ZooKeeper relay passes `count` creates (a campaign) to the server, then holds the connection
-         * silent for `holdMs` and cuts it: the node exists, its creator never heard so.
+         * The ZooKeeper relays pass `count` creates (a campaign) to a server, then hold each connection silent
+         * until `holdMs` after the server answered and cut it: the node exists, its creator never heard so.
          */
         kind: 'zookeeper-drop-answers';
         count: number;
@@ -581,7 +581,7 @@ export function describeEvent(e: NemesisEvent): string {
       what = `SIGKILL ZooKeeper, restarted after ${secs(e.durationMs)}`;
       break;
     case 'zookeeper-drop-answers':
-      what = `ZooKeeper relay loses the answers of ${e.count} create(s) (cut after ${e.holdMs} ms) within ${secs(e.durationMs)}`;
+      what = `ZooKeeper relays lose the answers of ${e.count} create(s) (cut ${e.holdMs} ms after each) within ${secs(e.durationMs)}`;
       break;
     case 'zookeeper-follower-cut':
       what = `ZooKeeper follower #${e.follower} cut off from its peers for ${secs(e.durationMs)}, the leader of ${e.namespace} moved onto it first`;
