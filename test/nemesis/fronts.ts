@@ -135,6 +135,11 @@ export interface FrontedZooKeeper {
   followers(): Promise<number[]>;
   /** A server that serves and is not cut off (the leader if it can), `127.0.0.1:PORT`; undefined if none. */
   readableServer(): Promise<string | undefined>;
+  /**
+   * Runs the store faults (a kill, a cut) one at a time: one that overran its plan (a slow restart) delays the
+   * next instead of overlapping it — a server restarted while it is cut off could not join its ensemble.
+   */
+  serially<T>(fault: () => Promise<T>): Promise<T>;
   stop(): Promise<void>;
 }
 
@@ -154,6 +159,7 @@ export async function startFrontedZooKeeper(slots: number): Promise<FrontedZooKe
   const links = zookeeper.links;
   if (!links) throw new Error('the ensemble has no peer links');
   let up = true;
+  let faults: Promise<unknown> = Promise.resolve();
   const modes = () =>
     Promise.all(servers.map(async (m) => /Mode: (\w+)/.exec(await fourLetters(m.port, 'srvr'))?.[1]));
   return {
@@ -206,6 +212,11 @@ export async function startFrontedZooKeeper(slots: number): Promise<FrontedZooKe
       const ok = (i: number) => (now[i] === 'leader' || now[i] === 'follower') && !links.isolated(i);
       const i = [now.indexOf('leader'), 0, 1, 2].find((x) => x >= 0 && ok(x));
       return i === undefined ? undefined : `127.0.0.1:${servers[i]?.port}`;
+    },
+    serially(fault) {
+      const next = faults.then(fault, fault);
+      faults = next.catch(() => undefined);
+      return next;
     },
     async stop() {
       await Promise.all(all.map((p) => p.close()));

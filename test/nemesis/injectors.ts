@@ -13,6 +13,7 @@ import type { LeaderSample } from './invariants.ts';
 import type { NemesisEvent } from './schedule.ts';
 import type { NemesisWorkload } from './workload.ts';
 import type { NemesisWorld, ReplicaSlot } from './world.ts';
+import { cutFollower } from './zookeeper-follower-cut.ts';
 
 /** A fault as it happened. Times are epoch ms by the sandbox clock. */
 export interface FaultRecord {
@@ -178,9 +179,11 @@ export async function applyFault(
     case 'zookeeper-kill': {
       const front = world.zookeeperFront;
       if (!front) throw new Error(`zookeeper-kill needs ZooKeeper, not ${world.leadership}`);
-      await front.kill();
-      await sleep(e.durationMs);
-      notApplied = await restartOrRestore(() => front.restart());
+      notApplied = await front.serially(async () => {
+        await front.kill();
+        await sleep(e.durationMs);
+        return restartOrRestore(() => front.restart());
+      });
       break;
     }
     case 'zookeeper-drop-answers': {
@@ -191,74 +194,8 @@ export async function applyFault(
       break;
     }
     case 'zookeeper-follower-cut': {
-      const front = world.zookeeperFront;
-      if (!front) throw new Error(`zookeeper-follower-cut needs ZooKeeper, not ${world.leadership}`);
-      // A restart of the ensemble (a kill just before) may still be under way: wait for it.
-      const ready = performance.now() + 60_000;
-      let followers = await front.followers();
-      while ((!front.up || followers.length === 0) && performance.now() < ready) {
-        await sleep(250);
-        followers = await front.followers();
-      }
-      const server = followers[e.follower % Math.max(1, followers.length)];
-      // Who leads each target, read on one session of the harness's own from the quorum's side.
-      const reader = server === undefined ? undefined : await world.zookeeperLeaders();
-      if (server === undefined || !reader) {
-        notApplied = server === undefined ? 'no follower serving' : 'ZooKeeper did not answer the harness';
-        break;
-      }
-      try {
-        // The namespace's leader moved onto that follower and the other replicas off it, so that the cut
-        // bites: a leader on the cut-off side, the others on the quorum's. The move is a reconnection (within
-        // its session, or a new one after a kill just before); the cut waits (10 s at most) until the leader
-        // has a session there and leads the namespace again.
-        const leaderId = await reader.read(e.namespace).catch(() => undefined);
-        const k = world.slots.findIndex((x) => x.id === leaderId);
-        const proc = world.slots[k]?.current;
-        const pinnedAt = Date.now();
-        const wasOn = k >= 0 && front.connectionsOf(k, server) > 0;
-        const others = [0, 1, 2].filter((x) => x !== server);
-        world.slots.forEach((_, slot) => {
-          front.pin(slot, slot === k ? [server] : others);
-        });
-        const since = (match: (l: Record<string, unknown>) => boolean) =>
-          proc?.lines.some((l) => match(l) && Date.parse(String(l.time)) >= pinnedAt) ?? false;
-        const settled = () =>
-          front.connectionsOf(k, server) > 0 &&
-          (wasOn ||
-            (since((l) => l.msg === 'zookeeper session connected') &&
-              since((l) => l.msg === 'elected leader' && l.namespace === e.namespace)));
-        const until = performance.now() + 10_000;
-        while (k >= 0 && !settled() && performance.now() < until) await sleep(100);
-        const onIt = k >= 0 && settled();
-        world.slots.forEach((_, slot) => {
-          front.pin(slot, undefined);
-        });
-        front.isolate(server);
-        note = `server ${server + 1} cut off; ${onIt ? `${leaderId}, the leader of ${e.namespace}, leading on it` : `the leader of ${e.namespace} (${leaderId ?? 'none'}) not leading on it`}`;
-        // Who leads, as the quorum's side says, all along the cut: no replica may DELETE in a target the
-        // store has shown another replica leading (invariants.ts, stale-leader-delete).
-        const samples: LeaderSample[] = [];
-        leaders = samples;
-        const cutEnds = performance.now() + e.durationMs;
-        while (performance.now() < cutEnds) {
-          await Promise.all(
-            world.namespaces.map(async (namespace) => {
-              const fromMs = Date.now();
-              try {
-                const leader = await reader.read(namespace);
-                samples.push({ fromMs, toMs: Date.now(), namespace, leader });
-              } catch {
-                // no answer within a second: no sample
-              }
-            }),
-          );
-          await sleep(Math.min(250, Math.max(0, cutEnds - performance.now())));
-        }
-      } finally {
-        reader.close();
-        front.heal();
-      }
+      const cut = await cutFollower(world, e);
+      ({ note, notApplied, leaders } = cut);
       break;
     }
     case 'etcd-drop-answers': {
