@@ -159,6 +159,8 @@ interface Launch {
   args: (ports: Ports) => string[];
   ready: (port: number) => Promise<boolean>;
   what: string;
+  /** How long a start may take to become ready, ms (default 20 000). */
+  readyTimeoutMs?: number;
 }
 
 export function makeService(
@@ -208,7 +210,7 @@ export function makeService(
     });
     child = c;
     try {
-      await waitFor(launch.what, () => launch.ready(port), c);
+      await waitFor(launch.what, () => launch.ready(port), c, launch.readyTimeoutMs);
     } catch (err) {
       c.kill('SIGKILL');
       await exited(c);

@@ -94,11 +94,20 @@ export function createCandidateState(opts: CandidateStateOptions): CandidateStat
   let readyProbe: (() => boolean) | undefined;
   /** Aborted when the current term (campaign or leadership) ends; created before anything waits. */
   let termEnd: AbortController | undefined;
-  /** Wakes the campaign loop (wanted, resigned). */
-  let wake = Promise.withResolvers<void>();
+  /**
+   * Wakes the campaign loop (wanted, resigned): aborted at each wake-up, then replaced. An attempt hands its
+   * signal to the wait for the session's next lease or connection, which removes its listener when it ends,
+   * so nothing of an attempt outlives it (a promise's reactions would stay until the next wake-up).
+   */
+  let wake = new AbortController();
   const poke = () => {
-    wake.resolve();
-    wake = Promise.withResolvers<void>();
+    wake.abort();
+    wake = new AbortController();
+  };
+  /** Resolves at the next wake-up. */
+  const woken = () => {
+    const { signal } = wake;
+    return new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
   };
 
   function endTerm(reason: string, how: 'lost' | 'ended') {
@@ -124,15 +133,13 @@ export function createCandidateState(opts: CandidateStateOptions): CandidateStat
     let failures = 0;
     while (running) {
       if (!wanted) {
-        await wake.promise;
+        await woken();
         continue;
       }
       busy = true;
-      const stop = new AbortController();
-      void wake.promise.then(() => stop.abort());
       let s: S;
       try {
-        s = await steps.next(stop.signal);
+        s = await steps.next(wake.signal);
       } catch {
         busy = false;
         if (steps.closed()) break;

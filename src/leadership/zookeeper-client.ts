@@ -45,6 +45,12 @@ export interface ZkHandle {
   get_children(path: string, watch: boolean): Promise<string[]>;
   w_get_children(path: string, watch: (type: number, state: number, path: string) => void): Promise<string[]>;
   set(path: string, data: string, version: number): Promise<ZkStat>;
+  /**
+   * Resolves once the server this handle talks to has applied every write the quorum committed before the
+   * sync reached the leader (ZooKeeper's `sync`): a read sent after it on the same session (answered in
+   * order) is then as fresh as the leader's. A follower cut off from the leader cannot answer it.
+   */
+  sync(path: string): Promise<unknown>;
   delete_(path: string, version: number): Promise<void>;
   set_acl(path: string, version: number, acl: readonly ZkAcl[]): Promise<void>;
   /** The node's ACL (`scheme: 'digest'`, `auth: "user:base64(sha1(user:password))"`) and its stat. */

@@ -4,7 +4,9 @@
  * node `<election dir>/_c_<uuid>-<replica id>-latch-<sequence>`; the lowest sequence leads; every other
  * candidate watches only its predecessor, and reads the line again when it goes.
  * - Protected: a create whose answer was lost (connection loss) may have been applied; the next attempt on
- *   the same session looks for the node by its uuid before creating another.
+ *   the same session looks for the node by its uuid before creating another, after a `sync` (the server it
+ *   reconnected to may not have applied the create yet). A node of this replica and of the live session
+ *   found ahead of our own in the line all the same is such a create: it is deleted, never waited for.
  * - Before a term starts, the node's `ephemeralOwner` must be our live session (Curator's CURATOR-696: a
  *   node of an earlier session, still listed while the server expires it, must not make us leader).
  * - A term ends as soon as the connection is lost (suspended: no DELETE until reconnected) or the session
@@ -29,7 +31,7 @@ import { FencedError } from './fenced-error.ts';
 import { createFreshRead } from './fresh-read.ts';
 import { createNode, statOf, ZK_ERR, ZK_MODE, type ZkStat, zkCode } from './zookeeper-client.ts';
 import type { ZkConnection, ZooKeeperSession } from './zookeeper-session.ts';
-import { electionDir, parseCandidateName, type ZooKeeperView } from './zookeeper-view.ts';
+import { type CandidateNode, electionDir, parseCandidateName, type ZooKeeperView } from './zookeeper-view.ts';
 
 /** Options of {@link createZooKeeperElection}. */
 export interface ZooKeeperElectionOptions {
@@ -90,7 +92,7 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
     let stat: ZkStat | null;
     const sentAtMs = opts.monotonicNow();
     try {
-      stat = await withTimeout(statOf(c.handle, node.path), opts.fenceTimeoutMs, 'fencing read');
+      stat = await withTimeout(syncedStat(c, node.path), opts.fenceTimeoutMs, 'fencing read');
     } catch (err) {
       return { ok: false, reason: `cannot confirm the leader node: ${(err as Error).message}` };
     }
@@ -102,6 +104,20 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
     return { ok: true, path: node.path, sessionId: c.sessionId, sentAtMs };
   }
 
+  /**
+   * The stat of `path` as the quorum has it: a `sync`, then the read, sent together (a session's requests are
+   * answered in order, so the read waits for the sync). A plain read is answered by whatever server the
+   * session is on, from what it has applied: a follower cut off from its leader goes on answering until its
+   * own timeout (`syncLimit × tickTime`), while the quorum may already have expired our session and elected
+   * another leader. The sync goes through the leader: cut off, it gets no answer and the fence times out.
+   */
+  async function syncedStat(c: ZkConnection, path: string): Promise<ZkStat | null> {
+    const synced = c.handle.sync(path);
+    const stat = statOf(c.handle, path);
+    const [, s] = await Promise.all([synced, stat]);
+    return s;
+  }
+
   /** Fencing reads, coalesced: a call is answered by a read that started after it. */
   const sharedRead = createFreshRead(readOnce);
 
@@ -111,7 +127,11 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
     if (own) return own;
     if (pending && pending.sessionId === c.sessionId) {
       const uuid = pending.uuid;
-      const names = await opts.limit(() => c.handle.get_children(dir, false));
+      // Synced first: the server we reconnected to may not have applied the create the quorum committed.
+      const names = await opts.limit(async () => {
+        const [, children] = await Promise.all([c.handle.sync(dir), c.handle.get_children(dir, false)]);
+        return children;
+      });
       const found = names.find((n) => n.startsWith(`_c_${uuid}-`));
       pending = undefined;
       if (found) {
@@ -133,6 +153,26 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
     pending = undefined;
     own = { path, sessionId: c.sessionId };
     return own;
+  }
+
+  /**
+   * Deletes `path`, a node of this replica's id ahead of our own, if it is of our live session: a create whose
+   * answer was lost and that the lookup did not find (we would otherwise wait behind it for the session's
+   * life). A node of another session (an earlier process of this replica, still expiring) is left to expire.
+   * @returns true when it was deleted (or was already gone).
+   */
+  async function deleteOrphan(c: ZkConnection, path: string): Promise<boolean> {
+    const stat = await opts.limit(() => syncedStat(c, path));
+    if (stat && stat.ephemeralOwner !== c.sessionId) return false;
+    if (stat) {
+      log.info({ node: path }, 'deleting a candidate node no term holds');
+      await opts
+        .limit(() => c.handle.delete_(path, -1))
+        .catch((err: unknown) => {
+          if (zkCode(err) !== ZK_ERR.noNode) throw err;
+        });
+    }
+    return true;
   }
 
   /** Waits until `path` is gone (or its watch fires for another reason), the signal aborts. */
@@ -177,7 +217,7 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
         if (at === 0) {
           // CURATOR-696: the node must be of our live session, not one the server is still expiring.
           const sentAtMs = opts.monotonicNow();
-          const stat = await opts.limit(() => statOf(c.handle, node.path));
+          const stat = await opts.limit(() => syncedStat(c, node.path));
           if (stat?.ephemeralOwner !== c.sessionId) {
             own = undefined;
             throw new Error(`candidate node ${node.path} is not of our session`);
@@ -188,7 +228,9 @@ export function createZooKeeperElection(opts: ZooKeeperElectionOptions): Backend
           await state.lead(end, { sessionId: c.sessionId, node: node.path });
           return;
         }
-        await waitForPredecessor(c, (line[at - 1] as { key: string }).key, end);
+        const before = line[at - 1] as CandidateNode;
+        if (before.replicaId === replicaId && (await deleteOrphan(c, before.key))) continue;
+        await waitForPredecessor(c, before.key, end);
       }
     } finally {
       c.lost.removeEventListener('abort', onLost);

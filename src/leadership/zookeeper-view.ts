@@ -2,7 +2,10 @@
  * A replica's in-memory view of the live members and of every election's candidates on ZooKeeper: a child
  * watch on the members directory and a data watch on each member node, and a child watch on each election
  * directory (ZooKeeper watches are one-shot: each fires once and is set again by the read that follows).
- * Everything is read afresh on every connection (after a new session its watches are gone).
+ * Everything is read afresh on every connection (after a new session its watches are gone), and what was read
+ * before is kept until the new reads answer: a reconnection within the session is not a change of members (a
+ * view emptied meanwhile would have the balancer withdraw every campaign, and the nodes that survived the
+ * reconnection would be deleted and created again at the back of their lines).
  *
  * As with etcd (src/leadership/election-view.ts), the view only tells the balancer **when to look**: who
  * leads is decided by the election's own reads (src/leadership/zookeeper-election.ts), and each DELETE is
@@ -52,6 +55,8 @@ export function createZooKeeperView(opts: {
   const prefixes = new Set<string>();
   const elections = new Map<string, readonly CandidateNode[]>();
   const members = new Map<string, string>();
+  /** The connection each member's data watch was set on: a new connection sets them again. */
+  const watchedOn = new Map<string, ZkConnection>();
   const listeners: (() => void)[] = [];
   let synced = false;
   let closed = false;
@@ -84,12 +89,16 @@ export function createZooKeeperView(opts: {
   async function readMember(c: ZkConnection, id: string): Promise<void> {
     if (c.lost.aborted || closed) return;
     const path = `${membersDir}/${id}`;
+    watchedOn.set(id, c);
     try {
       watches += 1;
       const [, data] = await c.handle.w_get(path, () => void readMember(c, id).catch((e) => warn(e, path)));
       members.set(id, data.toString());
     } catch {
-      members.delete(id); // gone meanwhile: the child watch reads the list again
+      // Gone meanwhile (the child watch reads the list again); on a lost connection, the next one reads it.
+      if (c.lost.aborted) return;
+      members.delete(id);
+      watchedOn.delete(id);
     }
     changed();
   }
@@ -101,14 +110,18 @@ export function createZooKeeperView(opts: {
       membersDir,
       () => void readMembers(c).catch((e) => warn(e, membersDir)),
     );
-    const fresh = ids.filter((id) => !members.has(id));
-    for (const id of [...members.keys()]) if (!ids.includes(id)) members.delete(id);
-    await Promise.all(fresh.map((id) => readMember(c, id)));
+    // Members not yet watched on this connection (new ones, or all of them after a reconnection).
+    const unwatched = ids.filter((id) => watchedOn.get(id) !== c);
+    for (const id of [...members.keys()])
+      if (!ids.includes(id)) {
+        members.delete(id);
+        watchedOn.delete(id);
+      }
+    await Promise.all(unwatched.map((id) => readMember(c, id)));
     changed();
   }
 
   session.onConnection((c) => {
-    members.clear();
     void (async () => {
       await readMembers(c);
       for (const p of prefixes) await readElection(c, p);

@@ -163,10 +163,11 @@ describe.each(leadershipBackends())('leadership contract on $name (real server)'
       const before = await backend.requestCount();
       await Promise.all(Array.from({ length: 50 }, fence));
       const reads = (await backend.requestCount()) - before;
-      // Coalesced: one read in flight and one shared by the calls that arrived meanwhile, plus the probe's own
-      // request and a ping or two; uncoalesced it is 50 or more.
+      // Coalesced: one read in flight and one shared by the calls that arrived meanwhile (on ZooKeeper each is
+      // a sync and a read: two requests), plus the probe's own request and a ping or two; uncoalesced it is 50
+      // or more.
       console.info(`[contract] ${backend.name}: 50 concurrent fence() calls → ${reads} server requests`);
-      expect(reads).toBeLessThanOrEqual(6);
+      expect(reads).toBeLessThanOrEqual(8);
       expect(a.elections[0]?.isLeader).toBe(true);
     } finally {
       await a.g.close();

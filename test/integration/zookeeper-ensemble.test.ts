@@ -1,13 +1,15 @@
 /**
  * The ZooKeeper backend on a real three-server ensemble: a server killed under the replicas' sessions (those on
- * it are suspended, then connect to another server), never two leaders
- * whose `fence()` succeeds for one target in the same round; and what one replica costs the ensemble (one
- * session, its watches), counted.
+ * it are suspended, then connect to another server), never two leaders whose `fence()` succeeds for one target
+ * in the same round; a reconnection within the session keeps every election's node (the view keeps its
+ * members until it has read them again, so the balancer withdraws nothing); and what one replica costs the
+ * ensemble (one session, its watches), counted.
  */
 import { describe, expect, it } from 'vitest';
 import { fourLetters } from '../../harness/sandbox/local-zookeeper.ts';
 import { monotonicClock } from '../../src/clock.ts';
 import type { BackendElection } from '../../src/leadership/backend.ts';
+import { createZkHandle } from '../../src/leadership/zookeeper-client.ts';
 import {
   createZooKeeperLeadershipGroup,
   type ZooKeeperLeadershipGroup,
@@ -30,16 +32,16 @@ interface Replica {
 
 const targets = Array.from({ length: 6 }, (_, i) => ({ context: 'ctx', namespace: `ens-${i}` }));
 
-function replica(id: string): Replica {
+function replica(id: string, root = ROOT): Replica {
   const { log, lines } = memoryLogger();
   const group = createZooKeeperLeadershipGroup({
-    settings: { connect: zk().connect, root: ROOT, sessionTimeoutMs: 4000 },
+    settings: { connect: zk().connect, root, sessionTimeoutMs: 4000 },
     replicaId: id,
     log,
     monotonicNow: monotonicClock,
   });
   const elections = targets.map((t) => {
-    const e = group.election(targetLabel(t), zookeeperElectionPrefix(ROOT, t), log);
+    const e = group.election(targetLabel(t), zookeeperElectionPrefix(root, t), log);
     e.start();
     return e;
   });
@@ -47,12 +49,38 @@ function replica(id: string): Replica {
   return { id, group, elections, lines };
 }
 
+/** Every member serving again (a member killed by a case is started again, on its data dir and port). */
+async function restartDead(): Promise<void> {
+  for (const m of zk().members)
+    if (!/Mode: (leader|follower)/.test(await fourLetters(m.port, 'srvr'))) await m.restart();
+}
+
+/** Every target's candidate nodes under `root` (names, by sequence), read straight from the ensemble. */
+async function electionNodes(root: string): Promise<string[][]> {
+  const h = createZkHandle(zk().connect, 4000);
+  const ready = new Promise<void>((resolve) => h.on('connect', () => resolve()));
+  h.init({});
+  try {
+    await ready;
+    const out: string[][] = [];
+    for (const t of targets) {
+      const dir = zookeeperElectionPrefix(root, t).replace(/\/$/, '');
+      await h.sync(dir);
+      const names = await h.get_children(dir, false);
+      out.push(names.sort((a, b) => a.slice(-10).localeCompare(b.slice(-10))));
+    }
+    return out;
+  } finally {
+    h.close();
+  }
+}
+
 const ledOnce = (rs: readonly Replica[]) =>
   targets.every((_, i) => rs.filter((r) => r.elections[i]?.isLeader).length === 1);
 
 describe('zookeeper ensemble (three real servers)', () => {
   it('a server killed under the sessions → the replicas on it come back on another server; never two leaders', async () => {
-    const rs = ['e1', 'e2', 'e3'].map(replica);
+    const rs = ['e1', 'e2', 'e3'].map((id) => replica(id));
     const doubles: string[] = [];
     let rounds = 0;
     let running = true;
@@ -121,6 +149,60 @@ describe('zookeeper ensemble (three real servers)', () => {
       running = false;
       await fencing;
       for (const r of rs) await r.group.close();
+      await restartDead();
+    }
+  }, 240_000);
+
+  it('the server a replica is connected to killed → it reconnects within its session: every election keeps its node, no other replica is elected', async () => {
+    await restartDead();
+    const rs = ['k1', 'k2', 'k3'].map((id) => replica(id, '/sdc-ensemble-blip'));
+    try {
+      await waitFor(
+        'balanced: 2 each',
+        () => rs.every((r) => r.elections.filter((e) => e.isLeader).length === 2) && ledOnce(rs),
+        30_000,
+      );
+      const before = await electionNodes('/sdc-ensemble-blip');
+      // Balanced: each election has one candidate, its leader's node.
+      expect(before.every((names) => names.length === 1)).toBe(true);
+      const elected = (r: Replica) =>
+        r.lines.filter((l) => l.msg === 'elected leader').map((l) => String(l.node));
+      const electedBefore = rs.map((r) => elected(r).length);
+      const sessionsOn = await Promise.all(
+        zk().members.map(
+          async (m) => (await fourLetters(m.port, 'cons')).match(/sid=0x(?!f{16})[0-9a-f]+/g)?.length ?? 0,
+        ),
+      );
+      const killed = zk().members[sessionsOn.indexOf(Math.max(...sessionsOn))];
+      const killedAt = performance.now();
+      await killed?.kill();
+      const lost = (r: Replica) => r.lines.some((l) => l.msg === 'zookeeper connection lost');
+      await waitFor('a replica lost its connection', () => rs.some(lost), 30_000);
+      await waitFor(
+        'every replica connected again, every member and target seen, every target led once',
+        () =>
+          rs.every((r) => r.group.session.connection !== undefined && r.group.view.members().length === 3) &&
+          ledOnce(rs) &&
+          rs.every((r) => r.elections.filter((e) => e.isLeader).length === 2),
+        45_000,
+      );
+      const backMs = Math.round(performance.now() - killedAt);
+      expect(await electionNodes('/sdc-ensemble-blip')).toEqual(before);
+      for (const [i, r] of rs.entries()) {
+        // The same session: no new one opened. A term that ended with the connection starts again on the
+        // same node; no other replica's term starts.
+        expect(r.group.session.sessionsOpened).toBe(1);
+        const again = elected(r).slice(electedBefore[i]);
+        if (!lost(r)) expect(again).toEqual([]);
+        for (const node of again)
+          expect(before.flat().map((n) => n.split('/').pop())).toContain(node.split('/').pop());
+      }
+      console.info(
+        `[zookeeper] the server of ${Math.max(...sessionsOn)} sessions killed: ${rs.filter(lost).length} replica(s) reconnected within their session, every target led again ${backMs} ms after the kill, every election's node kept`,
+      );
+    } finally {
+      for (const r of rs) await r.group.close();
+      await restartDead();
     }
   }, 240_000);
 });

@@ -9,9 +9,11 @@
 import type { FaultSpec } from '../../harness/sandbox/apiserver/faults.ts';
 import type { ReplicaProcess } from '../../harness/sandbox/replica-process.ts';
 import { queueName } from '../../src/queue/job-identity.ts';
+import type { LeaderSample } from './invariants.ts';
 import type { NemesisEvent } from './schedule.ts';
 import type { NemesisWorkload } from './workload.ts';
 import type { NemesisWorld, ReplicaSlot } from './world.ts';
+import { cutFollower } from './zookeeper-follower-cut.ts';
 
 /** A fault as it happened. Times are epoch ms by the sandbox clock. */
 export interface FaultRecord {
@@ -25,6 +27,8 @@ export interface FaultRecord {
    * the run still judges the invariants, over the faults it did apply, and reports this one.
    */
   notApplied?: string;
+  /** Who the store said led each namespace, sampled while the fault lasted (a follower cut). */
+  leaders?: LeaderSample[];
 }
 
 /** Attempts to bring a service back after its restart failed (each on fresh ports), 1 s apart. */
@@ -137,6 +141,7 @@ export async function applyFault(
   const startedAtMs = now();
   let note: string | undefined;
   let notApplied: string | undefined;
+  let leaders: LeaderSample[] | undefined;
   const api = async (spec: FaultSpec) => {
     world.server.faults.inject({ ...spec, durationMs: e.durationMs });
     await sleep(e.durationMs);
@@ -217,20 +222,23 @@ export async function applyFault(
     case 'zookeeper-kill': {
       const front = world.zookeeperFront;
       if (!front) throw new Error(`zookeeper-kill needs ZooKeeper, not ${world.leadership}`);
-      await front.kill();
-      await sleep(e.durationMs);
-      notApplied = await restartOrRestore(() => front.restart());
+      notApplied = await front.serially(async () => {
+        await front.kill();
+        await sleep(e.durationMs);
+        return restartOrRestore(() => front.restart());
+      });
       break;
     }
     case 'zookeeper-drop-answers': {
       const front = world.zookeeperFront;
       if (!front) throw new Error(`zookeeper-drop-answers needs ZooKeeper, not ${world.leadership}`);
-      const lost = await front.proxy.dropAnswers({
-        count: e.count,
-        durationMs: e.durationMs,
-        holdMs: e.holdMs,
-      }).done;
+      const lost = await front.dropAnswers({ count: e.count, durationMs: e.durationMs, holdMs: e.holdMs });
       note = `${lost} create answer(s) lost`;
+      break;
+    }
+    case 'zookeeper-follower-cut': {
+      const cut = await cutFollower(world, e);
+      ({ note, notApplied, leaders } = cut);
       break;
     }
     case 'etcd-drop-answers': {
@@ -359,7 +367,7 @@ export async function applyFault(
       break;
     }
   }
-  return { event: e, startedAtMs, endedAtMs: now(), note, notApplied };
+  return { event: e, startedAtMs, endedAtMs: now(), note, notApplied, ...(leaders ? { leaders } : {}) };
 }
 
 /** Hooks of {@link runSchedule}. */

@@ -13,6 +13,8 @@
  *    create, never one without `preconditions.uid` (the guard against re-created pods).
  * 4. None leaked: no selected terminal pod still present `settleMs` after its deadline.
  * 5. `sdc_overdue_pods` non-zero during every long enough window where pods were in fact overdue.
+ * And no DELETE from a replica in a target the store has shown another replica leading for a second or more
+ * (judged along ZooKeeper follower cuts, where the store is sampled).
  *
  * The pod is judged here on its own terms (labels, phase, the driver container's `finishedAt`), not with
  * the product's classification code, so a bug there cannot hide itself.
@@ -29,7 +31,8 @@ export type InvariantName =
   | 'terminating-delete'
   | 'leak'
   | 'overdue-metric-missed'
-  | 'replica-exit';
+  | 'replica-exit'
+  | 'stale-leader-delete';
 
 /** One broken invariant, with what is needed to diagnose it. */
 export interface Violation {
@@ -258,6 +261,76 @@ export function checkSent(sent: readonly SentDelete[]): Violation[] {
       atMs: d.atMs,
       detail: `${d.replica} sent DELETE ${d.path} without preconditions.uid`,
     }));
+}
+
+/**
+ * Who the store said led a namespace: its first candidate, read from the quorum's side by a read sent at
+ * `fromMs` and answered at `toMs` (epoch ms, system clock, as the replicas' recording proxies): the answer
+ * holds at some instant between the two.
+ */
+export interface LeaderSample {
+  fromMs: number;
+  toMs: number;
+  namespace: string;
+  /** The replica id, undefined when no replica was in line. */
+  leader: string | undefined;
+}
+
+/**
+ * Invariant 8: no replica sends a DELETE in a target while the store has shown another replica leading it
+ * for `marginMs` or more (judged where the store was sampled: along ZooKeeper follower cuts, where a leader
+ * that confirmed itself with a plain read would go on deleting). Consecutive samples of a namespace naming the
+ * same replica say it led from the first one's answer to the last one's sending; a DELETE of another replica
+ * from `marginMs` after the first to the last is a violation. Nothing is judged across a change of leader
+ * between two samples (when it happened is unknown).
+ */
+export function checkStaleLeaderDeletes(
+  samples: readonly LeaderSample[],
+  sent: readonly SentDelete[],
+  marginMs = 1000,
+): Violation[] {
+  /** Per namespace, the spans in which one replica led throughout: [from, to]. */
+  const spans: { namespace: string; leader: string; fromMs: number; toMs: number }[] = [];
+  const byNs = new Map<string, LeaderSample[]>();
+  for (const x of samples) byNs.set(x.namespace, [...(byNs.get(x.namespace) ?? []), x]);
+  for (const [namespace, list] of byNs) {
+    list.sort((a, b) => a.fromMs - b.fromMs);
+    let first: LeaderSample | undefined;
+    let last: LeaderSample | undefined;
+    const close = () => {
+      if (first?.leader !== undefined && last && last.fromMs > first.toMs)
+        spans.push({ namespace, leader: first.leader, fromMs: first.toMs, toMs: last.fromMs });
+    };
+    for (const x of list) {
+      if (first && x.leader === first.leader) last = x;
+      else {
+        close();
+        first = x;
+        last = x;
+      }
+    }
+    close();
+  }
+  const out: Violation[] = [];
+  for (const d of sent) {
+    const namespace = /\/namespaces\/([^/]+)\/pods\//.exec(d.path)?.[1];
+    const span = spans.find(
+      (x) =>
+        x.namespace === namespace &&
+        x.leader !== d.replica &&
+        d.atMs >= x.fromMs + marginMs &&
+        d.atMs <= x.toMs,
+    );
+    if (span)
+      out.push({
+        invariant: 'stale-leader-delete',
+        pod: d.path,
+        uid: d.uid,
+        atMs: d.atMs,
+        detail: `${d.replica} sent DELETE ${d.path} while the store showed ${span.leader} leading ${namespace}, since ${d.atMs - span.fromMs} ms or more`,
+      });
+  }
+  return out;
 }
 
 /** Options of {@link findLeaks} and {@link overduePods}. */

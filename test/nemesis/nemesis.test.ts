@@ -12,8 +12,9 @@
  * for the soak. `SEED=…` replays a run's schedule exactly; the seed and the schedule are printed at the
  * start and in every failure. `NEMESIS_REDIS=sentinel|cluster` runs the replicas on a Sentinel setup or a
  * Redis Cluster instead of one server, with that mode's failover among the faults (default `single`).
- * `NEMESIS_LEADERSHIP=zookeeper` elects the leaders on one ZooKeeper server instead of etcd, with its kill
- * and lost answers (zookeeper-proxy.ts) among the faults. docs/failure-modes.md has the figures.
+ * `NEMESIS_LEADERSHIP=zookeeper` elects the leaders on a three-server ZooKeeper ensemble instead of etcd, with
+ * its kill, lost answers (zookeeper-proxy.ts) and a follower cut off from its peers among the faults.
+ * docs/failure-modes.md has the figures.
  */
 import { type Leadership, parseLeadership, parseRedisMode, type RedisMode } from './schedule.ts';
 import { describeNemesis, plainSuite } from './suite.ts';

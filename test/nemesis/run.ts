@@ -9,6 +9,7 @@ import { type FaultRecord, runSchedule } from './injectors.ts';
 import {
   checkDeletes,
   checkSent,
+  checkStaleLeaderDeletes,
   checkTerminatingDeletes,
   findLeaks,
   judgePod,
@@ -149,6 +150,7 @@ export async function runNemesis(
   const { fakedReplica, schedule } = planOf(cfg);
   const w = await startNemesisWorld({
     context: cfg.context,
+    namespaces: cfg.namespaces,
     replicas: cfg.replicas,
     fakedReplica,
     redisMode: cfg.redisMode,
@@ -238,6 +240,10 @@ export async function runNemesis(
       abandonedUids: new Set(sent.flatMap((r) => (r.abandoned && r.uid ? [r.uid] : []))),
     }),
     ...checkSent(sent),
+    ...checkStaleLeaderDeletes(
+      timeline.flatMap((f) => f.leaders ?? []),
+      sent,
+    ),
     ...checkTerminatingDeletes(deletes, workload.personDeletedAt, cfg.retentionMs, retentionOf),
     ...leaks,
     ...exitViolations(w),
@@ -260,7 +266,7 @@ export async function runNemesis(
 
   const applied = deletes.filter((d) => d.applied).length;
   const lost = w.zookeeperFront
-    ? `create ${w.zookeeperFront.proxy.stats.dropped}`
+    ? `create ${w.zookeeperFront.stats.dropped}`
     : [...(w.etcdProxy?.stats.dropped ?? [])].map(([p, n]) => `${p.split('/').pop()} ${n}`).join(', ');
   const c = workload.counts;
   const notApplied = timeline.filter((f) => f.notApplied);

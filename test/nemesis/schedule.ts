@@ -23,6 +23,7 @@ export const FAULT_KINDS = [
   'etcd-drop-answers',
   'zookeeper-kill',
   'zookeeper-drop-answers',
+  'zookeeper-follower-cut',
   'redis-restart',
   'redis-pause',
   'redis-path-cut',
@@ -64,7 +65,7 @@ export type Leadership = (typeof LEADERSHIPS)[number];
 
 /** The fault kinds of the other backend's store, never drawn with a backend. */
 const NOT_WITH_LEADERSHIP: Record<Leadership, readonly FaultKind[]> = {
-  etcd: ['zookeeper-kill', 'zookeeper-drop-answers'],
+  etcd: ['zookeeper-kill', 'zookeeper-drop-answers', 'zookeeper-follower-cut'],
   zookeeper: ['etcd-kill', 'etcd-drop-answers'],
 };
 
@@ -138,12 +139,25 @@ export type NemesisEvent = Base &
     | { kind: 'zookeeper-kill' }
     | {
         /**
-         * The ZooKeeper relay passes `count` creates (a campaign) to the server, then holds the connection
-         * silent for `holdMs` and cuts it: the node exists, its creator never heard so.
+         * The ZooKeeper relays pass `count` creates (a campaign) to a server, then hold each connection silent
+         * until `holdMs` after the server answered and cut it: the node exists, its creator never heard so.
          */
         kind: 'zookeeper-drop-answers';
         count: number;
         holdMs: number;
+      }
+    | {
+        /**
+         * A follower is cut off from its peers (its quorum and election links silent) while its clients still
+         * reach it; healed after `durationMs`. First the namespace's leader is moved onto it and the other
+         * replicas off it. It answers reads from what it has until it gives up on its leader (10 s), while the
+         * quorum expires the sessions on it (3 s) and elects others.
+         */
+        kind: 'zookeeper-follower-cut';
+        /** Which follower (by index among the serving ones, modulo their number). */
+        follower: number;
+        /** The namespace whose leader is moved onto that follower first. */
+        namespace: string;
       }
     | { kind: 'redis-restart' }
     | { kind: 'redis-pause' }
@@ -255,6 +269,8 @@ const DURATION: Record<FaultKind, [number, number]> = {
   'etcd-drop-answers': [8000, 12_000],
   'zookeeper-kill': [1500, 8000],
   'zookeeper-drop-answers': [8000, 12_000],
+  // Past the follower's own give-up (10 s), so that the sessions on it move to the quorum's side.
+  'zookeeper-follower-cut': [12_000, 16_000],
   'redis-restart': [0, 0],
   'redis-pause': [1000, 6000],
   // Healed within the grace (36 s): the replica's connections must recover; the cut for good is apart.
@@ -376,14 +392,20 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
       }
       case 'etcd-kill':
       case 'zookeeper-kill':
+      case 'zookeeper-follower-cut':
       case 'redis-restart':
       case 'redis-pause': {
-        const storeKill = kind === 'etcd-kill' || kind === 'zookeeper-kill';
-        const resource = storeKill ? 'store' : 'redis';
+        const storeFault =
+          kind === 'etcd-kill' || kind === 'zookeeper-kill' || kind === 'zookeeper-follower-cut';
+        const resource = storeFault ? 'store' : 'redis';
         if (!free(resource, t)) return undefined;
-        if (storeKill && finaleAt !== undefined && t + durationMs + 1000 > finaleAt) return undefined;
+        if (storeFault && finaleAt !== undefined && t + durationMs + 1000 > finaleAt) return undefined;
         // A restart takes a moment too: the next fault on the same server waits at least a second.
         busyUntil.set(resource, t + Math.max(durationMs, 1000));
+        if (kind === 'zookeeper-follower-cut')
+          return [
+            { kind, atMs: t, durationMs, follower: rng.int(0, 1), namespace: rng.pick(opts.namespaces) },
+          ];
         return [{ kind, atMs: t, durationMs }];
       }
       case 'redis-sentinel-failover':
@@ -666,7 +688,10 @@ export function describeEvent(e: NemesisEvent): string {
       what = `SIGKILL ZooKeeper, restarted after ${secs(e.durationMs)}`;
       break;
     case 'zookeeper-drop-answers':
-      what = `ZooKeeper relay loses the answers of ${e.count} create(s) (cut after ${e.holdMs} ms) within ${secs(e.durationMs)}`;
+      what = `ZooKeeper relays lose the answers of ${e.count} create(s) (cut ${e.holdMs} ms after each) within ${secs(e.durationMs)}`;
+      break;
+    case 'zookeeper-follower-cut':
+      what = `ZooKeeper follower #${e.follower} cut off from its peers for ${secs(e.durationMs)}, the leader of ${e.namespace} moved onto it first`;
       break;
     case 'redis-restart':
       what = 'Redis restarted empty';

@@ -1,6 +1,6 @@
 /**
  * The nemesis's world: real Redis, a real etcd behind the answer-losing proxy (etcd-proxy.ts) or a real
- * ZooKeeper behind its answer-losing relay (zookeeper-proxy.ts), the sandbox
+ * three-server ZooKeeper ensemble behind its answer-losing relays (zookeeper-proxy.ts), the sandbox
  * API server, and replica slots — each a real `spark-driver-cleaner run` process behind a recording HTTP
  * proxy of its own (which replica sent which request) and, with one Redis server, a TCP relay of its own to it
  * (its own path to Redis, which a fault can cut while the others' work), restartable under the same identity
@@ -16,6 +16,7 @@ import { type ReplicaProcess, spawnReplica } from '../../harness/sandbox/replica
 import { createZkHandle } from '../../src/leadership/zookeeper-client.ts';
 import { zookeeperElectionPrefix } from '../../src/leadership/zookeeper-leadership-group.ts';
 import { ZOOKEEPER_DEFAULT_ROOT } from '../../src/leadership/zookeeper-session.ts';
+import { parseCandidateName } from '../../src/leadership/zookeeper-view.ts';
 import { electionPrefix } from '../../src/queue/job-identity.ts';
 import { type ApiProxy, startApiProxy } from '../failure/helpers.ts';
 import type { EtcdProxy } from './etcd-proxy.ts';
@@ -76,6 +77,8 @@ export interface ReplicaSlot {
 export interface NemesisWorldOptions {
   /** Context name of the sandbox API server. */
   context: string;
+  /** The targets' namespaces (in that context). */
+  namespaces: readonly string[];
   replicas: number;
   /** The slot that runs under libfaketime. */
   fakedReplica: number;
@@ -86,7 +89,7 @@ export interface NemesisWorldOptions {
    * 2 replicas, 3 sentinels, down-after 2 s); or a Cluster (3 masters with a replica each, node timeout 2 s).
    */
   redisMode?: RedisMode;
-  /** The leadership backend (default `etcd`): etcd, or one ZooKeeper server (its default root). */
+  /** The leadership backend (default `etcd`): etcd, or a three-server ZooKeeper ensemble (its default root). */
   leadership?: Leadership;
 }
 
@@ -94,6 +97,8 @@ export interface NemesisWorldOptions {
 export interface NemesisWorld {
   /** Context name of the sandbox API server. */
   readonly context: string;
+  /** The targets' namespaces. */
+  readonly namespaces: readonly string[];
   readonly redisMode: RedisMode;
   readonly leadership: Leadership;
   /** Single mode: the redis-server process now (a restart moves it to a fresh port). */
@@ -109,7 +114,7 @@ export interface NemesisWorld {
   /** On etcd: etcd behind its proxy: the replicas connect to the proxy only. */
   readonly etcdFront: FrontedEtcd | undefined;
   readonly etcdProxy: EtcdProxy | undefined;
-  /** On ZooKeeper: the server behind its relay: the replicas connect to the relay only. */
+  /** On ZooKeeper: the ensemble behind its relays: the replicas connect to the relays only. */
   readonly zookeeperFront: FrontedZooKeeper | undefined;
   readonly server: SandboxApiServer;
   readonly slots: readonly ReplicaSlot[];
@@ -124,6 +129,14 @@ export interface NemesisWorld {
    * `r1 (_c_…-r1-latch-0000000004)`. @throws when the store does not answer within a second.
    */
   candidates(namespace: string): Promise<string[]>;
+  /**
+   * On ZooKeeper: a reader of every target's leader (its first candidate's replica id, undefined when none) on
+   * one session of its own with a server that serves and is not cut off, for frequent reads (each answered
+   * within a second, or rejected); undefined when no such server answers within 5 s. Close it after use.
+   */
+  zookeeperLeaders(): Promise<
+    { read(namespace: string): Promise<string | undefined>; close(): void } | undefined
+  >;
   /** Kills every process, closes the proxies and the server, stops Redis and etcd. */
   stop(): Promise<void>;
 }
@@ -139,7 +152,7 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
       : undefined,
     redisMode === 'cluster' ? startRedisCluster({ masters: 3, replicas: 1, nodeTimeoutMs: 2000 }) : undefined,
     leadership === 'etcd' ? startFrontedEtcd() : undefined,
-    leadership === 'zookeeper' ? startFrontedZooKeeper() : undefined,
+    leadership === 'zookeeper' ? startFrontedZooKeeper(opts.replicas) : undefined,
     startSandboxApiServer({ contextName: opts.context }),
   ]);
   const redis = redisFront?.service;
@@ -157,9 +170,11 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
         };
   const etcd = etcdFront?.etcd;
   const etcdProxy = etcdFront?.proxy;
-  const leadershipEnv: Record<string, string> = zookeeperFront
-    ? { SDC_ZOOKEEPER: zookeeperFront.proxy.connect, SDC_ETCD_ENDPOINTS: '' }
-    : { SDC_ETCD_ENDPOINTS: etcdProxy?.url ?? '' };
+  /** A slot's leadership settings: on ZooKeeper, its own relays (the harness can choose its server). */
+  const leadershipEnv = (slot: number): Record<string, string> =>
+    zookeeperFront
+      ? { SDC_ZOOKEEPER: zookeeperFront.connectFor(slot), SDC_ETCD_ENDPOINTS: '' }
+      : { SDC_ETCD_ENDPOINTS: etcdProxy?.url ?? '' };
   const slots: ReplicaSlot[] = [];
   for (let i = 0; i < opts.replicas; i++) {
     const proxy = await startApiProxy(server);
@@ -201,7 +216,7 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
           env: {
             KUBECONFIG: proxy.kubeconfigPath,
             ...slotRedisEnv,
-            ...leadershipEnv,
+            ...leadershipEnv(i),
             SDC_HTTP_PORT: '0',
             SDC_LOG_LEVEL: 'debug',
             ...opts.replicaEnv,
@@ -249,12 +264,13 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
   const candidates = async (namespace: string): Promise<{ id: string; text: string }[]> => {
     const target = { context: opts.context, namespace };
     if (zookeeperFront) {
-      // Straight to the server (not through the relay that loses answers), one short-lived handle a read;
-      // never while it is down (a client retrying against a closed port may connect to itself there and
-      // take the port the server restarts on).
+      // Straight to a server (not through the relays that lose answers) that serves and is not cut off (the
+      // leader when it can), one short-lived handle a read; never while the ensemble is down (a client retrying
+      // against a closed port may connect to itself there and take the port a server restarts on).
       if (!zookeeperFront.up) throw new Error('ZooKeeper is down');
       const dir = zookeeperElectionPrefix(ZOOKEEPER_DEFAULT_ROOT, target).replace(/\/$/, '');
-      const server = `127.0.0.1:${zookeeperFront.zookeeper.members[0]?.port}`;
+      const server = await zookeeperFront.readableServer();
+      if (!server) throw new Error('no ZooKeeper server serves');
       const names = await zkChildren(server, dir, 1000);
       const seq = (n: string) => Number(/-latch-(\d+)$/.exec(n)?.[1] ?? Number.POSITIVE_INFINITY);
       return names
@@ -273,6 +289,7 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
   };
   return {
     context: opts.context,
+    namespaces: opts.namespaces,
     redisMode,
     leadership,
     redis,
@@ -291,6 +308,34 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
     },
     async candidates(namespace) {
       return (await candidates(namespace)).map((c) => `${c.id} (${c.text})`);
+    },
+    async zookeeperLeaders() {
+      const server = zookeeperFront?.up ? await zookeeperFront.readableServer() : undefined;
+      if (!server) return undefined;
+      const h = createZkHandle(server, 4000);
+      const ready = new Promise<boolean>((resolve) => {
+        h.on('connect', () => resolve(true));
+        setTimeout(() => resolve(false), 5000).unref();
+      });
+      h.init({});
+      if (!(await ready)) {
+        h.close();
+        return undefined;
+      }
+      return {
+        async read(namespace) {
+          const dir = zookeeperElectionPrefix(ZOOKEEPER_DEFAULT_ROOT, {
+            context: opts.context,
+            namespace,
+          }).replace(/\/$/, '');
+          const names = await within(1000, h.get_children(dir, false));
+          return names
+            .map((n) => parseCandidateName(dir, n))
+            .filter((n) => n !== undefined)
+            .sort((a, b) => a.sequence - b.sequence)[0]?.replicaId;
+        },
+        close: () => h.close(),
+      };
     },
     async stop() {
       etcdClient?.close();

@@ -9,6 +9,7 @@ import {
   checkDeletes,
   checkOverdueMetric,
   checkSent,
+  checkStaleLeaderDeletes,
   checkTerminatingDeletes,
   findLeaks,
   type InvariantName,
@@ -247,6 +248,42 @@ describe('checkSent', () => {
     ['a DELETE whose body never arrived whole → not judged', undefined, 0],
   ] as const)('%s', (_name, uid, n) => {
     expect(checkSent([{ replica: 'r0', path: '/p', atMs: 1, uid }])).toHaveLength(n);
+  });
+});
+
+describe('checkStaleLeaderDeletes', () => {
+  const path = '/api/v1/namespaces/nem-b/pods/kyuubi-x-driver';
+  // The store (reads answered in 100 ms): r1 leads nem-b in the samples up to 10 000, r2 from 10 500 on,
+  // then r1 again once, at 14 000; nem-a always r1.
+  const sample = (fromMs: number, namespace: string, leader: string | undefined) => ({
+    fromMs,
+    toMs: fromMs + 100,
+    namespace,
+    leader,
+  });
+  const samples = [9000, 9500, 10_000, 10_500, 11_000, 11_500, 12_000, 12_500, 14_000].flatMap((at) => [
+    sample(at, 'nem-b', at <= 10_000 || at === 14_000 ? 'r1' : 'r2'),
+    sample(at, 'nem-a', 'r1'),
+  ]);
+  it.each([
+    ['the old leader deletes while the store still shows it → clean', 'r1', path, 10_050, 0],
+    [
+      'the old leader deletes between the last sample of it and the first of the new one → not judged',
+      'r1',
+      path,
+      10_300,
+      0,
+    ],
+    ['the old leader deletes within a second of the new one showing → clean', 'r1', path, 11_500, 0],
+    ['the old leader deletes a second and more after the new one shows → violation', 'r1', path, 11_700, 1],
+    ['after the last sample of the new leader → not judged', 'r1', path, 13_000, 0],
+    ['the new leader deletes → clean', 'r2', path, 12_400, 0],
+    ['another target the replica leads → clean', 'r1', '/api/v1/namespaces/nem-a/pods/p', 12_400, 0],
+    ['before any sample → not judged', 'r2', path, 8000, 0],
+  ] as const)('%s', (_name, replica, p, atMs, n) => {
+    const v = checkStaleLeaderDeletes(samples, [{ replica, path: p, atMs, uid: 'u1' }]);
+    expect(v).toHaveLength(n);
+    if (n > 0) expect(v[0]?.invariant).toBe('stale-leader-delete');
   });
 });
 

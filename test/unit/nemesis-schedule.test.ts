@@ -84,6 +84,13 @@ describe('generateSchedule', () => {
       const kinds = new Set(events.map((e) => e.kind));
       for (const k of kinds) expect(faultKindsFor('single', 'zookeeper')).toContain(k);
       expect(kinds).toContain('zookeeper-drop-answers');
+      expect(kinds).toContain('zookeeper-follower-cut');
+      // One store fault at a time: a cut never overlaps a kill, and ends before the finale.
+      const store = events.filter((e) => e.kind === 'zookeeper-kill' || e.kind === 'zookeeper-follower-cut');
+      for (const [i, e] of store.entries()) {
+        const next = store[i + 1];
+        if (next) expect(next.atMs).toBeGreaterThanOrEqual(e.atMs + e.durationMs);
+      }
       expect(kinds).not.toContain('etcd-kill');
       expect(kinds).not.toContain('etcd-drop-answers');
       const finale = events.findLast((e) => e.kind === 'zookeeper-kill');
@@ -347,6 +354,18 @@ describe('generateSchedule', () => {
       },
       "+  7.0 s  #1 redis-path-cut    r2's own path to Redis refused until the run is judged",
     ],
+    [
+      'a ZooKeeper follower cut off',
+      {
+        id: 5,
+        atMs: 20_000,
+        durationMs: 13_000,
+        kind: 'zookeeper-follower-cut',
+        follower: 1,
+        namespace: 'nem-c',
+      },
+      '+ 20.0 s  #5 zookeeper-follower-cut ZooKeeper follower #1 cut off from its peers for 13.0 s, the leader of nem-c moved onto it first',
+    ],
   ] as [string, NemesisEvent, string][])('describeEvent: %s', (_name, e, line) => {
     expect(describeEvent(e)).toBe(line);
   });
@@ -369,7 +388,7 @@ describe('generateSchedule: Redis modes', () => {
   ];
 
   it.each(MODES)('%s: the kinds drawn are every kind but %j (and, on etcd, ZooKeeper’s)', (mode, never) => {
-    const zookeeper = ['zookeeper-kill', 'zookeeper-drop-answers'];
+    const zookeeper = ['zookeeper-kill', 'zookeeper-drop-answers', 'zookeeper-follower-cut'];
     expect(faultKindsFor(mode).sort()).toEqual(
       FAULT_KINDS.filter((k) => !never.includes(k) && !zookeeper.includes(k)).sort(),
     );
