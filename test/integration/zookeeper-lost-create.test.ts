@@ -117,9 +117,7 @@ describe('zookeeper: a create applied, its answer lost', () => {
       const names = await c.handle.get_children(r.dir, false);
       expect(names).toHaveLength(1);
       expect(names).not.toContain(orphan.split('/').pop());
-      expect(
-        r.lines.filter((l) => l.msg === 'deleting a candidate node no term holds'),
-      ).toHaveLength(1);
+      expect(r.lines.filter((l) => l.msg === 'deleting a candidate node no term holds')).toHaveLength(1);
     } finally {
       await r.group.close();
     }

@@ -551,10 +551,11 @@ export function generateSchedule(opts: ScheduleOptions): NemesisEvent[] {
   // The retention changes are placed apart (below), so that every other fault is where each seed always had it.
   const kinds = drawn.filter((k) => k !== 'retention-change');
   if (kinds.length === 0) return [];
-  // The long outage first: it must fit in the run (a CI run is only 75 s).
-  const mandatory: FaultKind[] = shuffle([...kinds], rng).sort(
-    (a, b) => Number(b === 'delete-outage') - Number(a === 'delete-outage'),
-  );
+  // The long ones first: the DELETE outage, then the ZooKeeper follower cut (which shares the store with the
+  // kills), must fit in the run (a CI run is only 75 s).
+  const first: readonly FaultKind[] = ['delete-outage', 'zookeeper-follower-cut'];
+  const rank = (k: FaultKind) => (first.includes(k) ? first.indexOf(k) : first.length);
+  const mandatory: FaultKind[] = shuffle([...kinds], rng).sort((a, b) => rank(a) - rank(b));
   const finaleMs = Math.round(rng.between(FINALE[0], FINALE[1] + 1));
   const finaleKind = opts.leadership === 'zookeeper' ? 'zookeeper-kill' : 'etcd-kill';
   const withFinale = kinds.includes(finaleKind) && opts.durationMs >= 60_000;
