@@ -25,7 +25,7 @@ import { parseLabelSelector } from '../config/label-selector.ts';
 import type { CleanerConfig } from '../config/schema.ts';
 import { type ApplicationState, podState } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
-import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
+import { type TargetRef, targetKey, targetLabel } from '../queue/job-identity.ts';
 import { type Explanation, explain } from '../status/explain.ts';
 import { gatherFacts } from '../status/explain-facts.ts';
 import { createRequestBudget } from './request-budget.ts';
@@ -54,6 +54,8 @@ export interface ApplicationView {
   /** Why it failed (FAILED, KILLED), else null. */
   readonly error: string | null;
   readonly tag: string | null;
+  /** The cluster's name (src/kube/cluster-identity.ts). */
+  readonly cluster: string;
   readonly context: string;
   readonly namespace: string;
   readonly pod: string;
@@ -84,6 +86,7 @@ export function applicationView(pod: DriverPod, target: TargetRef): ApplicationV
     url: null,
     error: killed ? `pod is being deleted (deletionTimestamp ${deletionTimestamp})` : (s.error ?? null),
     tag: labels[KYUUBI_TAG_LABEL] ?? null,
+    cluster: target.cluster,
     context: target.context,
     namespace: target.namespace,
     pod: pod.metadata?.name ?? '',
@@ -122,10 +125,17 @@ export function registerApiRoutes(
         const leader = (await c.leadership.currentLeader().catch(() => null)) ?? null;
         const overdue = c.overdue();
         const target = targetLabel(c.target);
+        const held = c.leadership.heldBy?.() ?? [];
+        const refused = held.find((h) => h.reason === 'cluster-name-conflict');
+        const waiting = held.find((h) => h.elected && h.reason !== 'cluster-name-conflict');
         return {
           target,
+          cluster: c.target.cluster,
           leader,
-          ...(owners ? { assigned: owners[target] ?? null } : {}),
+          ...(owners ? { assigned: owners[targetKey(c.target)] ?? null } : {}),
+          consuming: c.isLeader,
+          refused: refused?.why ?? null,
+          waiting: waiting?.why ?? null,
           overdue: overdue.count,
           oldestOverdueSeconds: Math.round(overdue.oldestAgeMs / 1000),
           oldestOverdue: overdue.oldest.map((p) => ({ pod: p.name, uid: p.uid })),

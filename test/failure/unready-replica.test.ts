@@ -175,7 +175,7 @@ it('a leader that loses its API access hands its targets to the ready replica af
     SDC_OVERDUE_GRACE: '30s',
   });
   const proxy = await startApiProxy(c.server);
-  const losing = c.startReplica('url-a', { ...env, KUBECONFIG: proxy.kubeconfigPath });
+  const losing = c.startReplica('url-a', { ...env, ...proxy.env });
   const keeping = c.startReplica('url-b', env);
   const replicas = [losing, keeping];
   try {

@@ -21,7 +21,7 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-const target = { context: 'arn:aws:eks:x:1:cluster/a', namespace: 'spark' };
+const target = { cluster: 'eks-a', context: 'arn:aws:eks:x:1:cluster/a', namespace: 'spark' };
 
 function connect() {
   const connection = new Redis(redis.url, { maxRetriesPerRequest: null });

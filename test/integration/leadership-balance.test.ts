@@ -16,7 +16,7 @@ import {
   createEtcdLeadershipGroup,
   type EtcdLeadershipGroup,
 } from '../../src/leadership/etcd-leadership-group.ts';
-import { electionPrefix, targetLabel } from '../../src/queue/job-identity.ts';
+import { electionPrefix, membersPrefix, targetKey } from '../../src/queue/job-identity.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -41,12 +41,13 @@ interface TestReplica {
 
 /** The targets `ctx:bal-<name>-0` … of a test. */
 const targetsOf = (name: string, n: number) =>
-  Array.from({ length: n }, (_, i) => ({ context: 'ctx', namespace: `bal-${name}-${i}` }));
+  Array.from({ length: n }, (_, i) => ({ cluster: 'test', context: 'ctx', namespace: `bal-${name}-${i}` }));
 
 function startReplica(id: string, targets: ReturnType<typeof targetsOf>): TestReplica {
   const client = new Etcd3({ hosts: etcd.endpoints });
   const log = memoryLogger().log;
   const group = createEtcdLeadershipGroup({
+    membersPrefix: membersPrefix('test'),
     client,
     replicaId: id,
     ttlSeconds: TTL_SECONDS,
@@ -55,7 +56,7 @@ function startReplica(id: string, targets: ReturnType<typeof targetsOf>): TestRe
   });
   const ended: string[] = [];
   const elections = targets.map((t) => {
-    const e = group.election(targetLabel(t), electionPrefix(t), log);
+    const e = group.election(targetKey(t), electionPrefix(t), log);
     e.addEventHandler({ onElected: () => undefined, onLost: (r) => ended.push(r) });
     e.start();
     return e;
@@ -242,7 +243,7 @@ describe('balanced leadership (real etcd)', () => {
       );
       for (const r of survivors) expect(r.group.balance().members).toEqual(['d2', 'd3']);
       // Between the survivors, only what the assignment moves is handed over (the cap's spill-over).
-      const labels = targets.map(targetLabel);
+      const labels = targets.map(targetKey);
       const before = assignTargets(labels, ['d1', 'd2', 'd3']).owners;
       const after = assignTargets(labels, ['d2', 'd3']).owners;
       const moves = labels

@@ -22,7 +22,7 @@ afterAll(async () => {
 
 it('delayed and not due → nothing to take; past due → how long; promoted → waiting; no job → missing', async () => {
   const queue = createCleanupQueue({
-    target: { context: 'look', namespace: 'spark' },
+    target: { cluster: 'c1', context: 'look', namespace: 'spark' },
     connection,
     prefix: 'look',
     tombstoneTtlMs: 60_000,

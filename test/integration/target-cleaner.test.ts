@@ -89,7 +89,7 @@ async function startCleaner(
   lines: Record<string, unknown>[];
 }> {
   const mem = memoryLogger();
-  const target = { context: CONTEXT, namespace };
+  const target = { cluster: 'tc', context: CONTEXT, namespace };
   const log = mem.log.child(target);
   const connection = connect();
   const queue = createCleanupQueue({
@@ -167,7 +167,7 @@ describe('term transitions (real worker, Redis, sandbox)', () => {
   it('worker: run() while a stop() is closing → a Worker runs once the close has finished', async () => {
     const worker = createCleanupWorker({
       handler: cleanupDriverPod,
-      target: { context: CONTEXT, namespace: 'tc-worker' },
+      target: { cluster: 'tc', context: CONTEXT, namespace: 'tc-worker' },
       connection: connect(),
       prefix: 'tc-worker',
       concurrency: 1,
@@ -331,7 +331,7 @@ describe('a reconcile slower than the self-check threshold (real worker, Redis, 
       });
     const connection = connect();
     const mem = memoryLogger();
-    const target = { context: CONTEXT, namespace: ns };
+    const target = { cluster: 'tc', context: CONTEXT, namespace: ns };
     const queue = createCleanupQueue({
       target,
       connection,

@@ -238,7 +238,7 @@ export async function applyFault(
       const cluster = world.redisCluster;
       if (!cluster) throw new Error(`redis-cluster-master-kill needs cluster mode, not ${world.redisMode}`);
       // Any key with the queue's hash tag lives in the queue's slot.
-      const key = `x:${queueName({ context: world.context, namespace: e.namespace })}:x`;
+      const key = `x:${queueName({ cluster: world.server.clusterName, namespace: e.namespace })}:x`;
       const masterPort = cluster.masterPortOf(key);
       const master = cluster.servers.find((x) => x.port === masterPort);
       if (!master) throw new Error(`no master serves ${e.namespace}'s queue slot (${masterPort})`);

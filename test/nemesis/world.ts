@@ -13,9 +13,8 @@ import { type LocalRedisCluster, startRedisCluster } from '../../harness/sandbox
 import { type LocalRedisSentinel, startRedisSentinel } from '../../harness/sandbox/redis-sentinel.ts';
 import { type ReplicaProcess, spawnReplica } from '../../harness/sandbox/replica-process.ts';
 import { createZkHandle } from '../../src/leadership/zookeeper-client.ts';
-import { zookeeperElectionPrefix } from '../../src/leadership/zookeeper-leadership-group.ts';
 import { ZOOKEEPER_DEFAULT_ROOT } from '../../src/leadership/zookeeper-session.ts';
-import { electionPrefix } from '../../src/queue/job-identity.ts';
+import { electionPrefix, zookeeperElectionPrefix } from '../../src/queue/job-identity.ts';
 import { type ApiProxy, startApiProxy } from '../failure/helpers.ts';
 import type { EtcdProxy } from './etcd-proxy.ts';
 import { createFakeClock, type FakeClock } from './faketime.ts';
@@ -173,7 +172,7 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
         current = spawnReplica({
           id,
           env: {
-            KUBECONFIG: proxy.kubeconfigPath,
+            ...proxy.env,
             ...redisEnv,
             ...leadershipEnv,
             SDC_HTTP_PORT: '0',
@@ -212,7 +211,7 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
       ),
     ]);
   const candidates = async (namespace: string): Promise<{ id: string; text: string }[]> => {
-    const target = { context: opts.context, namespace };
+    const target = { cluster: server.clusterName, context: opts.context, namespace };
     if (zookeeperFront) {
       // Straight to the server (not through the relay that loses answers), one short-lived handle a read;
       // never while it is down (a client retrying against a closed port may connect to itself there and

@@ -243,7 +243,9 @@ describe('basic auth', () => {
 
 describe('dashboard actions', () => {
   it('refuses retry and remove in read-only mode, and allows them when configured writable', async () => {
-    const queue = encodeURIComponent(queueName({ context: 'alpha', namespace: 'ops-a' }));
+    const queue = encodeURIComponent(
+      queueName({ cluster: env.servers.alpha?.clusterName ?? '', namespace: 'ops-a' }),
+    );
     const job = cleanupJobId(completed[0]);
     const cleaner = r.replica.cleaners.find((c) => c.target.namespace === 'ops-a');
     const listed = (await http(url(), '/ui/api/queues', { auth: AUTH })).json() as {

@@ -186,7 +186,7 @@ describe(`Redis cost of ${T} targets × ${R} replicas`, () => {
       async () => {
         const counts = await Promise.all(
           namespaces.map((ns) =>
-            probe.zcard(`${PREFIX}:${queueName({ context: 'fleet', namespace: ns })}:delayed`),
+            probe.zcard(`${PREFIX}:${queueName({ cluster: server.clusterName, namespace: ns })}:delayed`),
           ),
         );
         return counts.every((n) => n === 1);

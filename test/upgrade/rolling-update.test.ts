@@ -16,6 +16,7 @@ import {
   createDrivers,
   firstLeader,
   replicaEnv,
+  targetIn,
   uidOf,
   useFailureCluster,
   waitGone,
@@ -48,7 +49,7 @@ const FINAL = new Set(['accepted', 'already-absent', 'replaced', 'already-deleti
 async function storedData(prefix: string, namespace: string, pods: V1Pod[]): Promise<unknown[]> {
   const db = new Redis(cluster().redis.url);
   conns.push(db);
-  const target = { context: cluster().context, namespace };
+  const target = targetIn(cluster(), namespace);
   return Promise.all(
     pods.map(async (p) => JSON.parse((await db.hget(jobKey(prefix, target, uidOf(p)), 'data')) ?? 'null')),
   );
