@@ -67,6 +67,7 @@ describe('alerting rules (infra/monitoring/alerts.yaml)', () => {
     expect(rules.map((r) => r.alert).sort()).toEqual([
       'SparkDriverCleanerAbsent',
       'SparkDriverCleanerCleanupFailing',
+      'SparkDriverCleanerClusterNameConflict',
       'SparkDriverCleanerEtcdUnreachable',
       'SparkDriverCleanerInformerNotSynced',
       'SparkDriverCleanerInformerRestarting',
@@ -75,6 +76,7 @@ describe('alerting rules (infra/monitoring/alerts.yaml)', () => {
       'SparkDriverCleanerPodsOverdue',
       'SparkDriverCleanerRedisUnreachable',
       'SparkDriverCleanerSeveralLeaders',
+      'SparkDriverCleanerWaitingForPreviousRelease',
     ]);
   });
 
