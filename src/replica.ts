@@ -32,7 +32,10 @@ import { createEtcdLeadershipGroup } from './leadership/etcd-leadership-group.ts
 import { createGatedLeadership } from './leadership/gated-leadership.ts';
 import type { LeadershipBalance } from './leadership/leadership-group.ts';
 import { createLocalLeadership } from './leadership/local-leadership.ts';
-import { createPreviousReleaseGates } from './leadership/previous-release-gate.ts';
+import {
+  createPreviousReleaseGates,
+  previousReleaseWorkerGates,
+} from './leadership/previous-release-gate.ts';
 import { createZooKeeperLeadershipGroup } from './leadership/zookeeper-leadership-group.ts';
 import type { Logger } from './log.ts';
 import { createCleanupQueue } from './queue/cleanup-queue.ts';
@@ -261,7 +264,7 @@ export async function startReplica(
           }),
         }
       : workers
-        ? { kind: 'single-server', workers }
+        ? { kind: 'single-server', ...previousReleaseWorkerGates(workers) }
         : { kind: 'none' };
   const prefixOf = (ref: TargetRef) =>
     zk ? zookeeperElectionPrefix(zk.root, ref) : electionPrefix(ref, config.etcdKeyPrefix);

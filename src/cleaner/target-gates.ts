@@ -8,11 +8,10 @@
  *   ZooKeeper is new in this release: no 0.1.0 replica can be on it.
  */
 import { FencedError } from '../leadership/fenced-error.ts';
-import type { LeadershipGate } from '../leadership/gated-leadership.ts';
-import { previousReleaseWorkerGate } from '../leadership/previous-release-gate.ts';
+import { BRIEF_WAIT_MS, type LeadershipGate } from '../leadership/gated-leadership.ts';
+
 import type { Logger } from '../log.ts';
 import { previousReleaseQueueName, type TargetRef } from '../queue/job-identity.ts';
-import type { PreviousReleaseWorkers } from '../queue/previous-release-workers.ts';
 import type { ClusterClaims } from './cluster-claims.ts';
 
 /** The reason of the gate that refuses a cluster name claimed by another cluster (`sdc_target_refused`). */
@@ -21,13 +20,19 @@ export const CLUSTER_NAME_CONFLICT = 'cluster-name-conflict';
 /** How a replica waits for release 0.1.0, by leadership backend. */
 export type PreviousReleaseWait =
   | { readonly kind: 'etcd'; gateFor(target: TargetRef, log: Logger): LeadershipGate }
-  | { readonly kind: 'single-server'; readonly workers: PreviousReleaseWorkers }
+  | { readonly kind: 'single-server'; gateFor(queue: string): LeadershipGate }
   | { readonly kind: 'none' };
 
 /** A gate that is closed while `closed()` says so, fenced on that answer (no I/O). */
-function stateGate(reason: string, closed: () => string | undefined, onChange: (cb: () => void) => void) {
+function stateGate(
+  reason: string,
+  closed: () => string | undefined,
+  onChange: (cb: () => void) => void,
+  quietMs = 0,
+) {
   return {
     reason,
+    quietMs,
     closed,
     onChange,
     async fence() {
@@ -52,6 +57,7 @@ export function targetGates(
           ? `checking in Redis that no other cluster uses the name ${target.cluster}`
           : undefined,
       onClaims,
+      BRIEF_WAIT_MS,
     ),
     stateGate(
       CLUSTER_NAME_CONFLICT,
@@ -64,7 +70,6 @@ export function targetGates(
   ];
   const prev = deps.previousRelease;
   if (prev.kind === 'etcd') gates.push(prev.gateFor(target, deps.log));
-  if (prev.kind === 'single-server')
-    gates.push(previousReleaseWorkerGate(prev.workers, previousReleaseQueueName(target)));
+  if (prev.kind === 'single-server') gates.push(prev.gateFor(previousReleaseQueueName(target)));
   return gates;
 }

@@ -2,10 +2,12 @@
  * The JSON API under `/api/v1/` — this replica's view, from its informer caches (no API server call):
  *
  * - `GET /api/v1/leaders` → `{ replica, leaders: { "context:namespace": replicaId | null }, targets: {
- *   "context:namespace": { leader, assigned?, overdue, oldestOverdueSeconds, oldestOverdue: [{ pod, uid }] } },
- *   balance? }` — the overdue pods as this replica's informer sees them (the self-check,
+ *   "context:namespace": { cluster, leader, assigned?, consuming, refused, waiting, overdue, oldestOverdueSeconds,
+ *   oldestOverdue: [{ pod, uid }] } }, balance? }` — the target's cluster (src/kube/cluster-identity.ts), whether
+ *   this replica consumes it and, when not although elected or when it refuses it, why
+ *   (src/leadership/gated-leadership.ts), the overdue pods as this replica's informer sees them (the self-check,
  *   src/cleaner/self-check.ts); with etcd, each target's `assigned` replica and `balance: { rule, members,
- *   targets, cap, share: { replicaId: { assigned, leading } }, notReady: { "context:namespace": [replicaId] } }`:
+ *   targets, cap, share: { replicaId: { assigned, leading } }, notReady: { "cluster/namespace": [replicaId] } }`:
  *   how leaderships are balanced over the live replicas, as this replica sees it
  *   (src/leadership/leadership-group.ts);
  * - `GET /api/v1/applications?tag=T` → the application of the driver pod labelled `kyuubi-unique-tag=T`,

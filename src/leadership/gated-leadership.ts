@@ -42,7 +42,15 @@ export interface LeadershipGate {
    * info, ms (default: never at warn).
    */
   readonly warnAfterMs?: number;
+  /** A wait on this gate shorter than this is not logged, ms (default 0: logged at once). */
+  readonly quietMs?: number;
 }
+
+/**
+ * How long the brief waits every start has (the first look at Redis, or for workers of the previous release)
+ * may last before they are logged, ms: logged at once, they would make one line per target at every start.
+ */
+export const BRIEF_WAIT_MS = 2000;
 
 /** Options of {@link createGatedLeadership}. */
 export interface GatedLeadershipOptions {
@@ -74,6 +82,7 @@ export function createGatedLeadership(opts: GatedLeadershipOptions): Leadership 
   let waitingSince: number | undefined;
   let loggedWhy: string | undefined;
   let warned = false;
+  let infoTimer: NodeJS.Timeout | undefined;
   let warnTimer: NodeJS.Timeout | undefined;
 
   const why = () => {
@@ -83,30 +92,43 @@ export function createGatedLeadership(opts: GatedLeadershipOptions): Leadership 
     }
     return undefined;
   };
+  /** The gate the elected replica waits on now, if any. */
+  const waitingOn = () => (innerLeader && !leading ? why() : undefined);
 
   function stopWaiting() {
     waitingSince = undefined;
     loggedWhy = undefined;
     warned = false;
+    clearTimeout(infoTimer);
     clearTimeout(warnTimer);
+    infoTimer = undefined;
     warnTimer = undefined;
   }
 
-  /** Logs the wait: at info when it begins or its reason changes, at warn once past the gate's threshold. */
+  /** Logs the wait at info (once past its gate's quiet time), again when its reason changes. */
+  function logInfo() {
+    const still = waitingOn();
+    if (!still || loggedWhy === still.why) return;
+    loggedWhy = still.why;
+    log.info({ why: still.why }, 'elected, but not consuming: waiting');
+  }
+
+  /** Logs the wait: at info past the first seconds or when its reason changes, at warn past the gate's threshold. */
   function logWait(closed: { gate: LeadershipGate; why: string }) {
     const now = opts.monotonicNow();
     waitingSince ??= now;
-    if (loggedWhy !== closed.why) {
-      loggedWhy = closed.why;
-      log.info({ why: closed.why }, 'elected, but not consuming: waiting');
+    const quietMs = closed.gate.quietMs ?? 0;
+    if (loggedWhy !== undefined || now - waitingSince >= quietMs) logInfo();
+    else if (!infoTimer) {
+      infoTimer = setTimeout(logInfo, waitingSince + quietMs - now);
+      infoTimer.unref();
     }
     const after = closed.gate.warnAfterMs;
     if (after === undefined || warned || warnTimer) return;
-    const left = waitingSince + after - now;
     warnTimer = setTimeout(
       () => {
         warnTimer = undefined;
-        const still = innerLeader && !leading ? why() : undefined;
+        const still = waitingOn();
         if (!still) return;
         warned = true;
         log.warn(
@@ -114,7 +136,7 @@ export function createGatedLeadership(opts: GatedLeadershipOptions): Leadership 
           'elected, but still not consuming: waiting',
         );
       },
-      Math.max(0, left),
+      Math.max(0, waitingSince + after - now),
     );
     warnTimer.unref();
   }

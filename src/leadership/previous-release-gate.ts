@@ -28,7 +28,7 @@ import { withTimeout } from '../with-timeout.ts';
 import type { BackendElection } from './backend.ts';
 import { FencedError } from './fenced-error.ts';
 import { createFreshRead } from './fresh-read.ts';
-import type { LeadershipGate } from './gated-leadership.ts';
+import { BRIEF_WAIT_MS, type LeadershipGate } from './gated-leadership.ts';
 
 /** The gate's reason, as `sdc_target_waiting` labels it. */
 export const PREVIOUS_RELEASE = 'previous-release';
@@ -125,12 +125,25 @@ export function createPreviousReleaseGates(src: PreviousReleaseSources): {
 }
 
 /**
- * The single-server gate of one target: closed while a worker of its 0.1.0 queue `queue` is connected to Redis,
- * and before the first look. Fencing uses the last look (no read per DELETE).
+ * The single-server gates of a replica's targets: each closed while a worker of its 0.1.0 queue is connected
+ * to Redis, and before the first look. Fencing looks again (one CLIENT LIST shared by every DELETE that waits
+ * for it, src/leadership/fresh-read.ts), so that a 0.1.0 replica started beside this one (a rollback) stops
+ * this one's DELETEs at once rather than at the next periodic look.
  */
-export function previousReleaseWorkerGate(
+export function previousReleaseWorkerGates(
+  workers: Pick<PreviousReleaseWorkers, 'consuming' | 'onChange' | 'look'>,
+): {
+  gateFor(queue: string): LeadershipGate;
+} {
+  const fresh = createFreshRead(() => workers.look());
+  return { gateFor: (queue) => previousReleaseWorkerGate(workers, queue, fresh) };
+}
+
+/** The single-server gate of the target whose 0.1.0 queue is `queue` (see {@link previousReleaseWorkerGates}). */
+function previousReleaseWorkerGate(
   workers: Pick<PreviousReleaseWorkers, 'consuming' | 'onChange'>,
   queue: string,
+  look: (signal: AbortSignal) => Promise<void>,
 ): LeadershipGate {
   const closed = () => {
     const c = workers.consuming(queue);
@@ -145,9 +158,16 @@ export function previousReleaseWorkerGate(
   return {
     reason: PREVIOUS_RELEASE,
     warnAfterMs: PREVIOUS_RELEASE_WARN_AFTER_MS,
+    // Every start waits for the first look: not worth a line per target.
+    quietMs: BRIEF_WAIT_MS,
     closed,
     onChange: (cb) => workers.onChange(cb),
-    async fence() {
+    async fence(signal) {
+      try {
+        await look(signal);
+      } catch (err) {
+        throw new FencedError(`cannot look for workers of release 0.1.0: ${(err as Error).message}`);
+      }
       const why = closed();
       if (why) throw new FencedError(why);
     },

@@ -4,7 +4,8 @@
  * this version's replica waits for it instead of deleting the same pods from its own queue
  * (src/leadership/previous-release-gate.ts). BullMQ names each worker's Redis connection after its queue
  * (`<prefix>:<base64 of the queue name>`, then `:w:<worker name>`), so one CLIENT LIST answers for every target
- * of the replica: one call per {@link PREVIOUS_RELEASE_LOOK_MS}, on each master of a Redis Cluster.
+ * of the replica: one call per {@link PREVIOUS_RELEASE_LOOK_MS}, on each master of a Redis Cluster, and one
+ * before each DELETE (shared by the DELETEs of a burst: src/leadership/previous-release-gate.ts).
  */
 import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
@@ -28,6 +29,8 @@ export interface PreviousReleaseWorkers {
   /** True when a worker consumes `queue` (a 0.1.0 queue name), false when none, undefined before the first look. */
   consuming(queue: string): boolean | undefined;
   onChange(cb: () => void): void;
+  /** Looks now (one CLIENT LIST); `consuming` answers from it. @throws the Redis error. */
+  look(): Promise<void>;
   start(): void;
   stop(): void;
 }
@@ -63,13 +66,17 @@ export function createPreviousReleaseWorkers(opts: PreviousReleaseWorkersOptions
     return new Set(replies.flatMap(clientNames));
   }
 
+  async function look(): Promise<void> {
+    names = await list();
+    for (const cb of listeners) cb();
+  }
+
   async function loop(): Promise<void> {
     let failing = false;
     while (running) {
       try {
-        names = await list();
+        await look();
         failing = false;
-        for (const cb of listeners) cb();
       } catch (err) {
         if (!failing)
           opts.log.warn(
@@ -92,6 +99,7 @@ export function createPreviousReleaseWorkers(opts: PreviousReleaseWorkersOptions
     onChange(cb) {
       listeners.push(cb);
     },
+    look,
     start() {
       if (running || stop.signal.aborted) return;
       running = true;

@@ -44,13 +44,14 @@ function fakeInner() {
 }
 
 /** A gate driven by the test. */
-function fakeGate(reason: string, fenced: string[], warnAfterMs?: number) {
+function fakeGate(reason: string, fenced: string[], warnAfterMs?: number, quietMs?: number) {
   let why: string | undefined = `${reason} closed`;
   const listeners: (() => void)[] = [];
   const leading: boolean[] = [];
   const gate: LeadershipGate & { set(w: string | undefined): void; leading: boolean[] } = {
     reason,
     ...(warnAfterMs === undefined ? {} : { warnAfterMs }),
+    ...(quietMs === undefined ? {} : { quietMs }),
     closed: () => why,
     onChange: (cb) => listeners.push(cb),
     innerLeading: (l) => leading.push(l),
@@ -67,9 +68,9 @@ function fakeGate(reason: string, fenced: string[], warnAfterMs?: number) {
   return gate;
 }
 
-function setup(warnAfterMs?: number) {
+function setup(warnAfterMs?: number, quietMs = 2000) {
   const { inner, fenced } = fakeInner();
-  const a = fakeGate('a', fenced, warnAfterMs);
+  const a = fakeGate('a', fenced, warnAfterMs, quietMs);
   const b = fakeGate('b', fenced);
   const mem = memoryLogger('info');
   const led = createGatedLeadership({
@@ -91,7 +92,7 @@ describe('createGatedLeadership', () => {
     );
   });
 
-  it('elected with a gate closed: no term, one info line per reason; the last gate opening begins the term', () => {
+  it('elected with a gate closed: no term; the wait logged after 2 s, again when its reason changes; the last gate opening begins the term', async () => {
     const { inner, a, b, led, events, lines } = setup();
     inner.elect();
     expect(led.isLeader).toBe(false);
@@ -101,15 +102,38 @@ describe('createGatedLeadership', () => {
       { reason: 'a', why: 'a closed', elected: true },
       { reason: 'b', why: 'b closed', elected: true },
     ]);
+    const waits = () =>
+      lines.filter((l) => l.msg === 'elected, but not consuming: waiting').map((l) => l.why);
+    // A brief wait (the first look every start has, its gate's quiet time) makes no line.
+    expect(waits()).toEqual([]);
+    await waitFor('the wait logged', () => waits().length > 0, 5000);
+    expect(waits()).toEqual(['a closed']);
     a.set(undefined);
     expect(events).toEqual([]);
-    b.set('b closed');
+    expect(waits()).toEqual(['a closed', 'b closed']);
     b.set(undefined);
     expect(events).toEqual(['elected']);
     expect(led.isLeader).toBe(true);
     expect(led.stillLeader()).toBe(true);
-    const waits = lines.filter((l) => l.msg === 'elected, but not consuming: waiting').map((l) => l.why);
-    expect(waits).toEqual(['a closed', 'b closed']);
+  });
+
+  it('a gate without a quiet time: its wait is logged at once', () => {
+    const { inner, b, lines } = setup(undefined, 0);
+    inner.elect();
+    b.set(undefined);
+    expect(lines.filter((l) => l.msg === 'elected, but not consuming: waiting').map((l) => l.why)).toEqual([
+      'a closed',
+    ]);
+  });
+
+  it('a wait that ends within its gate’s quiet time is not logged', async () => {
+    const { inner, a, b, events, lines } = setup();
+    b.set(undefined);
+    inner.elect();
+    a.set(undefined);
+    expect(events).toEqual(['elected']);
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(lines.filter((l) => String(l.msg).includes('waiting'))).toEqual([]);
   });
 
   it('a gate closing during a term ends it, naming why; the election losing ends it once', () => {
