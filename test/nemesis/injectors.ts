@@ -125,7 +125,8 @@ export async function applyFault(
     case 'replica-stop': {
       // The leader if it is free, else the planned slot, else (an earlier fault took the planned one in the
       // leader's stead) another free one: as many slots are in process faults as the plan has, never all.
-      const leader = e.leaderOf ? await world.leaderOf(e.leaderOf) : undefined;
+      // In a two-cluster world, the leader of one cluster or the other, by turns.
+      const leader = e.leaderOf ? await world.leaderOf(e.leaderOf, e.id % world.servers.length) : undefined;
       const planned = world.slots[e.replica];
       const slot = [leader, planned, ...world.slots].find((s) => s && !s.busy);
       if (e.leaderOf || slot !== planned)

@@ -4,6 +4,10 @@
  * API server, and replica slots — each a real `spark-driver-cleaner run` process behind a recording HTTP
  * proxy of its own (which replica sent which request), restartable under the same identity (a container
  * restart), one of them under libfaketime.
+ *
+ * With `clusters: 2`, two sandbox API servers stand for two clusters whose kubeconfigs name their context the
+ * same, with the same namespaces, sharing the one Redis and the one etcd or ZooKeeper; slot i belongs to
+ * cluster i mod 2. API faults go to the first cluster's server.
  */
 import { Etcd3 } from 'etcd3';
 import type { SandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
@@ -32,6 +36,8 @@ import type { Leadership, RedisMode } from './schedule.ts';
 export interface ReplicaSlot {
   /** `r0`, `r1`, …: the replica id (SDC_REPLICA_ID) of every process of the slot. */
   readonly id: string;
+  /** The index of its cluster in {@link NemesisWorld.servers} (0 in a one-cluster world). */
+  readonly cluster: number;
   /** The slot's recording proxy in front of the sandbox API server. */
   readonly proxy: ApiProxy;
   /** The slot's wall clock, when it runs under libfaketime. */
@@ -70,6 +76,8 @@ export interface NemesisWorldOptions {
   redisMode?: RedisMode;
   /** The leadership backend (default `etcd`): etcd, or one ZooKeeper server (its default root). */
   leadership?: Leadership;
+  /** Clusters (sandbox API servers) sharing the Redis and the leadership store (default 1). */
+  clusters?: 1 | 2;
 }
 
 /** The running world. */
@@ -93,19 +101,23 @@ export interface NemesisWorld {
   readonly etcdProxy: EtcdProxy | undefined;
   /** On ZooKeeper: the server behind its relay: the replicas connect to the relay only. */
   readonly zookeeperFront: FrontedZooKeeper | undefined;
+  /** The first cluster's sandbox API server (the API faults' target). */
   readonly server: SandboxApiServer;
+  /** Every cluster's server, by cluster index. */
+  readonly servers: readonly SandboxApiServer[];
   readonly slots: readonly ReplicaSlot[];
   /**
-   * The slot leading a namespace's target now, read from the store itself (etcd: the candidate key with the
-   * lowest create revision; ZooKeeper: the candidate node with the lowest sequence); undefined when the store
-   * does not answer within a second or nobody campaigns.
+   * The slot leading a namespace's target of cluster `cluster` (default 0) now, read from the store itself
+   * (etcd: the candidate key with the lowest create revision; ZooKeeper: the candidate node with the lowest
+   * sequence); undefined when the store does not answer within a second or nobody campaigns.
    */
-  leaderOf(namespace: string): Promise<ReplicaSlot | undefined>;
+  leaderOf(namespace: string, cluster?: number): Promise<ReplicaSlot | undefined>;
   /**
-   * A namespace's candidates, leader first, read from the store itself, e.g. `r1 (rev 12, lease 7)` or
-   * `r1 (_c_…-r1-latch-0000000004)`. @throws when the store does not answer within a second.
+   * A namespace's candidates in cluster `cluster` (default 0), leader first, read from the store itself, e.g.
+   * `r1 (rev 12, lease 7)` or `r1 (_c_…-r1-latch-0000000004)`. @throws when the store does not answer
+   * within a second.
    */
-  candidates(namespace: string): Promise<string[]>;
+  candidates(namespace: string, cluster?: number): Promise<string[]>;
   /** Kills every process, closes the proxies and the server, stops Redis and etcd. */
   stop(): Promise<void>;
 }
@@ -114,7 +126,7 @@ export interface NemesisWorld {
 export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<NemesisWorld> {
   const redisMode = opts.redisMode ?? 'single';
   const leadership = opts.leadership ?? 'etcd';
-  const [redisFront, sentinel, redisCluster, etcdFront, zookeeperFront, server] = await Promise.all([
+  const [redisFront, sentinel, redisCluster, etcdFront, zookeeperFront, server, second] = await Promise.all([
     redisMode === 'single' ? startFrontedRedis() : undefined,
     redisMode === 'sentinel'
       ? startRedisSentinel({ replicas: 2, sentinels: 3, downAfterMs: 2000 })
@@ -123,7 +135,9 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
     leadership === 'etcd' ? startFrontedEtcd() : undefined,
     leadership === 'zookeeper' ? startFrontedZooKeeper() : undefined,
     startSandboxApiServer({ contextName: opts.context }),
+    opts.clusters === 2 ? startSandboxApiServer({ contextName: opts.context }) : undefined,
   ]);
+  const servers = second ? [server, second] : [server];
   const redis = redisFront?.service;
   const redisEnv: Record<string, string> = redisFront
     ? { SDC_REDIS_URL: redisFront.url }
@@ -144,7 +158,8 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
     : { SDC_ETCD_ENDPOINTS: etcdProxy?.url ?? '' };
   const slots: ReplicaSlot[] = [];
   for (let i = 0; i < opts.replicas; i++) {
-    const proxy = await startApiProxy(server);
+    const cluster = i % servers.length;
+    const proxy = await startApiProxy(servers[cluster] as SandboxApiServer);
     const clock = i === opts.fakedReplica ? createFakeClock() : undefined;
     const id = `r${i}`;
     const generations: ReplicaProcess[] = [];
@@ -152,6 +167,7 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
     let current: ReplicaProcess | undefined;
     const slot: ReplicaSlot = {
       id,
+      cluster,
       proxy,
       clock,
       frozen: false,
@@ -210,8 +226,8 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
         setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms).unref(),
       ),
     ]);
-  const candidates = async (namespace: string): Promise<{ id: string; text: string }[]> => {
-    const target = { cluster: server.clusterName, context: opts.context, namespace };
+  const candidates = async (namespace: string, cluster = 0): Promise<{ id: string; text: string }[]> => {
+    const target = { cluster: (servers[cluster] ?? server).clusterName, context: opts.context, namespace };
     if (zookeeperFront) {
       // Straight to the server (not through the relay that loses answers), one short-lived handle a read;
       // never while it is down (a client retrying against a closed port may connect to itself there and
@@ -248,13 +264,14 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
     etcdProxy,
     zookeeperFront,
     server,
+    servers,
     slots,
-    async leaderOf(namespace) {
-      const id = (await candidates(namespace).catch(() => []))[0]?.id;
-      return slots.find((s) => s.id === id);
+    async leaderOf(namespace, cluster = 0) {
+      const id = (await candidates(namespace, cluster).catch(() => []))[0]?.id;
+      return slots.find((s) => s.id === id && s.cluster === cluster);
     },
-    async candidates(namespace) {
-      return (await candidates(namespace)).map((c) => `${c.id} (${c.text})`);
+    async candidates(namespace, cluster = 0) {
+      return (await candidates(namespace, cluster)).map((c) => `${c.id} (${c.text})`);
     },
     async stop() {
       etcdClient?.close();
@@ -264,7 +281,7 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
       }
       await Promise.all(slots.flatMap((s) => (s.current ? [s.current.exited] : [])));
       await Promise.all(slots.map((s) => s.proxy.close()));
-      await server.close();
+      await Promise.all(servers.map((x) => x.close()));
       await Promise.all([
         redisFront?.stop(),
         sentinel?.stop(),
