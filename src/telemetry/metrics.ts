@@ -113,7 +113,7 @@ const labelsOf = (t: TargetRef) => ({ cluster: t.cluster, context: t.context, na
 /** A target's key in the maps of this module. */
 const keyOf = (t: TargetRef) => `${t.cluster}/${t.namespace}`;
 
-/** The reasons of `sdc_target_refused` and `sdc_target_waiting`, exported as 0 when they do not hold. */
+/** The reasons of `sdc_target_refused` and `sdc_target_waiting`. */
 const REFUSED_REASONS = ['cluster-name-conflict'] as const;
 const WAITING_REASONS = ['previous-release'] as const;
 
@@ -343,35 +343,32 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
     },
   });
 
+  // Exported only while they hold (absent otherwise): a zero per target and replica would add T × R series
+  // that say nothing, at hundreds of targets.
   new Gauge({
     name: 'sdc_target_refused',
-    help: '1 while this replica refuses the target: reason="cluster-name-conflict" — another cluster claims the same cluster name (clusterName, clusterNames) on the shared Redis, etcd or ZooKeeper, so nothing of that name is cleaned until one is renamed; else 0.',
+    help: '1 while this replica refuses the target (absent otherwise): reason="cluster-name-conflict" — another cluster claims the same cluster name (clusterName, clusterNames) on the shared Redis, etcd or ZooKeeper, so nothing of that name is cleaned until one is renamed.',
     labelNames: [...TARGET, 'reason'],
     registers,
     collect() {
       this.reset();
-      for (const c of cleaners()) {
-        const held = c.leadership.heldBy?.() ?? [];
-        for (const reason of REFUSED_REASONS)
-          this.set({ ...labelsOf(c.target), reason }, held.some((h) => h.reason === reason) ? 1 : 0);
-      }
+      for (const c of cleaners())
+        for (const h of c.leadership.heldBy?.() ?? [])
+          if ((REFUSED_REASONS as readonly string[]).includes(h.reason))
+            this.set({ ...labelsOf(c.target), reason: h.reason }, 1);
     },
   });
   new Gauge({
     name: 'sdc_target_waiting',
-    help: '1 while this replica is elected for the target but does not consume: reason="previous-release" — a replica of release 0.1.0 still leads its old election or consumes its old queue (a rolling update in progress, or a fleet sharing the store not upgraded); else 0.',
+    help: '1 while this replica is elected for the target but does not consume (absent otherwise): reason="previous-release" — a replica of release 0.1.0 still leads its old election or consumes its old queue (a rolling update in progress, or a fleet sharing the store not upgraded).',
     labelNames: [...TARGET, 'reason'],
     registers,
     collect() {
       this.reset();
-      for (const c of cleaners()) {
-        const held = c.leadership.heldBy?.() ?? [];
-        for (const reason of WAITING_REASONS)
-          this.set(
-            { ...labelsOf(c.target), reason },
-            held.some((h) => h.reason === reason && h.elected) ? 1 : 0,
-          );
-      }
+      for (const c of cleaners())
+        for (const h of c.leadership.heldBy?.() ?? [])
+          if (h.elected && (WAITING_REASONS as readonly string[]).includes(h.reason))
+            this.set({ ...labelsOf(c.target), reason: h.reason }, 1);
     },
   });
 
