@@ -272,8 +272,13 @@ describe('two fleets given one explicit cluster name for two clusters', () => {
         });
         expect(status.code, status.out).toBe(1);
         expect(status.out).toContain('PROBLEM:       refused: cluster name prod is used by two clusters');
-        // Well past the deadlines (and a claim refresh): still nothing deleted.
-        await new Promise((r) => setTimeout(r, RETENTION_MS + 5000));
+        // Well past the deadlines, by the servers' clocks: still nothing deleted.
+        const due = Math.max(a.clock.now(), b.clock.now()) + RETENTION_MS + 5000;
+        await waitFor(
+          'the pods 5 s past their deadline',
+          () => a.clock.now() > due && b.clock.now() > due,
+          30_000,
+        );
         const wrong = [...a.requests.deletes(), ...b.requests.deletes()].filter((d) =>
           [...podsA, ...podsB].some((p) => uidOf(p) === d.uid),
         );

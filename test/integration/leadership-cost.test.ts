@@ -15,7 +15,12 @@ import {
   createEtcdLeadershipGroup,
   type EtcdLeadershipGroup,
 } from '../../src/leadership/etcd-leadership-group.ts';
-import { electionPrefix, membersPrefix, targetKey } from '../../src/queue/job-identity.ts';
+import {
+  clusterElectionsPrefix,
+  electionPrefix,
+  membersPrefix,
+  targetKey,
+} from '../../src/queue/job-identity.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -74,7 +79,12 @@ describe('leadership cost at fleet scale (real etcd)', () => {
         'every target led once, settled',
         async () =>
           targets.every((_, i) => replicas.filter((r) => r.elections[i]?.isLeader).length === 1) &&
-          (await probe.getAll().prefix('spark-driver-cleaner/election/ctx/cost-').keys()).length === T,
+          (
+            await probe
+              .getAll()
+              .prefix(`${clusterElectionsPrefix('test')}cost-`)
+              .keys()
+          ).length === T,
         60_000,
       );
       const leading = replicas.map((r) => r.elections.filter((e) => e.isLeader).length);

@@ -3,7 +3,7 @@
  * replica and every gate is open, ends when either stops; the wait is logged once per reason, at warn past the
  * gate's threshold; fencing asks the election, then each gate; the gates hear of the election's terms.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { FencedError } from '../../src/leadership/fenced-error.ts';
 import { createGatedLeadership, type LeadershipGate } from '../../src/leadership/gated-leadership.ts';
 import { type Leadership, leadershipSubscribers } from '../../src/leadership/leadership.ts';
@@ -126,14 +126,19 @@ describe('createGatedLeadership', () => {
     ]);
   });
 
-  it('a wait that ends within its gate’s quiet time is not logged', async () => {
-    const { inner, a, b, events, lines } = setup();
-    b.set(undefined);
-    inner.elect();
-    a.set(undefined);
-    expect(events).toEqual(['elected']);
-    await new Promise((r) => setTimeout(r, 2500));
-    expect(lines.filter((l) => String(l.msg).includes('waiting'))).toEqual([]);
+  it('a wait that ends within its gate’s quiet time is not logged', () => {
+    vi.useFakeTimers();
+    try {
+      const { inner, a, b, events, lines } = setup();
+      b.set(undefined);
+      inner.elect();
+      a.set(undefined);
+      expect(events).toEqual(['elected']);
+      vi.advanceTimersByTime(10_000);
+      expect(lines.filter((l) => String(l.msg).includes('waiting'))).toEqual([]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('a gate closing during a term ends it, naming why; the election losing ends it once', () => {
