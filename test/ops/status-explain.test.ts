@@ -104,6 +104,7 @@ interface StatusJson {
 
 interface ExplainJson {
   kind: string;
+  cluster: string;
   verdict: string;
   uid: string | null;
   parts: Record<string, string>;
@@ -112,7 +113,10 @@ interface ExplainJson {
 async function explainOf(ref: string, namespaces = [NS]): Promise<ExplainJson> {
   const r = await cli(['explain', ref, '--json'], env(namespaces));
   expect(r.status, r.stderr).toBe(0);
-  return JSON.parse(r.stdout) as ExplainJson;
+  const e = JSON.parse(r.stdout) as ExplainJson;
+  // Every explanation names the target's cluster, as the replicas name it.
+  expect(e.cluster).toBe(cluster().clusterName);
+  return e;
 }
 
 /** A finished driver (Succeeded unless said) created `agoMs` ago by the sandbox clock, optionally without the tag. */
@@ -199,6 +203,8 @@ describe('status and explain: why is this pod still here?', () => {
     const row = s.targets[0];
     expect(row).toMatchObject({
       target: `${cluster().context}:${NS}`,
+      cluster: cluster().clusterName,
+      refused: null,
       leader: 'why-1',
       overdue: 0,
       problems: [],
