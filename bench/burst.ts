@@ -11,7 +11,6 @@ import type { RecheckMode } from '../src/config/schema.ts';
 import { queueName } from '../src/queue/job-identity.ts';
 import { measureRawDeleteRate, type RawDeleteRate } from './apiserver-delete-rate.ts';
 import {
-  BENCH_CONTEXT,
   type BenchEnv,
   createDrivers,
   driversLeft,
@@ -132,7 +131,7 @@ async function leaderRun(
     const leadMs = Math.max(5000, pods * 3);
     const deadline = Math.ceil((created + leadMs) / 1000) * 1000;
     createDrivers(server, namespace, pods, () => deadline - 600_000, 600_000);
-    const delayedKey = `${namespace}:${queueName({ context: BENCH_CONTEXT, namespace })}:delayed`;
+    const delayedKey = `${namespace}:${queueName({ cluster: server.clusterName, namespace })}:delayed`;
     await until(
       'every burst job delayed',
       async () => (await env.redisClient.zcard(delayedKey)) >= pods,

@@ -13,7 +13,6 @@ import { fileURLToPath } from 'node:url';
 import type { ReplicaProcess } from '../harness/sandbox/replica-process.ts';
 import { queueName } from '../src/queue/job-identity.ts';
 import {
-  BENCH_CONTEXT,
   type BenchEnv,
   commandDelta,
   createDrivers,
@@ -169,7 +168,7 @@ export async function benchCost(
     const cmdBefore = await redisCommandCalls(env.redisClient);
     const start = env.now();
     createDrivers(env.server, namespace, opts.pods, () => start, 3_600_000);
-    const delayedKey = `${namespace}:${queueName({ context: BENCH_CONTEXT, namespace })}:delayed`;
+    const delayedKey = `${namespace}:${queueName({ cluster: env.server.clusterName, namespace })}:delayed`;
     await until(
       'every job delayed',
       async () => (await env.redisClient.zcard(delayedKey)) >= opts.pods,

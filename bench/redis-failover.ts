@@ -167,7 +167,11 @@ async function sentinelRedis(): Promise<HaRedis> {
   };
 }
 
-async function clusterRedis(namespaces: readonly string[], prefix: string): Promise<HaRedis> {
+async function clusterRedis(
+  namespaces: readonly string[],
+  prefix: string,
+  cluster: string,
+): Promise<HaRedis> {
   const c: LocalRedisCluster = await startRedisCluster({ masters: 3, replicas: 1, nodeTimeoutMs: 2000 });
   return {
     env: {
@@ -176,7 +180,7 @@ async function clusterRedis(namespaces: readonly string[], prefix: string): Prom
     },
     async killMaster(trial) {
       const ns = namespaces[trial % namespaces.length] as string;
-      const key = `${prefix}:${queueName({ context: BENCH_CONTEXT, namespace: ns })}:x`;
+      const key = `${prefix}:${queueName({ cluster, namespace: ns })}:x`;
       const old = c.masterPortOf(key) as number;
       const server = c.servers.find((x) => x.port === old);
       await server?.kill();
@@ -205,7 +209,10 @@ export async function benchRedisFailover(
   for (const mode of opts.modes) {
     const namespaces = ['a', 'b', 'c'].map((x) => `rha-${mode}-${x}`);
     const prefix = `rha${mode[0]}`;
-    const redis = mode === 'sentinel' ? await sentinelRedis() : await clusterRedis(namespaces, prefix);
+    const redis =
+      mode === 'sentinel'
+        ? await sentinelRedis()
+        : await clusterRedis(namespaces, prefix, env.server.clusterName);
     let fleet: ReplicaProcess[] = [];
     const stream = startStream(env, namespaces, opts.podEveryMs, opts.retentionMs);
     const trials: RedisFailoverTrial[] = [];

@@ -200,6 +200,9 @@ export async function startReplicaSupervisor(
     get elections() {
       return current.elections;
     },
+    get clusters() {
+      return current.clusters;
+    },
     ...(config.zookeeper ? { zookeeperConnected: () => current.zookeeperConnected?.() ?? false } : {}),
     leadershipBalance: () => current.leadershipBalance(),
     get restarts() {

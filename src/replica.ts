@@ -1,5 +1,6 @@
 /**
- * One replica process: wires the configuration into a {@link TargetCleaner} per target, sharing two Redis
+ * One replica process: wires the configuration into a {@link TargetCleaner} per target (cluster, namespace:
+ * src/queue/job-identity.ts), sharing two Redis
  * connections (BullMQ's and the queues' own commands; each Worker of a target it leads adds its blocking one),
  * one leadership backend session — an etcd lease or a ZooKeeper session — and one view for all elections
  * (src/leadership/leadership-group.ts), and per context one connection pool (src/kube/kube-http.ts), rate
@@ -12,27 +13,45 @@
 import type { Etcd3 } from 'etcd3';
 import { cleanupDriverPod } from '../workers/cleanup-driver-pod.ts';
 import { backoffMs } from './backoff.ts';
+import { createClusterClaims } from './cleaner/cluster-claims.ts';
 import { selfCheckSettings } from './cleaner/self-check.ts';
 import { createTargetCleaner, type TargetCleaner } from './cleaner/target-cleaner.ts';
+import { type PreviousReleaseWait, targetGates } from './cleaner/target-gates.ts';
 import type { Clock, MonotonicClock } from './clock.ts';
 import { parseLabelSelector } from './config/label-selector.ts';
 import type { CleanerConfig } from './config/schema.ts';
+import { type ClusterIdentity, fingerprintsNow } from './kube/cluster-identity.ts';
 import { openContexts } from './kube/context-clients.ts';
+import { kubeconfigPath, loadClusterEndpoint } from './kube/kubeconfig.ts';
 import type { PodInformer } from './kube/pod-informer.ts';
 import { createTargetInformers } from './kube/target-informers.ts';
+import { clustersLine, parseMemberValue } from './leadership/assignment.ts';
 import { checkEtcdAccess } from './leadership/etcd-access-check.ts';
 import { createEtcdClient } from './leadership/etcd-client.ts';
 import { createEtcdLeadershipGroup } from './leadership/etcd-leadership-group.ts';
+import { createGatedLeadership } from './leadership/gated-leadership.ts';
 import type { LeadershipBalance } from './leadership/leadership-group.ts';
 import { createLocalLeadership } from './leadership/local-leadership.ts';
 import {
-  createZooKeeperLeadershipGroup,
-  zookeeperElectionPrefix,
-} from './leadership/zookeeper-leadership-group.ts';
+  createPreviousReleaseGates,
+  previousReleaseWorkerGates,
+} from './leadership/previous-release-gate.ts';
+import { createZooKeeperLeadershipGroup } from './leadership/zookeeper-leadership-group.ts';
 import type { Logger } from './log.ts';
 import { createCleanupQueue } from './queue/cleanup-queue.ts';
 import { createDataMarker } from './queue/data-marker.ts';
-import { dataMarkerKey, electionPrefix, type TargetRef, targetLabel } from './queue/job-identity.ts';
+import {
+  dataMarkerKey,
+  electionPrefix,
+  membershipScope,
+  membersPrefix,
+  type TargetRef,
+  targetKey,
+  targetLabel,
+  zookeeperElectionPrefix,
+  zookeeperMembersDir,
+} from './queue/job-identity.ts';
+import { createPreviousReleaseWorkers } from './queue/previous-release-workers.ts';
 import { checkRedisAccess, redisRefusal } from './queue/redis-access-check.ts';
 import { createRedisClient, duplicateClient, type RedisClient } from './queue/redis-client.ts';
 import { type ElectionReader, etcdElectionReader } from './status/election-read.ts';
@@ -48,6 +67,8 @@ export interface Replica {
   readonly etcd: Etcd3 | undefined;
   /** The leadership backend's elections (for /api/v1/explain); undefined with local leadership. */
   readonly elections: ElectionReader | undefined;
+  /** The clusters of its targets (src/kube/cluster-identity.ts), one per name. */
+  readonly clusters: readonly ClusterIdentity[];
   /** With ZooKeeper: whether the session is connected now; undefined otherwise. */
   zookeeperConnected?(): boolean;
   /** How leaderships are balanced over the live replicas; undefined with local leadership. */
@@ -76,12 +97,20 @@ export async function startReplica(
   const contexts = openContexts(config, {
     now,
     monotonicNow,
-    observer: (context) => deps.telemetry?.podCalls(context),
+    observer: (context, cluster) => deps.telemetry?.podCalls(context, cluster),
   });
   const targets = contexts.targets.map(({ namespace, clients }) => ({
-    ref: { context: clients.context, namespace },
+    ref: { cluster: clients.cluster.name, context: clients.context, namespace } satisfies TargetRef,
     clients,
   }));
+  // The clusters served, one per name, with a context that reaches each (to re-read its CA).
+  const clusters = new Map<string, { identity: ClusterIdentity; context: string }>();
+  for (const { clients } of contexts.targets)
+    if (!clusters.has(clients.cluster.name))
+      clusters.set(clients.cluster.name, { identity: clients.cluster, context: clients.context });
+  // Replicas register, and balance, with the members of the same clusters (src/queue/job-identity.ts).
+  const scope = membershipScope(clusters.keys());
+  const path = kubeconfigPath(config.kubeconfig);
 
   // etcd must accept our certificate and user before anything connects: a refusal is a configuration error
   // (EtcdAccessError, exit 2), while etcd that does not answer is waited for like any outage.
@@ -160,6 +189,29 @@ export async function startReplica(
     });
   }
 
+  // Each cluster name this replica serves, claimed in Redis (and in its membership value) with its
+  // cluster's fingerprints: a name another cluster claims is refused (src/cleaner/cluster-claims.ts).
+  const rereads = new Map(
+    [...clusters.values()].map(({ identity, context }) => [
+      identity.name,
+      fingerprintsNow(identity, () => loadClusterEndpoint(path, context), monotonicNow),
+    ]),
+  );
+  const claims = createClusterClaims({
+    redis: commands,
+    prefix: config.queuePrefix,
+    clusters: [...clusters.values()].map((c) => c.identity),
+    fingerprintsNow: (c) => rereads.get(c.name)?.() ?? c.fingerprints,
+    members: () => memberClaims(),
+    log,
+  });
+  const clusterClaimsLine = () =>
+    clustersLine(
+      Object.fromEntries(
+        [...clusters.values()].map(({ identity }) => [identity.name, claims.fingerprints(identity)]),
+      ),
+    );
+
   const zk = config.zookeeper;
   if (!etcd && !zk)
     log.warn('no etcdEndpoints and no zookeeper: single-server mode, this replica leads every target');
@@ -176,9 +228,11 @@ export async function startReplica(
         replicaId: config.replicaId,
         log,
         monotonicNow,
+        membersDir: zookeeperMembersDir(zk.root, scope),
+        clusters: clusterClaimsLine,
       })
     : undefined;
-  const leaderships = etcd
+  const etcdGroup = etcd
     ? createEtcdLeadershipGroup({
         client: etcd,
         replicaId: config.replicaId,
@@ -186,10 +240,60 @@ export async function startReplica(
         log,
         monotonicNow,
         root: config.etcdKeyPrefix,
+        membersPrefix: membersPrefix(scope, config.etcdKeyPrefix),
+        clusters: clusterClaimsLine,
       })
-    : zkGroup;
+    : undefined;
+  const leaderships = etcdGroup ?? zkGroup;
+  /** The claims in the live members' values of this replica's scope (parsed once per value). */
+  const parsedClaims = new Map<string, ReturnType<typeof parseMemberValue>['clusters']>();
+  function memberClaims() {
+    const view = leaderships?.backend.view;
+    if (!view) return [];
+    return view.members().map((replica) => {
+      const raw = view.memberValue(replica) ?? '';
+      let c = parsedClaims.get(raw);
+      if (!c) {
+        if (parsedClaims.size > 256) parsedClaims.clear();
+        c = parseMemberValue(raw).clusters;
+        parsedClaims.set(raw, c);
+      }
+      return { replica, clusters: c };
+    });
+  }
+  let claimsLook: NodeJS.Immediate | undefined;
+  leaderships?.backend.view.onChange(() => {
+    claimsLook ??= setImmediate(() => {
+      claimsLook = undefined;
+      claims.membersChanged();
+    });
+  });
+  // Release 0.1.0 named targets by context: while one of its replicas may consume, this version's leader
+  // waits (src/leadership/previous-release-gate.ts).
+  const workers =
+    !etcd && !zk
+      ? createPreviousReleaseWorkers({ redis: commands, prefix: config.queuePrefix, log })
+      : undefined;
+  const previousRelease: PreviousReleaseWait =
+    etcd && etcdGroup
+      ? {
+          kind: 'etcd',
+          ...createPreviousReleaseGates({
+            client: etcd,
+            root: config.etcdKeyPrefix,
+            members: () => etcdGroup.view.previousReleaseMembers(),
+            onChange: (cb) => etcdGroup.view.onChange(cb),
+            sideElection: (prefix, l) => etcdGroup.sideElection(prefix, l),
+            readTimeoutMs: Math.max(500, (config.electionTtlSeconds * 1000) / 3),
+          }),
+        }
+      : workers
+        ? { kind: 'single-server', ...previousReleaseWorkerGates(workers) }
+        : { kind: 'none' };
   const prefixOf = (ref: TargetRef) =>
     zk ? zookeeperElectionPrefix(zk.root, ref) : electionPrefix(ref, config.etcdKeyPrefix);
+  const tlogOf = (ref: TargetRef) =>
+    log.child({ cluster: ref.cluster, context: ref.context, namespace: ref.namespace });
   // Per target its own informer, or (informerScope: cluster) a view of its context's one shared informer;
   // every list and watch through the context's rate limiter.
   const informers = createTargetInformers(contexts.targets, {
@@ -201,7 +305,7 @@ export async function startReplica(
   });
   const cleaners: TargetCleaner[] = [];
   for (const [i, { ref, clients }] of targets.entries()) {
-    const tlog = log.child({ context: ref.context, namespace: ref.namespace });
+    const tlog = tlogOf(ref);
     const queue = createCleanupQueue({
       target: ref,
       connection: redis,
@@ -211,9 +315,14 @@ export async function startReplica(
       log: tlog,
       now,
     });
-    const leadership = leaderships
-      ? leaderships.election(targetLabel(ref), prefixOf(ref), tlog)
-      : createLocalLeadership({ replicaId: config.replicaId });
+    const leadership = createGatedLeadership({
+      inner: leaderships
+        ? leaderships.election(targetKey(ref), prefixOf(ref), tlog)
+        : createLocalLeadership({ replicaId: config.replicaId }),
+      gates: targetGates(ref, { claims, previousRelease, log: tlog }),
+      log: tlog,
+      monotonicNow,
+    });
     const cleaner = createTargetCleaner({
       target: ref,
       replicaId: config.replicaId,
@@ -247,15 +356,30 @@ export async function startReplica(
     cleaners.push(cleaner);
   }
 
+  claims.start();
+  workers?.start();
   for (const c of cleaners) await c.start();
   leaderships?.start();
-  log.info({ version: VERSION, targets: cleaners.map((c) => targetLabel(c.target)) }, 'replica started');
+  log.info(
+    {
+      version: VERSION,
+      targets: cleaners.map((c) => targetLabel(c.target)),
+      clusters: [...clusters.values()].map(({ identity, context }) => ({
+        cluster: identity.name,
+        context,
+        source: identity.source,
+        fingerprints: identity.fingerprints,
+      })),
+    },
+    'replica started',
+  );
 
   return {
     replicaId: config.replicaId,
     cleaners,
     redis,
     etcd,
+    clusters: [...clusters.values()].map((c) => c.identity),
     elections: etcd
       ? etcdElectionReader(etcd, config.etcdKeyPrefix)
       : zk && zkGroup
@@ -268,6 +392,9 @@ export async function startReplica(
         // All targets at once: revoking the session lease ends every term and removes every candidate key and
         // the membership key in one step, so other replicas take over while we wind down.
         await leaderships?.close();
+        claims.stop();
+        workers?.stop();
+        if (claimsLook) clearImmediate(claimsLook);
         await Promise.allSettled(cleaners.map((c) => c.stop()));
         commands.disconnect();
         redis.disconnect();

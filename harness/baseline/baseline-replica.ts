@@ -45,8 +45,8 @@ export async function startBaselineReplica(
   const cleaners: KyuubiLikeCleaner[] = [];
   for (const { namespace, clients } of contexts.targets) {
     const { context, http, limiter, pods } = clients;
-    const target = { context, namespace };
-    const tlog = log.child({ context, namespace });
+    const target = { cluster: clients.cluster.name, context, namespace };
+    const tlog = log.child({ cluster: target.cluster, context, namespace });
     const cleaner = createKyuubiLikeCleaner({
       target,
       selector,

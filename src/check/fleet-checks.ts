@@ -21,7 +21,7 @@ import {
   JOB_FORMAT,
   type StoredJobData,
 } from '../queue/cleanup-queue.ts';
-import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
+import { membershipScope, type TargetRef, targetLabel } from '../queue/job-identity.ts';
 import { balanceOf } from '../status/balance-read.ts';
 import type { StateStore } from '../status/state-store.ts';
 import { readTargetStatus, type TargetStatus } from '../status/target-status.ts';
@@ -51,7 +51,9 @@ export interface FleetSources {
 export async function checkFleet(src: FleetSources): Promise<CheckResult[]> {
   const r = resultsOf('fleet');
   const { store, targets } = src;
-  const members = store.elections ? await store.elections.members() : undefined;
+  // The fleet's members, as its replicas register: the scope of the clusters of its targets.
+  const scope = membershipScope(targets.map((t) => t.cluster));
+  const members = store.elections ? await store.elections.members(scope) : undefined;
   const rows = await Promise.all(
     targets.map((t) =>
       readTargetStatus(t, {

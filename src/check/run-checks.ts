@@ -12,6 +12,8 @@ import { formatDurationMs } from '../config/duration.ts';
 import { type CleanerConfig, discoveryLabel, parseTarget } from '../config/schema.ts';
 import { configWarnings } from '../config/warnings.ts';
 import type { ClusterAccess } from '../kube/cluster-access.ts';
+import type { ClusterIdentity } from '../kube/cluster-identity.ts';
+import { resolveIdentities } from '../kube/context-clients.ts';
 import { assertDistinctTargets } from '../kube/distinct-targets.ts';
 import { createKubeHttp } from '../kube/kube-http.ts';
 import { kubeconfigPath, loadClusterAccess } from '../kube/kubeconfig.ts';
@@ -58,8 +60,15 @@ export class CheckConfigError extends Error {
   override name = 'CheckConfigError';
 }
 
-/** Each context once: its access and what the replicas need of it. */
-function resolveContexts(config: CleanerConfig): Map<string, { access: ClusterAccess; needs: ContextNeeds }> {
+/** One context the replicas use: its access, its cluster and what the replicas need of it. */
+interface ResolvedContext {
+  access: ClusterAccess;
+  cluster: ClusterIdentity;
+  needs: ContextNeeds;
+}
+
+/** Each context once, with its cluster resolved as the replicas resolve it (src/kube/cluster-identity.ts). */
+function resolveContexts(config: CleanerConfig): Map<string, ResolvedContext> {
   const path = kubeconfigPath(config.kubeconfig);
   const byConfigured = new Map<string | undefined, ClusterAccess>();
   const accessOf = (context: string | undefined) => {
@@ -70,26 +79,33 @@ function resolveContexts(config: CleanerConfig): Map<string, { access: ClusterAc
     }
     return a;
   };
-  const out = new Map<string, { access: ClusterAccess; needs: ContextNeeds }>();
+  const resolved = config.targets.map((t) => accessOf(t.context));
+  const discovered = config.discover.map((d) => accessOf(d.context));
+  const identities = resolveIdentities(path, [...resolved, ...discovered], config.naming);
+  const clusterOf = (access: ClusterAccess) => identities.get(access.context) as ClusterIdentity;
+  const out = new Map<string, ResolvedContext>();
   const entry = (access: ClusterAccess) => {
     let e = out.get(access.context);
     if (!e) {
-      e = { access, needs: { namespaces: [], informerScope: config.informerScope } };
+      e = {
+        access,
+        cluster: clusterOf(access),
+        needs: { namespaces: [], informerScope: config.informerScope },
+      };
       out.set(access.context, e);
     }
     return e;
   };
-  const resolved = config.targets.map((t) => accessOf(t.context));
   assertDistinctTargets(
     config.targets,
-    resolved.map((a) => a.context),
+    resolved.map((a) => ({ context: a.context, cluster: clusterOf(a) })),
   );
   config.targets.forEach((t, i) => {
     const e = entry(resolved[i] as ClusterAccess);
     e.needs = { ...e.needs, namespaces: [...e.needs.namespaces, t.namespace] };
   });
-  for (const d of config.discover) {
-    const e = entry(accessOf(d.context));
+  for (const [i] of config.discover.entries()) {
+    const e = entry(discovered[i] as ClusterAccess);
     if (config.namespaceSelector !== undefined)
       e.needs = { ...e.needs, namespaceSelector: config.namespaceSelector };
   }
@@ -100,7 +116,7 @@ function resolveContexts(config: CleanerConfig): Map<string, { access: ClusterAc
 function canaryTarget(
   request: string,
   config: CleanerConfig,
-  contexts: ReadonlyMap<string, { access: ClusterAccess; needs: ContextNeeds }>,
+  contexts: ReadonlyMap<string, ResolvedContext>,
 ): TargetRef {
   const spec = parseTarget(request);
   if (typeof spec === 'string')
@@ -112,7 +128,11 @@ function canaryTarget(
         (e.needs.namespaces.includes(spec.namespace) || e.needs.namespaceSelector !== undefined),
     )
     .map(([name]) => name);
-  if (candidates.length === 1) return { context: candidates[0] as string, namespace: spec.namespace };
+  if (candidates.length === 1) {
+    const context = candidates[0] as string;
+    const cluster = (contexts.get(context) as ResolvedContext).cluster.name;
+    return { cluster, context, namespace: spec.namespace };
+  }
   const targets = [
     ...config.targets.map((t) => (t.context ? `${t.context}:${t.namespace}` : t.namespace)),
     ...config.discover.map(discoveryLabel),
@@ -167,7 +187,11 @@ export async function runChecks(config: CleanerConfig, opts: CheckOptions): Prom
             answered: true,
           });
     const probeTarget = [...contexts.values()].flatMap((e) =>
-      e.needs.namespaces.map((namespace) => ({ context: e.access.context, namespace })),
+      e.needs.namespaces.map((namespace) => ({
+        cluster: e.cluster.name,
+        context: e.access.context,
+        namespace,
+      })),
     )[0];
     const [contextResults, redis, leadership] = await Promise.all([
       Promise.all(
@@ -208,7 +232,11 @@ export async function runChecks(config: CleanerConfig, opts: CheckOptions): Prom
     try {
       const { graceMs } = selfCheckSettings(config.electionTtlSeconds, config.overdueGraceMs);
       let targets: TargetRef[] = [...contexts.values()].flatMap((e) =>
-        e.needs.namespaces.map((namespace) => ({ context: e.access.context, namespace })),
+        e.needs.namespaces.map((namespace) => ({
+          cluster: e.cluster.name,
+          context: e.access.context,
+          namespace,
+        })),
       );
       try {
         await checkReachable(store, config);
@@ -219,7 +247,7 @@ export async function runChecks(config: CleanerConfig, opts: CheckOptions): Prom
               store.elections,
               [...contexts.values()]
                 .filter((e) => e.needs.namespaceSelector !== undefined)
-                .map((e) => e.access.context),
+                .map((e) => ({ context: e.access.context, cluster: e.cluster.name })),
               targets,
               ANSWER_TIMEOUT_MS,
             )),

@@ -55,14 +55,14 @@ async function explainCommand(text: string, flags: Record<string, unknown>): Pro
   let configured: TargetRef[];
   let asked: TargetRef | undefined;
   try {
-    configured = resolveTargets(config);
-    if ('target' in ref) [asked] = resolveTargets({ targets: [ref.target], kubeconfig: config.kubeconfig });
+    configured = resolveTargets(config).targets;
+    if ('target' in ref) [asked] = resolveTargets({ ...config, targets: [ref.target], discover: [] }).targets;
   } catch (err) {
     if (!(err instanceof KubeconfigError)) throw err;
     return bad(`invalid configuration:\n  - ${err.message}`);
   }
   // As /api/v1/explain answers 404: a namespace no target names is not this cleaner's to explain.
-  if (asked && !configured.some((t) => t.context === asked.context && t.namespace === asked.namespace)) {
+  if (asked && !configured.some((t) => t.cluster === asked.cluster && t.namespace === asked.namespace)) {
     const list = configured.map((t) => `${t.context}:${t.namespace}`).join(', ');
     return bad(
       `explain: ${asked.context}:${asked.namespace} is not a configured target (targets: ${list}): this cleaner does not clean its pods; check --targets (SDC_TARGETS)`,

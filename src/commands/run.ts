@@ -16,7 +16,7 @@ import { createLogger } from '../log.ts';
 import { RedisAccessError } from '../queue/redis-access-check.ts';
 import { type Replica, startReplica } from '../replica.ts';
 import { startReplicaSupervisor } from '../replica-supervisor.ts';
-import { resolveTargets } from '../status/state-store.ts';
+import { assertDistinctTargetNames } from '../status/state-store.ts';
 import { createTelemetry } from '../telemetry/telemetry.ts';
 import { addConfigOptions, loadConfigOrExit } from './config-options.ts';
 
@@ -47,7 +47,7 @@ export async function runReplica(flags: Record<string, unknown>): Promise<void> 
   if (flags.check === true) {
     // No two targets that are one, as a start refuses them (the contexts themselves are loaded at start).
     try {
-      resolveTargets(config);
+      assertDistinctTargetNames(config);
     } catch (err) {
       if (!(err instanceof KubeconfigError)) throw err;
       process.stderr.write(`spark-driver-cleaner: invalid configuration:\n  - ${err.message}\n`);

@@ -1,17 +1,20 @@
 /**
  * `spark-driver-cleaner status`: one block per target from Redis and the leadership backend (etcd or
- * ZooKeeper) alone (no API server) — leader and since when, jobs by state, next deadline, overdue jobs, last
- * accepted DELETE — then, with either backend, how
+ * ZooKeeper) alone (no API server) — its cluster, leader and since when, jobs by state, next deadline, overdue
+ * jobs, last accepted DELETE, a refused cluster name, a rolling update from release 0.1.0 — then, with either
+ * backend, how
  * leaderships are balanced (members, cap, per replica leads vs. assigned); `--json` for scripts. Same
  * configuration as `run` (flags, `SDC_*`, `--config`); for `context:*` targets, the namespaces some replica
  * campaigns for in etcd or ZooKeeper (src/status/discovered-targets.ts). A check: exit 0 when every target has a leader and no
- * overdue job, 1 otherwise, 2 for bad configuration, 3 when Redis or the leadership backend cannot be reached.
+ * overdue job and no refused cluster name, 1 otherwise, 2 for bad configuration, 3 when Redis or the leadership backend cannot be reached.
  */
 import type { Command } from 'commander';
 import { selfCheckSettings } from '../cleaner/self-check.ts';
 import { systemClock } from '../clock.ts';
-import { KubeconfigError, kubeconfigPath, loadClusterAccess } from '../kube/kubeconfig.ts';
+import { KubeconfigError } from '../kube/kubeconfig.ts';
+import { membershipScope, targetKey } from '../queue/job-identity.ts';
 import { readBalance } from '../status/balance-read.ts';
+import { readRefusal } from '../status/claims-read.ts';
 import { discoveredTargets } from '../status/discovered-targets.ts';
 import {
   ANSWER_TIMEOUT_MS,
@@ -45,9 +48,9 @@ export function registerStatusCommand(program: Command): void {
 /** Runs `status` and returns its exit code. */
 async function status(flags: Record<string, unknown>): Promise<number> {
   const config = loadConfigOrExit(flags);
-  let targets: ReturnType<typeof resolveTargets>;
+  let resolved: ReturnType<typeof resolveTargets>;
   try {
-    targets = resolveTargets(config);
+    resolved = resolveTargets(config);
   } catch (err) {
     if (!(err instanceof KubeconfigError)) throw err;
     process.stderr.write(`spark-driver-cleaner: invalid configuration:\n  - ${err.message}\n`);
@@ -58,20 +61,32 @@ async function status(flags: Record<string, unknown>): Promise<number> {
   const { graceMs } = selfCheckSettings(config.electionTtlSeconds, config.overdueGraceMs);
   try {
     await checkReachable(store, config);
+    let targets = resolved.targets;
     // `context:*` targets: the namespaces some replica campaigns for now (no API server here).
     if (config.discover.length > 0) {
       if (store.elections) {
-        const path = kubeconfigPath(config.kubeconfig);
-        const contexts = config.discover.map((d) => d.context ?? loadClusterAccess(path, undefined).context);
+        const discovered = resolved.discoverContexts.map((context) => ({
+          context,
+          cluster: resolved.clusters.get(context)?.name ?? '',
+        }));
         targets = [
           ...targets,
-          ...(await discoveredTargets(store.elections, contexts, targets, ANSWER_TIMEOUT_MS)),
+          ...(await discoveredTargets(store.elections, discovered, targets, ANSWER_TIMEOUT_MS)),
         ];
       } else
         process.stderr.write(
           'spark-driver-cleaner: status: discovered namespaces (context:* targets) are read from the elections in etcd or ZooKeeper; without either only the fixed targets are shown\n',
         );
     }
+    // Each cluster name once: is it claimed by another cluster (src/status/claims-read.ts)?
+    const identities = new Map([...resolved.clusters.values()].map((c) => [c.name, c]));
+    const refusals = new Map(
+      await Promise.all(
+        [...identities.values()].map(
+          async (c) => [c.name, await readRefusal(store.redis, store.prefix, c)] as const,
+        ),
+      ),
+    );
     const rows = await Promise.all(
       targets.map((t) =>
         readTargetStatus(t, {
@@ -81,6 +96,7 @@ async function status(flags: Record<string, unknown>): Promise<number> {
           prefix: store.prefix,
           nowMs,
           overdueGraceMs: graceMs,
+          refusal: refusals.get(t.cluster),
         }),
       ),
     );
@@ -88,7 +104,8 @@ async function status(flags: Record<string, unknown>): Promise<number> {
     const balance = store.elections
       ? await readBalance(
           store.elections,
-          rows.map((r) => r.target),
+          membershipScope(identities.keys()),
+          targets.map(targetKey),
           rows.map((r) => r.leader),
         )
       : undefined;

@@ -60,6 +60,14 @@ export const FIELDS: readonly FieldSpec[] = [
     envAliases: ['KUBECONFIG'],
   },
   {
+    key: 'clusterName',
+    help: 'Name of the cluster of the default context (in-cluster, or the kubeconfig’s current context), in every shared name (queues, elections, metrics, logs): a DNS label such as `prod-eu-1`. Unset → derived from its CA certificate (`ca-<12 hex>`), or from its API server URL without a CA (`api-<12 hex>`). Clusters sharing a Redis, etcd or ZooKeeper must have distinct names.',
+  },
+  {
+    key: 'clusterNames',
+    help: 'Comma-separated `context=name` pairs: the cluster name of each named context (as `clusterName` for the default context); a context not listed gets its derived name.',
+  },
+  {
     key: 'labelSelector',
     default: 'spark-role=driver,kyuubi-unique-tag',
     help: 'Server-side label selector of driver pods: every pod it selects is deleted once finished, so it must require at least one label (exclusions only, or empty, are refused).',

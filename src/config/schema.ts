@@ -26,6 +26,16 @@ export interface TargetSpec {
 }
 
 const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+/**
+ * A cluster name (src/kube/cluster-identity.ts): a DNS label (RFC 1123), at most 63 characters, as namespace
+ * names. It goes into Redis keys, etcd keys, ZooKeeper paths and metric labels.
+ */
+export const CLUSTER_NAME = NAMESPACE;
+
+/** What {@link CLUSTER_NAME} means, for error messages. */
+export const CLUSTER_NAME_RULE =
+  'a DNS label: lowercase letters, digits and -, at most 63, starting and ending with a letter or digit (e.g. prod-eu-1)';
 const HOSTNAME =
   /^(?=.{1,253}$)[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*$/;
 
@@ -310,6 +320,40 @@ export interface EtcdSecurity {
   readonly passwordFile?: string | undefined;
 }
 
+/** A cluster name ({@link CLUSTER_NAME}): it goes into Redis keys, etcd keys, ZooKeeper paths, metric labels. */
+const clusterName = z
+  .string()
+  .transform((v) => v.trim())
+  .refine((v) => CLUSTER_NAME.test(v), {
+    error: (iss) => `"${String(iss.input)}": expected ${CLUSTER_NAME_RULE}`,
+  });
+
+/** `context=name` pairs (the context is everything before the last `=`). */
+const clusterNames = list.transform((items, ctx) => {
+  const out: { context: string; name: string }[] = [];
+  for (const item of items) {
+    const i = item.lastIndexOf('=');
+    const context = i > 0 ? item.slice(0, i).trim() : '';
+    const name = i > 0 ? item.slice(i + 1).trim() : '';
+    if (!context || !name) {
+      ctx.addIssue({ code: 'custom', message: `"${item}": expected context=name (e.g. prod-eu=prod-eu-1)` });
+      continue;
+    }
+    if (!CLUSTER_NAME.test(name)) {
+      ctx.addIssue({ code: 'custom', message: `"${item}": the name "${name}" is not ${CLUSTER_NAME_RULE}` });
+      continue;
+    }
+    const first = out.find((x) => x.context === context);
+    if (first && first.name !== name)
+      ctx.addIssue({
+        code: 'custom',
+        message: `context ${context} is named twice (${first.name} and ${name}); expected one name per context`,
+      });
+    else if (!first) out.push({ context, name });
+  }
+  return out;
+});
+
 /** The zod schema over raw values keyed by {@link FIELDS} keys. */
 export const configSchema = z
   .object({
@@ -359,6 +403,8 @@ export const configSchema = z
       })
       .optional(),
     kubeconfig: z.string().min(1).optional(),
+    clusterName: clusterName.optional(),
+    clusterNames: clusterNames.optional(),
     // Refused unless it narrows: every selected pod is deleted once terminal (src/config/selector-scope.ts).
     labelSelector: z.string().superRefine((v, ctx) => {
       const problem = labelSelectorProblem(v);
@@ -601,6 +647,11 @@ export const configSchema = z
     discover: c.targets.discover,
     namespaceSelector: c.namespaceSelector,
     kubeconfig: c.kubeconfig,
+    /**
+     * The explicit cluster names (src/kube/cluster-identity.ts): `clusterName` for the default context's
+     * cluster, `clusterNames` per named context; every other cluster's name is derived from its CA.
+     */
+    naming: { clusterName: c.clusterName, clusterNames: c.clusterNames ?? [] },
     labelSelector: c.labelSelector,
     policy: c.policy,
     /**

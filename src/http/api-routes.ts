@@ -2,10 +2,12 @@
  * The JSON API under `/api/v1/` — this replica's view, from its informer caches (no API server call):
  *
  * - `GET /api/v1/leaders` → `{ replica, leaders: { "context:namespace": replicaId | null }, targets: {
- *   "context:namespace": { leader, assigned?, overdue, oldestOverdueSeconds, oldestOverdue: [{ pod, uid }] } },
- *   balance? }` — the overdue pods as this replica's informer sees them (the self-check,
+ *   "context:namespace": { cluster, leader, assigned?, consuming, refused, waiting, overdue, oldestOverdueSeconds,
+ *   oldestOverdue: [{ pod, uid }] } }, balance? }` — the target's cluster (src/kube/cluster-identity.ts), whether
+ *   this replica consumes it and, when not although elected or when it refuses it, why
+ *   (src/leadership/gated-leadership.ts), the overdue pods as this replica's informer sees them (the self-check,
  *   src/cleaner/self-check.ts); with etcd, each target's `assigned` replica and `balance: { rule, members,
- *   targets, cap, share: { replicaId: { assigned, leading } }, notReady: { "context:namespace": [replicaId] } }`:
+ *   targets, cap, share: { replicaId: { assigned, leading } }, notReady: { "cluster/namespace": [replicaId] } }`:
  *   how leaderships are balanced over the live replicas, as this replica sees it
  *   (src/leadership/leadership-group.ts);
  * - `GET /api/v1/applications?tag=T` → the application of the driver pod labelled `kyuubi-unique-tag=T`,
@@ -33,7 +35,7 @@ import {
   podState,
 } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
-import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
+import { type TargetRef, targetKey, targetLabel } from '../queue/job-identity.ts';
 import { type Explanation, explain } from '../status/explain.ts';
 import { gatherFacts } from '../status/explain-facts.ts';
 import { createRequestBudget } from './request-budget.ts';
@@ -62,6 +64,8 @@ export interface ApplicationView {
   /** Why it failed (FAILED, KILLED), else null. */
   readonly error: string | null;
   readonly tag: string | null;
+  /** The cluster's name (src/kube/cluster-identity.ts). */
+  readonly cluster: string;
   readonly context: string;
   readonly namespace: string;
   readonly pod: string;
@@ -96,6 +100,7 @@ export function applicationView(
     url: null,
     error: killed ? `pod is being deleted (deletionTimestamp ${deletionTimestamp})` : (s.error ?? null),
     tag: labels[KYUUBI_TAG_LABEL] ?? null,
+    cluster: target.cluster,
     context: target.context,
     namespace: target.namespace,
     pod: pod.metadata?.name ?? '',
@@ -136,10 +141,17 @@ export function registerApiRoutes(
         const leader = (await c.leadership.currentLeader().catch(() => null)) ?? null;
         const overdue = c.overdue();
         const target = targetLabel(c.target);
+        const held = c.leadership.heldBy?.() ?? [];
+        const refused = held.find((h) => h.reason === 'cluster-name-conflict');
+        const waiting = held.find((h) => h.elected && h.reason !== 'cluster-name-conflict');
         return {
           target,
+          cluster: c.target.cluster,
           leader,
-          ...(owners ? { assigned: owners[target] ?? null } : {}),
+          ...(owners ? { assigned: owners[targetKey(c.target)] ?? null } : {}),
+          consuming: c.isLeader,
+          refused: refused?.why ?? null,
+          waiting: waiting?.why ?? null,
           overdue: overdue.count,
           oldestOverdueSeconds: Math.round(overdue.oldestAgeMs / 1000),
           oldestOverdue: overdue.oldest.map((p) => ({ pod: p.name, uid: p.uid })),

@@ -141,7 +141,7 @@ async function buildDashboard(opts: DashboardOptions): Promise<FastifyInstance> 
         new BullMQAdapter(c.queue.bullQueue as ConstructorParameters<typeof BullMQAdapter>[0], {
           readOnlyMode: opts.readOnly,
           displayName: targetLabel(c.target),
-          description: `cleanup jobs of terminated Spark driver pods in ${targetLabel(c.target)}`,
+          description: `cleanup jobs of terminated Spark driver pods in ${targetLabel(c.target)} (cluster ${c.target.cluster})`,
         }),
     ),
     serverAdapter,

@@ -7,9 +7,15 @@
 import { type Clock, type MonotonicClock, monotonicClock } from '../clock.ts';
 import type { CleanerConfig } from '../config/schema.ts';
 import type { ClusterAccess } from './cluster-access.ts';
+import {
+  type ClusterIdentity,
+  clusterIdentity,
+  explicitClusterName,
+  namingConflict,
+} from './cluster-identity.ts';
 import { assertDistinctTargets } from './distinct-targets.ts';
 import { createKubeHttp, type KubeHttp } from './kube-http.ts';
-import { kubeconfigPath, loadClusterAccess } from './kubeconfig.ts';
+import { KubeconfigError, kubeconfigPath, loadClusterAccess, loadClusterEndpoint } from './kubeconfig.ts';
 import { createPodApi, type PodApi, type PodCallObserver } from './pod-api.ts';
 import { createRateLimiter, type RateLimiter } from './rate-limiter.ts';
 import { createServerClock, type ServerClock } from './server-clock.ts';
@@ -18,6 +24,8 @@ import { createServerClock, type ServerClock } from './server-clock.ts';
 export interface ContextClients {
   /** The context's resolved name (`in-cluster` for the service account). */
   readonly context: string;
+  /** The cluster it reaches (src/kube/cluster-identity.ts): every shared name of its targets has its name. */
+  readonly cluster: ClusterIdentity;
   /** The context's transport, shared by its informers and pod API. */
   readonly http: KubeHttp;
   /**
@@ -40,7 +48,7 @@ export type ContextsConfig = Pick<
   CleanerConfig,
   'targets' | 'kubeconfig' | 'apiQps' | 'apiBurst' | 'apiTimeoutMs'
 > &
-  Partial<Pick<CleanerConfig, 'apiHttp2'>>;
+  Partial<Pick<CleanerConfig, 'apiHttp2' | 'naming'>>;
 
 /** Dependencies of {@link openContexts}. */
 export interface OpenContextsDeps {
@@ -51,17 +59,17 @@ export interface OpenContextsDeps {
    * system's monotonic clock).
    */
   monotonicNow?: MonotonicClock;
-  /** Telemetry of a context's pod calls; optional. */
-  observer?: (context: string) => PodCallObserver | undefined;
+  /** Telemetry of a context's pod calls (`cluster`: the name of the cluster it reaches); optional. */
+  observer?: (context: string, cluster: string) => PodCallObserver | undefined;
 }
 
 /**
- * Resolves every target's context — all of them before anything connects, so a bad one is a configuration
- * error — and opens each context's clients once.
+ * Resolves every target's context and the cluster it reaches — all of them before anything connects, so a bad
+ * one is a configuration error — and opens each context's clients once.
  * @returns each target's namespace and its context's clients, in the targets' order, and `close()` for every
  *   connection pool.
- * @throws KubeconfigError when a context cannot be loaded, or DuplicateTargetError (a KubeconfigError) when
- *   two targets resolve to one (context, namespace) (exit 2).
+ * @throws KubeconfigError when a context cannot be loaded or `clusterName` and `clusterNames` disagree, or
+ *   DuplicateTargetError (a KubeconfigError) when two targets resolve to one (cluster, namespace) (exit 2).
  */
 export function openContexts(
   config: ContextsConfig,
@@ -82,9 +90,10 @@ export function openContexts(
     }
     return access;
   });
+  const identities = resolveIdentities(path, accesses, config.naming);
   assertDistinctTargets(
     config.targets,
-    accesses.map((a) => a.context),
+    accesses.map((a) => ({ context: a.context, cluster: identities.get(a.context) as ClusterIdentity })),
   );
   const opened = config.targets.map((t, i) => {
     const access = accesses[i] as ClusterAccess;
@@ -101,10 +110,11 @@ export function openContexts(
         http,
         limiter,
         timeoutMs: config.apiTimeoutMs,
-        observer: deps.observer?.(access.context),
+        observer: deps.observer?.(access.context, identities.get(access.context)?.name ?? ''),
         now: deps.now,
       });
-      c = { context: access.context, http, limiter, pods, serverClock };
+      const cluster = identities.get(access.context) as ClusterIdentity;
+      c = { context: access.context, cluster, http, limiter, pods, serverClock };
       byContext.set(access.context, c);
     }
     return { namespace: t.namespace, clients: c };
@@ -115,4 +125,34 @@ export function openContexts(
       await Promise.allSettled([...byContext.values()].map((c) => c.http.close()));
     },
   };
+}
+
+/**
+ * The identity of each context's cluster (src/kube/cluster-identity.ts), by resolved context name.
+ * `clusterName` names the default context's cluster: the default context is resolved only when it is set.
+ * @throws KubeconfigError when the default context cannot be resolved for `clusterName`, or `clusterName` and
+ *   `clusterNames` name its cluster differently.
+ */
+export function resolveIdentities(
+  path: string | undefined,
+  accesses: readonly Pick<ClusterAccess, 'context' | 'server' | 'tls'>[],
+  naming: CleanerConfig['naming'] = { clusterName: undefined, clusterNames: [] },
+): Map<string, ClusterIdentity> {
+  let defaultContext: string | undefined;
+  if (naming.clusterName !== undefined) {
+    try {
+      defaultContext = loadClusterEndpoint(path, undefined).context;
+    } catch (err) {
+      throw new KubeconfigError(
+        `clusterName (--cluster-name, SDC_CLUSTER_NAME) names the cluster of the default context, which cannot be resolved (${(err as Error).message}); name contexts with clusterNames (context=name) instead`,
+      );
+    }
+    const conflict = namingConflict(naming, defaultContext);
+    if (conflict) throw new KubeconfigError(conflict);
+  }
+  const out = new Map<string, ClusterIdentity>();
+  for (const a of accesses)
+    if (!out.has(a.context))
+      out.set(a.context, clusterIdentity(a, explicitClusterName(a.context, naming, defaultContext)));
+  return out;
 }

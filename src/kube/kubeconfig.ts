@@ -601,9 +601,9 @@ function execSource(
   );
 }
 
-function inClusterAccess(opts: LoadClusterAccessOptions): ClusterAccess {
+/** The in-cluster API server URL and CA (`ca.crt`; absent or unreadable → the system's CAs, as client-go). */
+function inClusterEndpoint(opts: LoadClusterAccessOptions): ClusterEndpoint {
   const env = opts.env ?? process.env;
-  const monotonicNow = opts.monotonicNow ?? monotonicClock;
   const host = env.KUBERNETES_SERVICE_HOST;
   const port = env.KUBERNETES_SERVICE_PORT;
   if (!host || !port) {
@@ -611,6 +611,25 @@ function inClusterAccess(opts: LoadClusterAccessOptions): ClusterAccess {
       'no kubeconfig and not in a cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set; set --kubeconfig',
     );
   }
+  const dir = opts.serviceAccountDir ?? SERVICE_ACCOUNT_DIR;
+  const tls: ClusterTls = {};
+  try {
+    const ca = readFileSync(join(dir, 'ca.crt'));
+    checkCaBundle(ca, 'in-cluster', 'ca.crt');
+    Object.assign(tls, { ca });
+  } catch {
+    // As client-go: without a readable ca.crt, the system's CAs.
+  }
+  return {
+    context: IN_CLUSTER_CONTEXT,
+    server: `https://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    tls,
+  };
+}
+
+function inClusterAccess(opts: LoadClusterAccessOptions): ClusterAccess {
+  const monotonicNow = opts.monotonicNow ?? monotonicClock;
+  const endpoint = inClusterEndpoint(opts);
   const dir = opts.serviceAccountDir ?? SERVICE_ACCOUNT_DIR;
   const tokenPath = join(dir, 'token');
   let first: string;
@@ -622,19 +641,9 @@ function inClusterAccess(opts: LoadClusterAccessOptions): ClusterAccess {
       `in-cluster: cannot read the service account token ${tokenPath} (${reason}); mount one (automountServiceAccountToken) or set --kubeconfig`,
     );
   }
-  const tls: ClusterTls = {};
-  try {
-    const ca = readFileSync(join(dir, 'ca.crt'));
-    checkCaBundle(ca, 'in-cluster', 'ca.crt');
-    Object.assign(tls, { ca });
-  } catch {
-    // As client-go: without a readable ca.crt, the system's CAs.
-  }
   const file = fileToken(tokenPath, first, monotonicNow);
   return {
-    context: IN_CLUSTER_CONTEXT,
-    server: `https://${host.includes(':') ? `[${host}]` : host}:${port}`,
-    tls,
+    ...endpoint,
     headers: async () => ({ authorization: `Bearer ${file.current()}` }),
     unauthorized: file.stale,
   };
@@ -676,26 +685,31 @@ export function resolveContextName(path: string | undefined, context: string | u
   return pickContext(mergeFiles(files), files.join(':'), context).name;
 }
 
-/**
- * Resolves `context` (undefined = the kubeconfig's current context, or in-cluster when there is no file) to
- * how to reach and authenticate to its API server. `path` may list several files separated by `:` as
- * $KUBECONFIG does: they are merged as kubectl merges them. An exec plugin runs once here (its client
- * certificate, if any, feeds the TLS settings); when that run fails for another reason than a missing
- * command, `headers()` retries it and rejects with its error.
- * @throws KubeconfigError when a file is unreadable, has no such context (the message lists the known ones),
- *   or the context's cluster or user cannot be used (the message names the field and the fix).
- */
-export function loadClusterAccess(
-  path: string | undefined,
-  context: string | undefined,
-  options: LoadClusterAccessOptions = {},
-): ClusterAccess {
+/** Where a context's API server is and which CA it presents: what its cluster's identity is derived from. */
+export interface ClusterEndpoint {
+  readonly context: string;
+  readonly server: string;
+  readonly tls: ClusterTls;
+}
+
+/** A context's entries in the merged files, resolved far enough to know its cluster. */
+interface ResolvedContext {
+  readonly name: string;
+  readonly where: string;
+  readonly file: string;
+  readonly merged: Merged;
+  readonly fields: ReturnType<typeof fields>;
+  readonly cluster: ResolvedCluster;
+}
+
+/** Resolves `context` (undefined: the current one) to its cluster; undefined when there is no kubeconfig file. */
+function resolveContext(path: string | undefined, context: string | undefined): ResolvedContext | undefined {
   const files = [...new Set((path ?? '').split(':').filter(Boolean))];
   if (files.length === 0) {
     if (context && context !== IN_CLUSTER_CONTEXT) {
       throw new KubeconfigError(`context "${context}": no kubeconfig found (set --kubeconfig or KUBECONFIG)`);
     }
-    return inClusterAccess(options);
+    return undefined;
   }
   const file = files.join(':');
   const merged = mergeFiles(files);
@@ -712,6 +726,42 @@ export function loadClusterAccess(
       `${where}: cluster "${clusterName}" is not in ${file}; expected one of: ${knownClusters}`,
     );
   }
+  return { name, where, file, merged, fields: f, cluster: resolveCluster(clusterName, clusterEntry) };
+}
+
+/**
+ * Resolves `context` as {@link loadClusterAccess} does, but only to its API server URL and CA: no user, no
+ * credential plugin run, no token read. What `status` and `explain` derive a cluster's identity from.
+ * @throws KubeconfigError as {@link loadClusterAccess} does for the context and its cluster.
+ */
+export function loadClusterEndpoint(
+  path: string | undefined,
+  context: string | undefined,
+  options: LoadClusterAccessOptions = {},
+): ClusterEndpoint {
+  const r = resolveContext(path, context);
+  if (!r) return inClusterEndpoint(options);
+  return { context: r.name, server: r.cluster.server, tls: r.cluster.tls };
+}
+
+/**
+ * Resolves `context` (undefined = the kubeconfig's current context, or in-cluster when there is no file) to
+ * how to reach and authenticate to its API server. `path` may list several files separated by `:` as
+ * $KUBECONFIG does: they are merged as kubectl merges them. An exec plugin runs once here (its client
+ * certificate, if any, feeds the TLS settings); when that run fails for another reason than a missing
+ * command, `headers()` retries it and rejects with its error.
+ * @throws KubeconfigError when a file is unreadable, has no such context (the message lists the known ones),
+ *   or the context's cluster or user cannot be used (the message names the field and the fix).
+ */
+export function loadClusterAccess(
+  path: string | undefined,
+  context: string | undefined,
+  options: LoadClusterAccessOptions = {},
+): ClusterAccess {
+  const r = resolveContext(path, context);
+  if (!r) return inClusterAccess(options);
+  const { name, where, file, merged, cluster } = r;
+  const f = r.fields;
   const userName = f.str('user');
   const userEntry = userName ? merged.users.get(userName) : undefined;
   if (userName && !userEntry) {
@@ -720,7 +770,6 @@ export function loadClusterAccess(
       `${where}: user "${userName}" is not in ${file}; expected one of: ${knownUsers}`,
     );
   }
-  const cluster = resolveCluster(clusterName, clusterEntry);
   const user = resolveUser(userName, userEntry, cluster, {
     now: options.now ?? systemClock,
     monotonicNow: options.monotonicNow ?? monotonicClock,

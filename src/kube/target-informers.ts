@@ -54,7 +54,7 @@ export function createTargetInformers(
         http: clients.http,
         limiter: clients.limiter,
         namespace,
-        log: opts.log.child({ context: clients.context, namespace }),
+        log: opts.log.child({ cluster: clients.cluster.name, context: clients.context, namespace }),
       }),
     );
   }
@@ -68,7 +68,7 @@ export function createTargetInformers(
         http: clients.http,
         limiter: clients.limiter,
         namespaces: targets.filter((t) => t.clients === clients).map((t) => t.namespace),
-        log: opts.log.child({ context: clients.context, scope: 'cluster' }),
+        log: opts.log.child({ cluster: clients.cluster.name, context: clients.context, scope: 'cluster' }),
       }),
     );
   }

@@ -3,7 +3,7 @@
  * way by every replica from its view of etcd, so that they agree without talking to each other.
  *
  * The rule (**rendezvous hashing with a cap**): every (member, target) pair gets a score, the first 48 bits of
- * SHA-256(`member \0 target`); targets are taken in a fixed order (sorted by their label), and each goes to
+ * SHA-256(`member \0 target`); targets are taken in a fixed order (sorted by their key, `cluster/namespace`), and each goes to
  * the member with the highest score among those that have fewer than ⌈T / R⌉ targets so far (ties go to the
  * smaller member id). So no member is assigned more than ⌈T / R⌉, and a member joining or leaving moves
  * few targets: rendezvous hashing alone moves only the targets whose best member changed (about T / R), and
@@ -19,13 +19,13 @@ import { createHash } from 'node:crypto';
 
 /** The rule in one sentence, as `/api/v1/leaders` shows it. */
 export const ASSIGNMENT_RULE =
-  'rendezvous hashing capped at ceil(targets / live replicas): targets in label order each go to the ' +
+  'rendezvous hashing capped at ceil(targets / live replicas): targets in key order each go to the ' +
   'highest-scoring live replica (sha256 of "replica\\0target") that has fewer than the cap, skipping replicas ' +
   'that report the target not ready (unless none is ready for it; the cap counts replicas ready for some target)';
 
 /** The owner of each target and the cap each member was held to. */
 export interface Assignment {
-  /** Target label → member id. Empty when there is no member. */
+  /** Target key (`cluster/namespace`) → member id. Empty when there is no member. */
   readonly owners: ReadonlyMap<string, string>;
   /** ⌈T / R⌉ (0 without members). */
   readonly cap: number;
@@ -39,7 +39,7 @@ function score(member: string, target: string): number {
 /**
  * Assigns every target to one member, at most ⌈T / R⌉ per member, R the members ready for some target. Pure
  * and deterministic: the result depends only on the sets (not their order, nor duplicates).
- * @param targets target labels (`context:namespace`)
+ * @param targets target keys (`cluster/namespace`)
  * @param members live member (replica) ids
  * @param unready member id → the targets it reports not ready (absent: ready for all); see the module header
  */
@@ -78,10 +78,10 @@ export function assignTargets(
 
 /**
  * The target set part of a replica's membership value: its set of targets, as a hash of the sorted,
- * de-duplicated labels — `targets:<16 hex digits of SHA-256>`. Replicas balance only with the members whose
+ * de-duplicated keys (`cluster/namespace`) — `targets:<16 hex digits of SHA-256>`. Replicas balance only with the members whose
  * target set equals theirs (src/leadership/leadership-group.ts); `status` computes the same value from the
  * configuration to find them.
- * @param targets target labels (`context:namespace`), in any order
+ * @param targets target keys (`cluster/namespace`), in any order
  */
 export function targetSetValue(targets: Iterable<string>): string {
   const labels = [...new Set(targets)].sort().join('\n');
@@ -92,49 +92,82 @@ export function targetSetValue(targets: Iterable<string>): string {
 export interface MemberValue {
   /** The member's target set ({@link targetSetValue}). */
   readonly targetSet: string;
-  /** The targets it cannot clean now (labels); `all` when it reports none ready. */
+  /** The targets it cannot clean now (target keys); `all` when it reports none ready. */
   readonly unready: readonly string[] | 'all';
+  /**
+   * The fingerprints of each cluster it serves, by cluster name (src/kube/cluster-identity.ts): how replicas
+   * given one explicit name for two clusters find each other (src/cleaner/cluster-claims.ts). Empty when the
+   * value has none.
+   */
+  readonly clusters: Readonly<Record<string, readonly string[]>>;
+}
+
+/** The `clusters` line of a membership value: cluster name → its fingerprints, as JSON. */
+export function clustersLine(clusters: Readonly<Record<string, readonly string[]>>): string {
+  return `clusters ${JSON.stringify(clusters)}`;
 }
 
 /**
- * The value of a replica's membership key (`spark-driver-cleaner/members/<id>`): its target set
- * ({@link targetSetValue}), then, when some targets are not ready on it, a second line `unready *` (none ready:
- * a starting replica) or `unready <JSON array of labels>`. One key per replica, whatever the number of targets.
+ * The value of a replica's membership key (`<root>clusters/<scope>/members/<id>`): its target set
+ * ({@link targetSetValue}); then, when some targets are not ready on it, a line `unready *` (none ready: a
+ * starting replica) or `unready <JSON array of target keys>`; then, when given, the `clusters` line
+ * ({@link clustersLine}). One key per replica, whatever the number of targets.
  * @param targetSet this replica's {@link targetSetValue}
- * @param unready the labels of its targets that are not ready
+ * @param unready the keys of its targets that are not ready
  * @param total how many targets it serves (all unready → `*`)
+ * @param clusters its {@link clustersLine}, if any
  */
-export function memberValue(targetSet: string, unready: readonly string[], total: number): string {
-  if (unready.length === 0) return targetSet;
-  if (unready.length >= total) return `${targetSet}\nunready *`;
-  return `${targetSet}\nunready ${JSON.stringify([...unready].sort())}`;
+export function memberValue(
+  targetSet: string,
+  unready: readonly string[],
+  total: number,
+  clusters?: string,
+): string {
+  const lines = [targetSet];
+  if (unready.length > 0)
+    lines.push(unready.length >= total ? 'unready *' : `unready ${JSON.stringify([...unready].sort())}`);
+  if (clusters) lines.push(clusters);
+  return lines.join('\n');
 }
 
 /**
  * Parses a membership value ({@link memberValue}); a value of another shape (an older replica's, a replica
- * id) has itself as target set and every target ready.
+ * id) has itself as target set, every target ready and no clusters. Lines it does not know are ignored.
  */
 export function parseMemberValue(value: string): MemberValue {
-  const nl = value.indexOf('\n');
-  if (nl < 0) return { targetSet: value, unready: [] };
-  const targetSet = value.slice(0, nl);
-  const rest = value.slice(nl + 1);
-  if (rest === 'unready *') return { targetSet, unready: 'all' };
-  if (rest.startsWith('unready ')) {
-    try {
-      const list: unknown = JSON.parse(rest.slice('unready '.length));
-      if (Array.isArray(list)) return { targetSet, unready: list.filter((x) => typeof x === 'string') };
-    } catch {
-      // not ours: every target ready
+  const [targetSet = '', ...rest] = value.split('\n');
+  let unready: MemberValue['unready'] = [];
+  let clusters: Record<string, readonly string[]> = {};
+  for (const line of rest) {
+    if (line === 'unready *') unready = 'all';
+    else if (line.startsWith('unready ')) {
+      try {
+        const list: unknown = JSON.parse(line.slice('unready '.length));
+        if (Array.isArray(list)) unready = list.filter((x) => typeof x === 'string');
+      } catch {
+        // not ours: every target ready
+      }
+    } else if (line.startsWith('clusters ')) {
+      try {
+        const parsed: unknown = JSON.parse(line.slice('clusters '.length));
+        if (parsed && typeof parsed === 'object' && !Array.isArray(parsed))
+          clusters = Object.fromEntries(
+            Object.entries(parsed as Record<string, unknown>)
+              .filter(([, v]) => Array.isArray(v))
+              .map(([k, v]) => [k, (v as unknown[]).filter((x) => typeof x === 'string')]),
+          );
+      } catch {
+        // not ours: no claims
+      }
     }
   }
-  return { targetSet, unready: [] };
+  return { targetSet, unready, clusters };
 }
 
 /**
  * The unready targets of each member, for {@link assignTargets}.
  * @param members member id → parsed membership value (only those with unready targets matter)
- * @param targets the target labels (`all` expands to them)
+ * @param targets the target keys (`all` expands to them)
  */
 export function unreadyOf(
   members: Iterable<readonly [string, MemberValue]>,
@@ -163,15 +196,15 @@ export interface LeadershipBalance {
    * member has an entry; so does a leader that is not a member (it left, or serves other targets).
    */
   readonly share: Readonly<Record<string, { readonly assigned: number; readonly leading: number }>>;
-  /** Target label → the member it is assigned to (absent without members). */
+  /** Target key (`cluster/namespace`) → the member it is assigned to (absent without members). */
   readonly owners: Readonly<Record<string, string>>;
-  /** Target label → the members that report it not ready, sorted; only targets some member cannot clean. */
+  /** Target key → the members that report it not ready, sorted; only targets some member cannot clean. */
   readonly notReady: Readonly<Record<string, readonly string[]>>;
 }
 
 /**
  * The balance of `targets` over `members`, given who leads each target now. Pure.
- * @param targets target labels (`context:namespace`); `targets` in the result is their number
+ * @param targets target keys (`cluster/namespace`); `targets` in the result is their number
  * @param members live member ids, sorted (as the result lists them)
  * @param leaders the leading replica of each target (undefined: none), one entry per target
  * @param unready member id → the targets it reports not ready ({@link unreadyOf})

@@ -1,7 +1,7 @@
 /**
- * A replica's in-memory view of every election and of the live members, kept by **one watch** over the
- * leadership root (src/leadership/etcd-session.ts `ETCD_ROOT`) instead of a watch per target: one range read,
- * then the watch from the next revision (etcd3 resumes it from its last revision after a reconnect; a watch
+ * A replica's in-memory view of every election and of the live members of its scope, kept by **one watch**
+ * over the leadership root (src/leadership/etcd-session.ts `ETCD_ROOT`) instead of a watch per target: one
+ * range read, then the watch from the next revision (etcd3 resumes it from its last revision after a reconnect; a watch
  * etcd cancels — compacted history — is replaced by a fresh read and watch).
  *
  * The view only tells the elections and the balancer **when to look**: who leads is decided by etcd (the
@@ -13,7 +13,7 @@ import { backoffMs } from '../backoff.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
 import { withTimeout } from '../with-timeout.ts';
-import { ETCD_ROOT, MEMBERS_PREFIX } from './etcd-session.ts';
+import { ETCD_ROOT } from './etcd-session.ts';
 
 /** One candidate key of an election. */
 export interface CandidateKey {
@@ -32,6 +32,8 @@ export interface ElectionViewOptions {
   log: Logger;
   /** The watched root (default `ETCD_ROOT`). */
   root?: string;
+  /** Prefix of the membership keys of the replica's scope (`<root>clusters/<scope>/members/`). */
+  membersPrefix: string;
 }
 
 /** The view; `start()` reads and watches. */
@@ -46,6 +48,11 @@ export interface ElectionView {
   members(): readonly string[];
   /** The value of a live member's key (its target set, src/leadership/etcd-leadership-group.ts). */
   memberValue(id: string): string | undefined;
+  /**
+   * The ids of the live members of release 0.1.0 (`<root>members/<id>`), sorted: a rolling update from it
+   * waits for them (src/leadership/previous-release-gate.ts).
+   */
+  previousReleaseMembers(): readonly string[];
   /**
    * Calls `cb` after each applied change with the election prefixes it touched (all of them after a fresh
    * read) and whether the members changed.
@@ -68,14 +75,22 @@ function prefixOf(key: string): string {
   return key.slice(0, key.lastIndexOf('/') + 1);
 }
 
+/** A candidate key under `clusters/` (after the root): `clusters/<cluster>/election/<namespace>/<lease>`. */
+const CLUSTER_CANDIDATE = /^clusters\/[^/]+\/election\/[^/]+\/[^/]+$/;
+
 /** How long closing the view waits for etcd to confirm the watch's cancellation, ms. */
 export const WATCH_CANCEL_TIMEOUT_MS = 1000;
 
 /** Creates the view of a replica. */
 export function createElectionView(opts: ElectionViewOptions): ElectionView {
   const root = opts.root ?? ETCD_ROOT;
-  const membersPrefix = root === ETCD_ROOT ? MEMBERS_PREFIX : `${root}members/`;
-  const electionRoot = `${root}election/`;
+  const { membersPrefix } = opts;
+  /** Release 0.1.0's elections and membership keys (src/queue/job-identity.ts `previousRelease…`). */
+  const oldElectionRoot = `${root}election/`;
+  const oldMembersPrefix = `${root}members/`;
+  /** Live 0.1.0 member ids; the sorted list is rebuilt only after a change. */
+  const oldMembers = new Set<string>();
+  let oldMembersSorted: readonly string[] | undefined;
   /** Election prefix → candidate key → candidate. */
   const elections = new Map<string, Map<string, CandidateKey>>();
   /** Member id → its key's value. */
@@ -111,7 +126,15 @@ export function createElectionView(opts: ElectionViewOptions): ElectionView {
       memberKeys.set(id, value);
       return had !== value;
     }
-    if (!key.startsWith(electionRoot)) return false;
+    if (key.startsWith(oldMembersPrefix)) {
+      const id = key.slice(oldMembersPrefix.length);
+      const had = oldMembers.has(id);
+      if (deleted) oldMembers.delete(id);
+      else oldMembers.add(id);
+      if (had === deleted) oldMembersSorted = undefined;
+      return had === deleted;
+    }
+    if (!key.startsWith(oldElectionRoot) && !CLUSTER_CANDIDATE.test(key.slice(root.length))) return false;
     const prefix = prefixOf(key);
     touched.add(prefix);
     let e = elections.get(prefix);
@@ -142,6 +165,8 @@ export function createElectionView(opts: ElectionViewOptions): ElectionView {
         if (!running) return;
         elections.clear();
         memberKeys.clear();
+        oldMembers.clear();
+        oldMembersSorted = undefined;
         const touched = new Set<string>();
         for (const kv of res.kvs) apply(kv, false, touched);
         const all = new Set<string>([...touched, ...waiting.keys()]);
@@ -200,6 +225,10 @@ export function createElectionView(opts: ElectionViewOptions): ElectionView {
     },
     members: () => [...memberKeys.keys()].sort(),
     memberValue: (id) => memberKeys.get(id),
+    previousReleaseMembers() {
+      oldMembersSorted ??= [...oldMembers].sort();
+      return oldMembersSorted;
+    },
     onChange(cb) {
       listeners.push(cb);
     },

@@ -1,6 +1,6 @@
 /**
  * The etcd backend of the balancer (src/leadership/leadership-group.ts): one session (one lease, one keepalive
- * stream, the membership key `spark-driver-cleaner/members/<id>` on the lease, src/leadership/etcd-session.ts),
+ * stream, the membership key `<root>clusters/<scope>/members/<id>` on the lease, src/leadership/etcd-session.ts),
  * one watch over every election and member (src/leadership/election-view.ts), and an etcd election per target
  * (src/leadership/etcd-leadership.ts).
  */
@@ -37,6 +37,13 @@ export interface EtcdLeadershipGroupOptions {
   readLeaderKey?: EtcdLeadershipOptions['readLeaderKey'];
   /** Prefix of every key (`etcdKeyPrefix`, ends with `/`; default `spark-driver-cleaner/`); elections must be under it. */
   root?: string;
+  /**
+   * Prefix of the membership keys of this replica's scope (src/queue/job-identity.ts `membersPrefix`), under
+   * `root`: the replica registers there and balances with the members there.
+   */
+  membersPrefix: string;
+  /** The `clusters` line of the membership value (src/leadership/leadership-group.ts). */
+  clusters?: () => string | undefined;
 }
 
 /** The balance as this replica sees it, for `/api/v1/leaders` (its peers, its targets). */
@@ -67,6 +74,7 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
     balanced: opts.balanced,
     campaignConcurrency: opts.campaignConcurrency,
     fallbackMs: opts.fallbackMs ?? opts.ttlSeconds * 1000,
+    ...(opts.clusters ? { clusters: opts.clusters } : {}),
     backend: (ctx) => {
       const s = createEtcdSession({
         client,
@@ -75,9 +83,14 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
         log,
         monotonicNow: opts.monotonicNow,
         memberValue: ctx.memberValue,
+        membersPrefix: opts.membersPrefix,
+      });
+      const v = createElectionView({
+        client,
+        log,
+        membersPrefix: opts.membersPrefix,
         ...(opts.root ? { root: opts.root } : {}),
       });
-      const v = createElectionView({ client, log, ...(opts.root ? { root: opts.root } : {}) });
       session = s;
       view = v;
       /** Stray keys being deleted. */

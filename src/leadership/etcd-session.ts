@@ -1,7 +1,7 @@
 /**
  * The etcd session of a replica, as etcd's Go `concurrency.Session`: **one lease** (one keepalive stream) that
- * every election of the replica campaigns on, and the replica's membership key `<root>members/<replica id>` on
- * that lease, so that the live members are exactly the replicas whose lease lives. Two replicas with the same
+ * every election of the replica campaigns on, and the replica's membership key
+ * `<root>clusters/<scope>/members/<replica id>` (src/queue/job-identity.ts `membersPrefix`) on that lease, so that the live members are exactly the replicas whose lease lives. Two replicas with the same
  * id would share one membership key: replica ids must be unique (they are, as pod names).
  *
  * Freshness (fencing): every successful keepalive is recorded with the time its request was **sent** (the
@@ -24,8 +24,6 @@ import { createWaitList } from './wait-list.ts';
 
 /** Where all leadership keys live by default (`etcdKeyPrefix`); one watch over it serves every election of a replica. */
 export const ETCD_ROOT = DEFAULT_ETCD_KEY_PREFIX;
-/** Prefix of the membership keys: `<ETCD_ROOT>members/<replica id>`, on the replica's lease. */
-export const MEMBERS_PREFIX = `${ETCD_ROOT}members/`;
 
 /** Why a session lease ended: `lost` (expired, stale, revoked behind our back) or `ended` (closed: we left). */
 export class LeaseEnd extends Error {
@@ -59,8 +57,8 @@ export interface EtcdSessionOptions {
    * (default: the replica id).
    */
   memberValue?: () => string;
-  /** Prefix of every key (`etcdKeyPrefix`, ends with `/`; default {@link ETCD_ROOT}). */
-  root?: string;
+  /** Prefix of the membership key (`<root>clusters/<scope>/members/`): the key is this plus the replica id. */
+  membersPrefix: string;
 }
 
 /** A replica's etcd session. */
@@ -114,7 +112,7 @@ const MAX_PENDING_KEEPALIVES = 16;
 
 /** Creates the session of a replica; `start()` grants its lease. */
 export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
-  const membersPrefix = `${opts.root ?? ETCD_ROOT}members/`;
+  const { membersPrefix } = opts;
   const { log } = opts;
   const ttlMs = opts.ttlSeconds * 1000;
   const freshMs = sessionValidMs(ttlMs);

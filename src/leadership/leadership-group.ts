@@ -67,6 +67,11 @@ export interface LeadershipGroupOptions<E extends BackendElection> {
   campaignConcurrency?: number;
   /** A target with no candidate for this long is campaigned for by every replica, ms. */
   fallbackMs: number;
+  /**
+   * The `clusters` line of the membership value (src/leadership/assignment.ts `clustersLine`): the
+   * fingerprints of the clusters this replica serves, read at each write of the value. Default: none.
+   */
+  clusters?: () => string | undefined;
 }
 
 /** The balance as this replica sees it, for `/api/v1/leaders` (its peers, its targets). */
@@ -76,10 +81,17 @@ export type { LeadershipBalance } from './assignment.ts';
 export interface LeadershipGroup<E extends BackendElection = BackendElection> {
   /**
    * The election of one target; call once per target, before `start()`.
-   * @param target the target's label (`context:namespace`), what the assignment hashes
+   * @param target the target's key (`cluster/namespace`, src/queue/job-identity.ts `targetKey`), what the
+   *   assignment hashes
    * @param prefix its election prefix (ends with `/`)
    */
   election(target: string, prefix: string, log: Logger): E;
+  /**
+   * An election the balancer does not assign (src/leadership/previous-release-gate.ts): whether this replica
+   * is a candidate is the caller's decision (`setWanted`); its stray entries are tidied and it resigns with
+   * the group. Not in the membership value.
+   */
+  sideElection(prefix: string, log: Logger): E;
   /** Starts the session, the view and the balancer (idempotent). */
   start(): void;
   /**
@@ -108,6 +120,8 @@ export function createLeadershipGroup<E extends BackendElection>(
   const { replicaId, log, fallbackMs } = opts;
   const balanced = opts.balanced ?? true;
   const entries: Entry<E>[] = [];
+  /** The side elections ({@link LeadershipGroup.sideElection}). */
+  const sides: E[] = [];
   /** The membership value's target set: a hash of this replica's sorted target labels, fixed at `start()`. */
   let targetSet = '';
   // Campaign calls (candidate creates, predecessor reads, candidate deletes) a few at a time: 1,000 targets
@@ -120,6 +134,7 @@ export function createLeadershipGroup<E extends BackendElection>(
         targetSet,
         entries.filter((e) => !e.election.ready).map((e) => e.target),
         entries.length,
+        opts.clusters?.(),
       ),
   });
   const view = backend.view;
@@ -196,6 +211,7 @@ export function createLeadershipGroup<E extends BackendElection>(
     // Readiness changed since the membership entry was written: write it again (coalesced by the backend).
     backend.refreshMemberValue();
     if (!view.synced) return;
+    for (const e of sides) if (e.active) backend.tidy(e, schedule);
     const now = opts.monotonicNow();
     const p = peers();
     const members = p.members;
@@ -246,6 +262,11 @@ export function createLeadershipGroup<E extends BackendElection>(
   backend.onLive(schedule);
 
   return {
+    sideElection(prefix, elog) {
+      const election = backend.election(prefix, elog);
+      sides.push(election);
+      return election;
+    },
     election(target, prefix, elog) {
       const election = backend.election(prefix, elog);
       entries.push({ target, election, noCandidateSince: undefined });
@@ -280,7 +301,7 @@ export function createLeadershipGroup<E extends BackendElection>(
       clearInterval(tick);
       // Every backend call is bounded on its own; this bounds the whole, whatever a future step adds.
       await withTimeout(
-        backend.close(entries.map((x) => x.election)),
+        backend.close([...entries.map((x) => x.election), ...sides]),
         backend.closeTimeoutMs,
         'leadership close',
       ).catch((err: unknown) =>

@@ -73,6 +73,12 @@ export interface Leadership {
   readonly session: SessionHealth | undefined;
   /** The replica id of the current leader of this target, if known. */
   currentLeader(): Promise<string | undefined>;
+  /**
+   * What keeps this replica from consuming although it may be elected (src/leadership/gated-leadership.ts):
+   * each closed gate's reason (`previous-release`, `cluster-name-conflict`), its message, and whether the
+   * election has elected this replica. Absent or empty: nothing holds it.
+   */
+  heldBy?(): readonly { readonly reason: string; readonly why: string; readonly elected: boolean }[];
 }
 
 /** The subscribers of one leadership: each told in subscription order. */

@@ -1,12 +1,12 @@
 /**
  * The ZooKeeper backend of the balancer (src/leadership/leadership-group.ts): one session per replica
- * (src/leadership/zookeeper-session.ts) with its membership node `<root>/members/<id>`, one view of members
- * and candidates (src/leadership/zookeeper-view.ts), and a LeaderLatch election per target
- * (src/leadership/zookeeper-election.ts) under `<root>/election/<context>/<namespace>`.
+ * (src/leadership/zookeeper-session.ts) with its membership node `<root>/clusters/<scope>/members/<id>`, one
+ * view of members and candidates (src/leadership/zookeeper-view.ts), and a LeaderLatch election per target
+ * (src/leadership/zookeeper-election.ts) under `<root>/clusters/<cluster>/election/<namespace>`
+ * (src/queue/job-identity.ts builds these paths).
  */
 import type { MonotonicClock } from '../clock.ts';
 import type { Logger } from '../log.ts';
-import type { TargetRef } from '../queue/job-identity.ts';
 import type { BackendElection, LeadershipBackend } from './backend.ts';
 import { createLeadershipGroup, type LeadershipGroup } from './leadership-group.ts';
 import { statOf, ZK_ERR, zkCode } from './zookeeper-client.ts';
@@ -17,11 +17,6 @@ import {
   type ZooKeeperSettings,
 } from './zookeeper-session.ts';
 import { createZooKeeperView, electionDir, type ZooKeeperView } from './zookeeper-view.ts';
-
-/** The election prefix of a target under `root`: `<root>/election/<context, URI-encoded>/<namespace>/`. */
-export function zookeeperElectionPrefix(root: string, t: TargetRef): string {
-  return `${root}/election/${encodeURIComponent(t.context)}/${t.namespace}/`;
-}
 
 /** Options of {@link createZooKeeperLeadershipGroup}. */
 export interface ZooKeeperLeadershipGroupOptions {
@@ -38,6 +33,10 @@ export interface ZooKeeperLeadershipGroupOptions {
   fallbackMs?: number;
   /** Timeout of the fencing read, ms (default: a third of the session timeout, at least 500). */
   fenceTimeoutMs?: number;
+  /** The directory of the membership nodes of the replica's scope (src/queue/job-identity.ts `zookeeperMembersDir`). */
+  membersDir: string;
+  /** The `clusters` line of the membership value (src/leadership/leadership-group.ts). */
+  clusters?: () => string | undefined;
 }
 
 /** A replica's ZooKeeper leaderships, with the session and the view at hand. */
@@ -65,6 +64,7 @@ export function createZooKeeperLeadershipGroup(
     balanced: opts.balanced,
     campaignConcurrency: opts.campaignConcurrency,
     fallbackMs: opts.fallbackMs ?? timeoutMs,
+    ...(opts.clusters ? { clusters: opts.clusters } : {}),
     backend: (ctx) => {
       const prefixes: string[] = [];
       const s = createZooKeeperSession({
@@ -74,8 +74,9 @@ export function createZooKeeperLeadershipGroup(
         monotonicNow: opts.monotonicNow,
         memberValue: ctx.memberValue,
         directories: () => prefixes.map(electionDir),
+        membersDir: opts.membersDir,
       });
-      const v = createZooKeeperView({ session: s, membersDir: `${settings.root}/members`, log });
+      const v = createZooKeeperView({ session: s, membersDir: opts.membersDir, log });
       session = s;
       view = v;
       const deleting = new Set<string>();

@@ -1,6 +1,7 @@
 /**
  * The ZooKeeper session of a replica: **one session** (one handle of the reference C client) that every
- * election of the replica campaigns on, and the replica's membership node `<root>/members/<replica id>`, an
+ * election of the replica campaigns on, and the replica's membership node `<members dir>/<replica id>`
+ * (`<root>/clusters/<scope>/members`, src/queue/job-identity.ts `zookeeperMembersDir`), an
  * ephemeral node of that session whose data is the membership value (src/leadership/assignment.ts).
  *
  * Connection states, as Curator names them:
@@ -83,6 +84,8 @@ export interface ZooKeeperSessionOptions {
   memberValue?: () => string;
   /** Directories to create (with the ACL) on every new session before it counts as connected. */
   directories: () => readonly string[];
+  /** The directory of the membership nodes of the replica's scope (`<root>/clusters/<scope>/members`). */
+  membersDir: string;
 }
 
 /** A replica's ZooKeeper session. */
@@ -137,7 +140,7 @@ async function ensurePath(handle: ZkHandle, path: string, acl: readonly ZkAcl[])
 export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeperSession {
   const { log, settings } = opts;
   const timeoutMs = settings.sessionTimeoutMs;
-  const memberPath = `${settings.root}/members/${opts.replicaId}`;
+  const memberPath = `${opts.membersDir}/${opts.replicaId}`;
   const valueNow = () => opts.memberValue?.() ?? opts.replicaId;
   let running = false;
   let closed = false;
@@ -198,7 +201,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
     try {
       if (fresh) {
         await withTimeout(authed, timeoutMs, 'zookeeper authentication');
-        for (const dir of [`${settings.root}/members`, ...opts.directories()]) await ensurePath(h, dir, acl);
+        for (const dir of [opts.membersDir, ...opts.directories()]) await ensurePath(h, dir, acl);
         await register(h, sessionId);
       }
     } catch (err) {

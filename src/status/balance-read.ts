@@ -1,9 +1,10 @@
 /**
  * How leaderships are balanced, read from the leadership backend the way the replicas' balancer decides it
- * (src/leadership/leadership-group.ts), for `status`: the live members are the membership entries (etcd: the
- * keys `spark-driver-cleaner/members/<replica id>` on each replica's session lease; ZooKeeper: the ephemeral
- * nodes `<root>/members/<replica id>`, src/status/election-read.ts); a replica balances with the
- * members whose key's value names the same set of targets (a hash of the labels,
+ * (src/leadership/leadership-group.ts), for `status`: the live members are the membership entries of the
+ * replicas' scope (etcd: the keys `<etcdKeyPrefix>clusters/<scope>/members/<replica id>` on each replica's
+ * session lease; ZooKeeper: the ephemeral nodes `<root>/clusters/<scope>/members/<replica id>`,
+ * src/status/election-read.ts); a replica balances with the
+ * members whose key's value names the same set of targets (a hash of the target keys,
  * src/leadership/assignment.ts `targetSetValue`), so `status` counts those whose value matches the configured
  * targets. The value also names the targets a replica cannot clean now (not ready: its informer has not listed
  * or is down); the assignment is the replicas' own pure function (`assignTargets`, skipping those), so `status`
@@ -26,7 +27,7 @@ export interface BalanceStatus extends LeadershipBalance {
 
 /**
  * The balance of `targets` over the members serving exactly these targets. Pure.
- * @param targets the configured target labels (`context:namespace`)
+ * @param targets the configured target keys (`cluster/namespace`, src/queue/job-identity.ts `targetKey`)
  * @param members the live members, id → membership value (`ElectionReader.members`)
  * @param leaders the leader of each target in `targets` order (null or undefined: none)
  */
@@ -45,7 +46,7 @@ export function balanceOf(
       peers,
       leaders.map((l) => l ?? undefined),
       unreadyOf(
-        peers.map((m) => [m, parsed.get(m) ?? { targetSet: value, unready: [] }] as const),
+        peers.map((m) => [m, parsed.get(m) ?? { targetSet: value, unready: [], clusters: {} }] as const),
         targets,
       ),
     ),
@@ -54,13 +55,15 @@ export function balanceOf(
 }
 
 /**
- * Reads the members from the backend and computes the balance of `targets` (see {@link balanceOf}).
+ * Reads the members of `scope` (src/queue/job-identity.ts `membershipScope`) from the backend and computes
+ * the balance of `targets` (see {@link balanceOf}).
  * @throws the client's error when the backend cannot be reached.
  */
 export async function readBalance(
   elections: ElectionReader,
+  scope: string,
   targets: readonly string[],
   leaders: readonly (string | null | undefined)[],
 ): Promise<BalanceStatus> {
-  return balanceOf(targets, await elections.members(), leaders);
+  return balanceOf(targets, await elections.members(scope), leaders);
 }

@@ -3,28 +3,33 @@
  * read from the leadership backend's elections ({@link ElectionReader.campaigning}), since `status` does not
  * ask the API server. Without a leadership backend nothing is known.
  */
-import type { TargetRef } from '../queue/job-identity.ts';
+import { type TargetRef, targetKey } from '../queue/job-identity.ts';
 import { withTimeout } from '../with-timeout.ts';
 import type { ElectionReader } from './election-read.ts';
 
 /**
- * The (context, namespace) pairs with a candidate under each of `contexts` (resolved names), sorted, less
- * those in `fixed`.
+ * The targets with a candidate in each of `discovered` (a `context:*` target's resolved context and its
+ * cluster's name), sorted by namespace, less those in `fixed` (the same cluster and namespace).
  * @param timeoutMs longest wait for each read, ms.
  * @throws the backend client's error, or a timeout, when the backend does not answer.
  */
 export async function discoveredTargets(
   elections: ElectionReader,
-  contexts: readonly string[],
+  discovered: readonly { readonly context: string; readonly cluster: string }[],
   fixed: readonly TargetRef[],
   timeoutMs: number,
 ): Promise<TargetRef[]> {
-  const known = new Set(fixed.map((t) => `${t.context}\u0000${t.namespace}`));
+  const known = new Set(fixed.map(targetKey));
   const found: TargetRef[] = [];
-  for (const context of contexts) {
-    const namespaces = await withTimeout(elections.campaigning(context), timeoutMs, 'a read');
-    for (const namespace of namespaces)
-      if (!known.has(`${context}\u0000${namespace}`)) found.push({ context, namespace });
+  for (const { context, cluster } of discovered) {
+    const namespaces = await withTimeout(elections.campaigning(cluster), timeoutMs, 'a read');
+    for (const namespace of namespaces) {
+      const t = { cluster, context, namespace };
+      if (!known.has(targetKey(t))) {
+        known.add(targetKey(t));
+        found.push(t);
+      }
+    }
   }
   return found;
 }

@@ -1,11 +1,14 @@
 /**
  * Who leads a target and who the live members are, read from the leadership backend the way the replicas
- * decide it — read-only: `status`, `explain` and `/api/v1/explain` never campaign.
+ * decide it — read-only: `status`, `explain` and `/api/v1/explain` never campaign. Every name comes from
+ * src/queue/job-identity.ts.
  * - etcd (src/leadership/etcd-leadership.ts): the keys under the target's election prefix,
- *   `prefix/<lease id>` = replica id, the lowest create revision leads; the members are the keys
- *   `<etcdKeyPrefix>members/<replica id>`.
+ *   `<etcdKeyPrefix>clusters/<cluster>/election/<namespace>/<lease id>` = replica id, the lowest create
+ *   revision leads; the members of a scope are the keys `<etcdKeyPrefix>clusters/<scope>/members/<replica id>`;
+ *   release 0.1.0's replicas and elections, while a rolling update from it runs, are under `members/` and
+ *   `election/` (src/leadership/previous-release-gate.ts).
  * - ZooKeeper (src/leadership/zookeeper-election.ts): the candidate nodes of the target's election
- *   directory, the lowest sequence leads; the members are the nodes `<root>/members/<replica id>`
+ *   directory, the lowest sequence leads; the members are the nodes `<root>/clusters/<scope>/members/<id>`
  *   (src/status/zookeeper-read.ts).
  *
  * Neither keeps the time a term began, so `status` takes "since when" from Redis instead
@@ -13,7 +16,14 @@
  */
 import type { Etcd3 } from 'etcd3';
 import { ETCD_ROOT } from '../leadership/etcd-session.ts';
-import { electionPrefix, type TargetRef } from '../queue/job-identity.ts';
+import {
+  clusterElectionsPrefix,
+  electionPrefix,
+  membersPrefix,
+  previousReleaseElectionPrefix,
+  previousReleaseMembersPrefix,
+  type TargetRef,
+} from '../queue/job-identity.ts';
 
 /** A target's election as the backend has it. */
 export interface ElectionState {
@@ -21,6 +31,14 @@ export interface ElectionState {
   readonly leader: string | undefined;
   /** The other candidates, next leader first. */
   readonly candidates: readonly string[];
+}
+
+/** Release 0.1.0 as the backend shows it for one target: its live replicas and who leads its old election. */
+export interface PreviousReleaseState {
+  /** The live 0.1.0 replicas (any target), sorted. */
+  readonly members: readonly string[];
+  /** The leader of the target's 0.1.0 election (a 0.1.0 replica, or this version's leader waiting on it). */
+  readonly leader: string | undefined;
 }
 
 /** Read-only access to a leadership backend's elections and members. */
@@ -33,39 +51,52 @@ export interface ElectionReader {
    */
   election(target: TargetRef): Promise<ElectionState>;
   /**
-   * Reads the live members: replica id → its membership value (src/leadership/assignment.ts).
+   * Reads the live members of a membership scope (src/queue/job-identity.ts `membershipScope`): replica id →
+   * its membership value (src/leadership/assignment.ts).
    * @throws the client's error when the backend cannot be reached.
    */
-  members(): Promise<Map<string, string>>;
+  members(scope: string): Promise<Map<string, string>>;
   /**
-   * The namespaces of `context` (a resolved context name) with at least one candidate now, sorted: what
-   * `status` shows for a `context:*` target without asking the API server.
+   * The namespaces of cluster `cluster` with at least one candidate now, sorted: what `status` shows for a
+   * `context:*` target without asking the API server.
    * @throws the client's error when the backend cannot be reached.
    */
-  campaigning(context: string): Promise<string[]>;
+  campaigning(cluster: string): Promise<string[]>;
+  /**
+   * etcd only: release 0.1.0's live replicas and the leader of the target's 0.1.0 election.
+   * @throws the client's error when the backend cannot be reached.
+   */
+  previousRelease?(target: TargetRef): Promise<PreviousReleaseState>;
 }
 
 /** The reader of an etcd client; `root` is the `etcdKeyPrefix` (default `spark-driver-cleaner/`). */
 export function etcdElectionReader(etcd: Etcd3, root: string = ETCD_ROOT): ElectionReader {
-  const membersPrefix = `${root}members/`;
+  const leaderOf = async (prefix: string) => {
+    const kvs = (await etcd.namespace(prefix).getAll().sort('Create', 'Ascend').exec()).kvs;
+    const [first, ...rest] = kvs;
+    return { leader: first?.value.toString(), candidates: rest.map((kv) => kv.value.toString()) };
+  };
   return {
     backend: 'etcd',
-    async election(target) {
-      const kvs = (
-        await etcd.namespace(electionPrefix(target, root)).getAll().sort('Create', 'Ascend').exec()
-      ).kvs;
-      const [first, ...rest] = kvs;
-      return { leader: first?.value.toString(), candidates: rest.map((kv) => kv.value.toString()) };
+    election: (target) => leaderOf(electionPrefix(target, root)),
+    async members(scope) {
+      const prefix = membersPrefix(scope, root);
+      const kvs = (await etcd.getAll().prefix(prefix).exec()).kvs;
+      return new Map(kvs.map((kv) => [kv.key.toString().slice(prefix.length), kv.value.toString()]));
     },
-    async members() {
-      const kvs = (await etcd.getAll().prefix(membersPrefix).exec()).kvs;
-      return new Map(kvs.map((kv) => [kv.key.toString().slice(membersPrefix.length), kv.value.toString()]));
-    },
-    async campaigning(context) {
+    async campaigning(cluster) {
       // Candidate keys live on their replica's lease: a key under the namespace means a campaign now.
-      const prefix = `${root}election/${encodeURIComponent(context)}/`;
+      const prefix = clusterElectionsPrefix(cluster, root);
       const keys = await etcd.getAll().prefix(prefix).keys();
       return [...new Set(keys.map((k) => k.slice(prefix.length).split('/')[0] ?? '').filter(Boolean))].sort();
+    },
+    async previousRelease(target) {
+      const prefix = previousReleaseMembersPrefix(root);
+      const [keys, old] = await Promise.all([
+        etcd.getAll().prefix(prefix).keys(),
+        leaderOf(previousReleaseElectionPrefix(target, root)),
+      ]);
+      return { members: keys.map((k) => k.slice(prefix.length)).sort(), leader: old.leader };
     },
   };
 }

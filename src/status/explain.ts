@@ -88,7 +88,10 @@ export type VerdictKind =
 
 /** The explanation: one line per part, then the verdict. */
 export interface Explanation {
+  /** `context:namespace`. */
   readonly target: string;
+  /** The target's cluster name (src/kube/cluster-identity.ts). */
+  readonly cluster: string;
   readonly pod: string | null;
   readonly uid: string | null;
   readonly parts: {
@@ -241,6 +244,7 @@ export function explain(f: ExplainFacts, r: ExplainRules): Explanation {
 
   return {
     target: targetLabel(f.target),
+    cluster: f.target.cluster,
     pod: f.name ?? null,
     uid: f.uid ?? null,
     parts: { apiServer, classification, job: jobLine, tombstone, leader },
@@ -270,7 +274,7 @@ function keptSentence(k: KeptByPodPhase, s: AppStateSettings, t: (ms: number | u
 /** The explanation as text, one line per part, the verdict last. */
 export function formatExplanation(e: Explanation): string {
   return [
-    `${e.target}/${e.pod ?? '?'} (uid ${e.uid ?? '?'})`,
+    `${e.target}/${e.pod ?? '?'} (uid ${e.uid ?? '?'}, cluster ${e.cluster})`,
     `  API server:     ${e.parts.apiServer}`,
     `  classification: ${e.parts.classification}`,
     `  cleanup job:    ${e.parts.job}`,

@@ -9,8 +9,15 @@ import { Queue } from 'bullmq';
 import { EtcdError, GRPCGenericError } from 'etcd3';
 import { describeRedis } from '../config/redact.ts';
 import type { CleanerConfig } from '../config/schema.ts';
+import type { ClusterIdentity } from '../kube/cluster-identity.ts';
+import { resolveIdentities } from '../kube/context-clients.ts';
 import { assertDistinctTargets } from '../kube/distinct-targets.ts';
-import { kubeconfigPath, resolveContextName } from '../kube/kubeconfig.ts';
+import {
+  type ClusterEndpoint,
+  kubeconfigPath,
+  loadClusterEndpoint,
+  resolveContextName,
+} from '../kube/kubeconfig.ts';
 import { createEtcdClient, LOGIN_TIMEOUT_MS } from '../leadership/etcd-client.ts';
 import type { StoredJobData } from '../queue/cleanup-queue.ts';
 import { queueName, type TargetRef } from '../queue/job-identity.ts';
@@ -137,7 +144,7 @@ export function openStateStore(
       if (etcd) await etcd.get(`${config.etcdKeyPrefix}ping`).exec();
       if (zk) {
         await zk.connected(ANSWER_TIMEOUT_MS);
-        await zk.reader.members();
+        await zk.reader.members('_');
       }
     },
     prefix: config.queuePrefix,
@@ -165,27 +172,72 @@ export function openStateStore(
   };
 }
 
+/** The configured targets resolved as the replicas resolve them, and their clusters. */
+export interface ResolvedTargets {
+  /** The fixed targets, in the configured order. */
+  readonly targets: TargetRef[];
+  /** The cluster of each resolved context, fixed and `context:*` ones (src/kube/cluster-identity.ts). */
+  readonly clusters: ReadonlyMap<string, ClusterIdentity>;
+  /** The resolved name of each `context:*` target's context, in the configured order. */
+  readonly discoverContexts: readonly string[];
+}
+
 /**
- * The configured targets with their context names resolved as the replicas resolve them (a target without a
- * context takes the kubeconfig's current context, or `in-cluster`): queue names and election keys use them.
- * Reads the kubeconfig files only when a target names no context, and then only the current context's name: no
- * credential plugin runs, nothing is contacted, so `run --check` makes the same check.
- * @throws KubeconfigError when the current context cannot be resolved, or DuplicateTargetError (a
- *   KubeconfigError) when two targets resolve to one (context, namespace) (a configuration error, exit 2).
+ * The configured targets with their contexts and clusters resolved as the replicas resolve them (a target
+ * without a context takes the kubeconfig's current context, or `in-cluster`; a cluster's name is explicit or
+ * derived from its CA: src/kube/cluster-identity.ts): queue names and election keys use them. Reads the
+ * kubeconfig only (no credential plugin runs: src/kube/kubeconfig.ts `loadClusterEndpoint`).
+ * @throws KubeconfigError when a context cannot be resolved, or DuplicateTargetError (a KubeconfigError) when
+ *   two targets resolve to one (cluster, namespace) (a configuration error, exit 2).
  */
-export function resolveTargets(config: Pick<CleanerConfig, 'targets' | 'kubeconfig'>): TargetRef[] {
+export function resolveTargets(
+  config: Pick<CleanerConfig, 'targets' | 'kubeconfig'> & Partial<Pick<CleanerConfig, 'naming' | 'discover'>>,
+): ResolvedTargets {
+  const path = kubeconfigPath(config.kubeconfig);
+  const endpoints = new Map<string | undefined, ClusterEndpoint>();
+  const endpointOf = (context: string | undefined) => {
+    let e = endpoints.get(context);
+    if (!e) {
+      e = loadClusterEndpoint(path, context);
+      endpoints.set(context, e);
+    }
+    return e;
+  };
+  const fixed = config.targets.map((t) => endpointOf(t.context));
+  const discover = (config.discover ?? []).map((d) => endpointOf(d.context));
+  const clusters = resolveIdentities(path, [...fixed, ...discover], config.naming);
+  const clusterOf = (context: string) => clusters.get(context) as ClusterIdentity;
+  assertDistinctTargets(
+    config.targets,
+    fixed.map((e) => ({ context: e.context, cluster: clusterOf(e.context) })),
+  );
+  return {
+    targets: config.targets.map((t, i) => {
+      const context = (fixed[i] as ClusterEndpoint).context;
+      return { cluster: clusterOf(context).name, context, namespace: t.namespace };
+    }),
+    clusters,
+    discoverContexts: discover.map((e) => e.context),
+  };
+}
+
+/**
+ * The check `run --check` makes of the targets without loading any context: two targets that name one context
+ * (a target without a context takes the kubeconfig's current context, or `in-cluster`) and one namespace are
+ * one. Reads the kubeconfig files only when a target names no context, and then only the current context's
+ * name: no credential plugin runs, nothing is contacted, a context absent from this machine's kubeconfig is no
+ * error. Two contexts that reach one cluster are found at start ({@link resolveTargets} and the replica).
+ * @throws KubeconfigError when the current context cannot be resolved, or DuplicateTargetError (a
+ *   KubeconfigError) when two targets name one (context, namespace) (a configuration error, exit 2).
+ */
+export function assertDistinctTargetNames(config: Pick<CleanerConfig, 'targets' | 'kubeconfig'>): void {
   let current: string | undefined;
   const currentContext = (): string => {
     current ??= resolveContextName(kubeconfigPath(config.kubeconfig), undefined);
     return current;
   };
-  const refs = config.targets.map((t) => ({
-    context: t.context ?? currentContext(),
-    namespace: t.namespace,
-  }));
   assertDistinctTargets(
     config.targets,
-    refs.map((r) => r.context),
+    config.targets.map((t) => ({ context: t.context ?? currentContext() })),
   );
-  return refs;
 }

@@ -37,15 +37,24 @@ export function formatStatus(rows: readonly TargetStatus[], nowMs: number, balan
   for (const s of rows) {
     const j = s.jobs;
     const last = s.lastAccepted;
+    const prev = s.previousRelease;
     out.push(
-      `${s.target}`,
+      `${s.target} (cluster ${s.cluster})`,
       `  leader:        ${s.leader ?? 'NONE'}${s.leader ? ` (consuming since ${when(s.consumingSinceMs, nowMs)})` : ''}`,
       ...(balance
-        ? [`  assigned to:   ${balance.owners[s.target] ?? '- (no member serves these targets)'}`]
+        ? [`  assigned to:   ${balance.owners[s.key] ?? '- (no member serves these targets)'}`]
         : []),
-      ...(balance?.notReady[s.target]
+      ...(balance?.notReady[s.key]
         ? [
-            `  not ready on:  ${balance.notReady[s.target]?.join(', ')} (cannot list or watch its pods, or stepped down for want of progress; its /readyz says which: not campaigning)`,
+            `  not ready on:  ${balance.notReady[s.key]?.join(', ')} (cannot list or watch its pods, or stepped down for want of progress; its /readyz says which: not campaigning)`,
+          ]
+        : []),
+      ...(prev
+        ? [
+            `  release 0.1.0: replicas alive (${prev.members.join(', ')}); its election of this target led by ${prev.leader ?? 'nobody'}` +
+              (prev.leader !== undefined && prev.leader !== s.leader
+                ? `: this version's leader waits for it`
+                : ''),
           ]
         : []),
       `  candidates:    ${s.candidates.length > 0 ? s.candidates.join(', ') : '-'}`,
@@ -85,7 +94,7 @@ export function formatBalance(balance: BalanceStatus, rows: readonly TargetStatu
   /** Targets each replica leads that are assigned to another one (handovers under way). */
   const elsewhere = new Map<string, number>();
   for (const s of rows) {
-    const owner = balance.owners[s.target];
+    const owner = balance.owners[s.key];
     if (s.leader !== null && owner !== undefined && owner !== s.leader)
       elsewhere.set(s.leader, (elsewhere.get(s.leader) ?? 0) + 1);
   }
@@ -131,11 +140,12 @@ export function statusJson(rows: readonly TargetStatus[], nowMs: number, balance
     healthy: rows.every((s) => statusProblems(s).length === 0),
     targets: rows.map((s) => ({
       target: s.target,
+      cluster: s.cluster,
       leader: s.leader,
       leaderFrom: s.leaderFrom,
-      ...(owners
-        ? { assigned: owners[s.target] ?? null, notReadyOn: balance?.notReady[s.target] ?? [] }
-        : {}),
+      ...(owners ? { assigned: owners[s.key] ?? null, notReadyOn: balance?.notReady[s.key] ?? [] } : {}),
+      refused: s.refused,
+      ...(s.previousRelease ? { previousRelease: s.previousRelease } : {}),
       consumingSince: iso(s.consumingSinceMs),
       consumers: s.consumers,
       candidates: s.candidates,

@@ -14,20 +14,31 @@
  *   (`/api/v1/leaders`) counts pods from their informers;
  * - **last accepted DELETE**: the key the worker writes on each `accepted` outcome (src/queue/last-accepted.ts);
  * - **kept by the POD state source**: the key the leader writes when its count of driver pods whose driver
- *   container has ended while the pod runs on changes (src/queue/kept-pods.ts).
+ *   container has ended while the pod runs on changes (src/queue/kept-pods.ts);
+ * - **refused**: another cluster claims the target's cluster name in Redis (src/status/claims-read.ts);
+ * - **previous release**: with etcd, release 0.1.0's live replicas and the leader of the target's 0.1.0
+ *   election, while a rolling update from it runs (src/leadership/previous-release-gate.ts).
  */
 import type { Job, Queue } from 'bullmq';
 import type { StoredJobData } from '../queue/cleanup-queue.ts';
-import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
+import { type TargetRef, targetKey, targetLabel } from '../queue/job-identity.ts';
 import { type KeptPods, readKeptPods } from '../queue/kept-pods.ts';
 import { type LastAccepted, readLastAccepted } from '../queue/last-accepted.ts';
 import type { RedisClient } from '../queue/redis-client.ts';
-import type { ElectionReader } from './election-read.ts';
+import type { ElectionReader, PreviousReleaseState } from './election-read.ts';
 
 /** One target's status. Times are epoch ms. */
 export interface TargetStatus {
   /** `context:namespace`. */
   readonly target: string;
+  /** The cluster's name (src/kube/cluster-identity.ts). */
+  readonly cluster: string;
+  /** `cluster/namespace`: the key the balance lists it by (src/queue/job-identity.ts `targetKey`). */
+  readonly key: string;
+  /** Why the target is refused (another cluster claims its cluster name), or null. */
+  readonly refused: string | null;
+  /** With etcd, while replicas of release 0.1.0 are alive: them, and who leads this target's 0.1.0 election. */
+  readonly previousRelease: PreviousReleaseState | null;
   /** The leading replica, or null when no replica leads (no candidate in etcd, or no consuming worker without etcd). */
   readonly leader: string | null;
   /** Where `leader` was read: the etcd election, or the workers connected to Redis (single-server mode). */
@@ -71,6 +82,8 @@ export interface StatusSources {
   readonly nowMs: number;
   /** How long past its deadline a job may still wait before it counts as overdue, ms. */
   readonly overdueGraceMs: number;
+  /** Why the target's cluster name is refused (src/status/claims-read.ts), read by the caller once per name. */
+  readonly refusal?: string | undefined;
 }
 
 /** Job ids read per round trip when counting the overdue jobs. */
@@ -129,13 +142,14 @@ async function countOverdue(
  */
 export async function readTargetStatus(target: TargetRef, src: StatusSources): Promise<TargetStatus> {
   const { queue } = src;
-  const [counts, election, workers, firstDelayed, lastAccepted, kept] = await Promise.all([
+  const [counts, election, workers, firstDelayed, lastAccepted, kept, previous] = await Promise.all([
     queue.getJobCounts('delayed', 'waiting', 'active', 'failed', 'completed'),
     src.elections?.election(target),
     queue.getWorkers() as Promise<{ rawname?: string; age?: string }[]>,
     queue.getDelayed(0, 0),
     readLastAccepted(src.redis, src.prefix, target),
     readKeptPods(src.redis, src.prefix, target),
+    src.elections?.previousRelease?.(target),
   ]);
   const connections = workers.map(({ rawname = '', age }) => {
     const at = rawname.indexOf(':w:');
@@ -152,6 +166,10 @@ export async function readTargetStatus(target: TargetRef, src: StatusSources): P
   const overdue = await countOverdue(queue, src.redis, cutoffMs);
   return {
     target: targetLabel(target),
+    cluster: target.cluster,
+    key: targetKey(target),
+    refused: src.refusal ?? null,
+    previousRelease: previous && previous.members.length > 0 ? previous : null,
     leader,
     leaderFrom: src.elections?.backend ?? 'redis-workers',
     consumingSinceMs,
@@ -175,6 +193,7 @@ export async function readTargetStatus(target: TargetRef, src: StatusSources): P
 /** Why a target fails the check (the reasons `status` exits non-zero for); empty when healthy. */
 export function statusProblems(s: TargetStatus): string[] {
   const problems: string[] = [];
+  if (s.refused !== null) problems.push(`refused: ${s.refused}`);
   if (s.leader === null)
     problems.push(
       s.leaderFrom === 'redis-workers'

@@ -11,8 +11,12 @@ import {
   type ZkHandle,
   zkCode,
 } from '../leadership/zookeeper-client.ts';
-import { zookeeperElectionPrefix } from '../leadership/zookeeper-leadership-group.ts';
 import { electionDir, parseCandidateName } from '../leadership/zookeeper-view.ts';
+import {
+  zookeeperClusterElectionsDir,
+  zookeeperElectionPrefix,
+  zookeeperMembersDir,
+} from '../queue/job-identity.ts';
 import { withTimeout } from '../with-timeout.ts';
 import type { ElectionReader } from './election-read.ts';
 
@@ -60,12 +64,13 @@ export function zookeeperElectionReader(root: string, handle: () => ZkHandle | u
       const [first, ...rest] = line;
       return { leader: first?.replicaId, candidates: rest.map((n) => n.replicaId) };
     },
-    async members() {
+    async members(scope) {
       const h = need();
-      const ids = await children(h, `${root}/members`);
+      const dir = zookeeperMembersDir(root, scope);
+      const ids = await children(h, dir);
       const values = await Promise.all(
         ids.map((id) =>
-          h.get(`${root}/members/${id}`, false).then(
+          h.get(`${dir}/${id}`, false).then(
             ([, data]) => [id, data.toString()] as const,
             () => undefined,
           ),
@@ -73,14 +78,14 @@ export function zookeeperElectionReader(root: string, handle: () => ZkHandle | u
       );
       return new Map(values.filter((v) => v !== undefined));
     },
-    async campaigning(context) {
+    async campaigning(cluster) {
       // The election directories stay once made; a namespace counts while a candidate node is in it.
       const h = need();
-      const dir = `${root}/election/${encodeURIComponent(context)}`;
+      const dir = zookeeperClusterElectionsDir(root, cluster);
       const namespaces = await children(h, dir);
       const withCandidates = await Promise.all(
         namespaces.map(async (ns) => {
-          const edir = electionDir(zookeeperElectionPrefix(root, { context, namespace: ns }));
+          const edir = electionDir(zookeeperElectionPrefix(root, { cluster, context: '', namespace: ns }));
           return (await children(h, edir)).some((n) => parseCandidateName(edir, n) !== undefined)
             ? ns
             : undefined;

@@ -1,7 +1,8 @@
 /**
  * Prometheus metrics of one replica (prom-client, one registry per replica so that two replicas in one
  * test process do not mix). Names are snake_case with the `sdc_` prefix and their unit (`_seconds`,
- * `_total`); every cleanup series carries `context` and `namespace` (the target).
+ * `_total`); every cleanup series carries `cluster` (the cluster's name, src/kube/cluster-identity.ts),
+ * `context` and `namespace` (the target), so that one Prometheus can scrape several clusters.
  *
  * Recorded as things happen: outcomes, API request durations, DELETE lateness, reconciles.
  * Read at scrape time from the replica ({@link CleanerMetrics.watch}): leadership, the leadership session's
@@ -39,8 +40,14 @@ export interface MetricsSource {
   /** Why it cannot (`informer`, `stepped-down`; src/cleaner/target-cleaner.ts `notReadyReasons`); absent: none given. */
   readonly notReadyReasons?: readonly string[];
   readonly informer: { readonly restarts: number; readonly synced: boolean };
-  /** The leadership session's freshness, per backend (src/leadership/leadership.ts). */
-  readonly leadership: { readonly session: SessionHealth | undefined };
+  /**
+   * The leadership session's freshness, per backend, and what holds this replica from consuming
+   * (src/leadership/leadership.ts `session`, `heldBy`).
+   */
+  readonly leadership: {
+    readonly session: SessionHealth | undefined;
+    heldBy?(): readonly { readonly reason: string; readonly elected: boolean }[];
+  };
   readonly queue: {
     readonly bullQueue: { getJobCounts(...types: string[]): Promise<Record<string, number>> };
   };
@@ -119,8 +126,14 @@ interface CachedCounts {
   readonly counts: Readonly<Record<string, number>>;
 }
 
-const TARGET = ['context', 'namespace'] as const;
-const labelsOf = (t: TargetRef) => ({ context: t.context, namespace: t.namespace });
+const TARGET = ['cluster', 'context', 'namespace'] as const;
+const labelsOf = (t: TargetRef) => ({ cluster: t.cluster, context: t.context, namespace: t.namespace });
+/** A target's key in the maps of this module. */
+const keyOf = (t: TargetRef) => `${t.cluster}/${t.namespace}`;
+
+/** The reasons of `sdc_target_refused` and `sdc_target_waiting`. */
+const REFUSED_REASONS = ['cluster-name-conflict'] as const;
+const WAITING_REASONS = ['previous-release'] as const;
 
 /** Creates the registry and every metric of the replica. */
 export function createMetrics(opts: MetricsOptions): CleanerMetrics {
@@ -130,7 +143,7 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
   const countsMaxAgeMs = opts.queueCountsMaxAgeMs ?? QUEUE_COUNTS_MAX_AGE_MS;
   const monotonicNow = opts.monotonicNow ?? (() => performance.now());
   let replica: MetricsReplica | undefined;
-  /** Per target label (`context/namespace`): its last counts, and the read in flight (concurrent scrapes share it). */
+  /** Per target key (`cluster/namespace`): its last counts, and the read in flight (concurrent scrapes share it). */
   const counted = new Map<string, CachedCounts>();
   const counting = new Map<string, Promise<CachedCounts | undefined>>();
 
@@ -139,7 +152,7 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
    * `countTimeoutMs`). Undefined when the read fails or times out: nothing stale is served.
    */
   function countsOf(c: MetricsSource): Promise<CachedCounts | undefined> {
-    const key = `${c.target.context}/${c.target.namespace}`;
+    const key = keyOf(c.target);
     const cached = counted.get(key);
     if (cached && monotonicNow() - cached.atMs < countsMaxAgeMs) return Promise.resolve(cached);
     let reading = counting.get(key);
@@ -263,7 +276,7 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
         cleaners().map(async (c) => {
           if (!ready || !c.isLeader) {
             // A follower's or a past term's counts are never served: the next term reads anew.
-            counted.delete(`${c.target.context}/${c.target.namespace}`);
+            counted.delete(keyOf(c.target));
             return;
           }
           const read = await countsOf(c);
@@ -396,6 +409,35 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
       this.reset();
       for (const c of cleaners())
         for (const reason of c.notReadyReasons ?? []) this.set({ ...labelsOf(c.target), reason }, 1);
+    },
+  });
+
+  // Exported only while they hold (absent otherwise): a zero per target and replica would add T × R series
+  // that say nothing, at hundreds of targets.
+  new Gauge({
+    name: 'sdc_target_refused',
+    help: '1 while this replica refuses the target (absent otherwise): reason="cluster-name-conflict" — another cluster claims the same cluster name (clusterName, clusterNames) on the shared Redis, etcd or ZooKeeper, so nothing of that name is cleaned until one is renamed.',
+    labelNames: [...TARGET, 'reason'],
+    registers,
+    collect() {
+      this.reset();
+      for (const c of cleaners())
+        for (const h of c.leadership.heldBy?.() ?? [])
+          if ((REFUSED_REASONS as readonly string[]).includes(h.reason))
+            this.set({ ...labelsOf(c.target), reason: h.reason }, 1);
+    },
+  });
+  new Gauge({
+    name: 'sdc_target_waiting',
+    help: '1 while this replica is elected for the target but does not consume (absent otherwise): reason="previous-release" — a replica of release 0.1.0 still leads its old election or consumes its old queue (a rolling update in progress, or a fleet sharing the store not upgraded).',
+    labelNames: [...TARGET, 'reason'],
+    registers,
+    collect() {
+      this.reset();
+      for (const c of cleaners())
+        for (const h of c.leadership.heldBy?.() ?? [])
+          if (h.elected && (WAITING_REASONS as readonly string[]).includes(h.reason))
+            this.set({ ...labelsOf(c.target), reason: h.reason }, 1);
     },
   });
 

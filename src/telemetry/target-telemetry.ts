@@ -8,7 +8,8 @@
  * the job's `traceparent`), so one trace runs from the informer on replica A to the DELETE on leader B.
  * A job processed several times (retries, not-yet, fenced) gets one consumer span per attempt in the same
  * trace. Attribute names follow OpenTelemetry's semantic conventions (k8s.*, messaging.*, http.*); the
- * kubeconfig context is `cleanup.context` because it names a client configuration, not a cluster.
+ * kubeconfig context is `cleanup.context` because it names a client configuration, not a cluster, and the
+ * cluster's name (src/kube/cluster-identity.ts) is `cleanup.cluster`.
  */
 import {
   context,
@@ -69,6 +70,7 @@ const podAttributes = (target: TargetRef, d: { namespace: string; pod: string; u
   'k8s.pod.name': d.pod,
   ...(d.uid ? { 'k8s.pod.uid': d.uid } : {}),
   'cleanup.context': target.context,
+  'cleanup.cluster': target.cluster,
 });
 
 function endWithError(span: Span, err: unknown): void {
@@ -194,13 +196,14 @@ function deletedByOthersSeen(data: CleanupJobData, o: Outcome): DeletedByOthersS
  */
 export function createPodCallObserver(
   contextName: string,
+  clusterName: string,
   tracer: Tracer,
   metrics: CleanerMetrics,
   nowMs: MonotonicClock = monotonicClock,
 ): PodCallObserver {
   return {
     start(call: PodCall) {
-      const target = { context: contextName, namespace: call.namespace };
+      const target = { cluster: clusterName, context: contextName, namespace: call.namespace };
       const jobUid = context.active().getValue(JOB_UID);
       const uid = call.uid ?? (typeof jobUid === 'string' ? jobUid : undefined);
       const span = tracer.startSpan(call.verb, {

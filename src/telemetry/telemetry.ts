@@ -25,8 +25,8 @@ export interface Telemetry {
   readonly metrics: CleanerMetrics;
   /** The seams of one target's cleaner (spans and metrics of enqueue, processing and reconcile). */
   forTarget(target: TargetRef): TargetTelemetry;
-  /** The observer of one context's pod GETs and DELETEs. */
-  podCalls(context: string): PodCallObserver;
+  /** The observer of one context's pod GETs and DELETEs; `cluster`: the name of the cluster it reaches. */
+  podCalls(context: string, cluster: string): PodCallObserver;
   /** Flushes and stops the span export. Idempotent. */
   shutdown(): Promise<void>;
 }
@@ -43,7 +43,7 @@ export async function createTelemetry(opts: TelemetryOptions): Promise<Telemetry
     tracing,
     metrics,
     forTarget: (target) => createTargetTelemetry(target, tracing.tracer, metrics),
-    podCalls: (context) => createPodCallObserver(context, tracing.tracer, metrics),
+    podCalls: (context, cluster) => createPodCallObserver(context, cluster, tracing.tracer, metrics),
     shutdown: () => tracing.shutdown(),
   };
 }

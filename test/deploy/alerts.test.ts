@@ -103,6 +103,7 @@ describe('alerting rules (infra/monitoring/alerts.yaml, kube-state-metrics-alert
       'SparkDriverCleanerAbsent',
       'SparkDriverCleanerAnotherDeleter',
       'SparkDriverCleanerCleanupFailing',
+      'SparkDriverCleanerClusterNameConflict',
       'SparkDriverCleanerDryRunPodsOverdue',
       'SparkDriverCleanerFinishedDriversNotDeleted',
       'SparkDriverCleanerInformerNotSynced',
@@ -113,6 +114,7 @@ describe('alerting rules (infra/monitoring/alerts.yaml, kube-state-metrics-alert
       'SparkDriverCleanerPodsOverdue',
       'SparkDriverCleanerRedisUnreachable',
       'SparkDriverCleanerSeveralLeaders',
+      'SparkDriverCleanerWaitingForPreviousRelease',
     ]);
   });
 

@@ -23,7 +23,7 @@ describe('Grafana dashboard (infra/monitoring/grafana-dashboard.json)', () => {
 
   it('every panel has a title, a unique id and queries through the datasource variable', () => {
     expect(d.uid).toBe('spark-driver-cleaner');
-    expect(d.templating.list.map((v) => v.name)).toEqual(['datasource', 'context', 'namespace']);
+    expect(d.templating.list.map((v) => v.name)).toEqual(['datasource', 'cluster', 'context', 'namespace']);
     const ids = dashboardPanels(d).map((p) => p.id);
     expect(new Set(ids).size).toBe(ids.length);
     for (const p of panels) {

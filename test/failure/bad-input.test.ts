@@ -37,6 +37,8 @@ const cluster = useFailureCluster();
 const BAD: Record<string, Record<string, string>> = {
   targets: { SDC_TARGETS: ':spark' },
   kubeconfig: { SDC_KUBECONFIG: '/nonexistent/kc.yaml' },
+  clusterName: { SDC_CLUSTER_NAME: 'Prod_EU' }, // a DNS label only: it goes into keys, paths, labels
+  clusterNames: { SDC_CLUSTER_NAMES: 'fm' }, // no =name
   namespaceSelector: { SDC_NAMESPACE_SELECTOR: 'team in (spark' },
   labelSelector: { SDC_LABEL_SELECTOR: 'spark-role in (driver' },
   policy: { SDC_POLICY: 'SOME' },

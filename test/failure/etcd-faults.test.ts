@@ -86,7 +86,7 @@ describe('etcd cluster faults', () => {
         `m${i}`,
         replicaEnv(cluster(), ns, 'ef2', {
           SDC_ETCD_ENDPOINTS: cluster().etcd.endpoints[i] ?? '',
-          KUBECONFIG: proxies[i]?.kubeconfigPath ?? '',
+          ...proxies[i]?.env,
         }),
       ),
     );

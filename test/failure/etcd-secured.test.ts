@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EtcdTlsOptions } from '../../harness/sandbox/local-services.ts';
 import { createElectionView } from '../../src/leadership/election-view.ts';
 import { createEtcdClient, type EtcdClient } from '../../src/leadership/etcd-client.ts';
+import { membersPrefix } from '../../src/queue/job-identity.ts';
 import { withTimeout } from '../../src/with-timeout.ts';
 import { serviceEnv } from '../helpers/cluster.ts';
 import { type CertFiles, issueCert, makeCa } from '../helpers/etcd-pki.ts';
@@ -173,8 +174,9 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
       const root = rootClient();
       try {
         const keys = await root.getAll().keys();
-        expect(keys.some((k) => k.startsWith(`${CUSTOM_PREFIX}election/`))).toBe(true);
-        expect(keys.some((k) => k.startsWith(`${CUSTOM_PREFIX}members/sec-ok`))).toBe(true);
+        const cluster = `${CUSTOM_PREFIX}clusters/`;
+        expect(keys.some((k) => k.startsWith(cluster) && k.includes('/election/'))).toBe(true);
+        expect(keys.some((k) => k.startsWith(cluster) && k.endsWith('/members/sec-ok'))).toBe(true);
         expect(keys.filter((k) => !k.startsWith(CUSTOM_PREFIX))).toEqual([]);
       } finally {
         root.close();
@@ -304,7 +306,12 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
     };
     const client = createEtcdClient(cluster().etcd.endpoints, { security });
     const { log } = memoryLogger('silent');
-    const view = createElectionView({ client, log, root: PREFIX });
+    const view = createElectionView({
+      client,
+      log,
+      root: PREFIX,
+      membersPrefix: membersPrefix('test', PREFIX),
+    });
     const events: string[] = [];
     const watcher = await client.watch().prefix(`${PREFIX}relogin/`).create();
     watcher.on('put', (kv) => events.push(kv.key.toString()));
@@ -327,7 +334,7 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
       restarted = true;
       // Written by another client once etcd is back: both watches must see it.
       await writer.put(`${PREFIX}relogin/after-restart`).value('1');
-      await writer.put(`${PREFIX}members/relogin-peer`).value('x');
+      await writer.put(`${membersPrefix('test', PREFIX)}relogin-peer`).value('x');
       await waitFor(
         'the watch sees a key written after the restart',
         () => events.includes(`${PREFIX}relogin/after-restart`),
@@ -348,7 +355,7 @@ describe('secured etcd (TLS, client certificates, auth)', () => {
     } finally {
       await writer
         .delete()
-        .key(`${PREFIX}members/relogin-peer`)
+        .key(`${membersPrefix('test', PREFIX)}relogin-peer`)
         .catch(() => undefined);
       writer.close();
       await view.close();

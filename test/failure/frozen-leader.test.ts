@@ -20,6 +20,7 @@ import {
   replicaEnv,
   startApiProxy,
   stopAll,
+  targetIn,
   timeOf,
   uidOf,
   useFailureCluster,
@@ -43,8 +44,8 @@ describe('a frozen leader with jobs in flight', () => {
       SDC_API_BURST: '200',
     });
     const replicas = [
-      cluster().startReplica('f1', { ...base, KUBECONFIG: p1.kubeconfigPath }),
-      cluster().startReplica('f2', { ...base, KUBECONFIG: p2.kubeconfigPath }),
+      cluster().startReplica('f1', { ...base, ...p1.env }),
+      cluster().startReplica('f2', { ...base, ...p2.env }),
     ];
     const proxyOf = new Map([
       [replicas[0], p1],
@@ -87,7 +88,7 @@ describe('a frozen leader with jobs in flight', () => {
       const took = linesSince(next, stoppedAt, (l) => String(l.msg).startsWith('took over'));
       expect(took.reduce((sum, l) => sum + Number(l.jobs), 0)).toBe(n);
       const stalled = await Promise.all(
-        uids.map((u) => redis.hget(jobKey(prefix, { context: cluster().context, namespace: ns }, u), 'stc')),
+        uids.map((u) => redis.hget(jobKey(prefix, targetIn(cluster(), ns), u), 'stc')),
       );
       expect(stalled.filter((s) => s !== null)).toEqual([]);
       // One DELETE per pod, all from the new leader, none before its election.
@@ -111,7 +112,7 @@ describe('a frozen leader with jobs in flight', () => {
       expect(checkInvariants(server, ns, uids, { retentionMs: 1000 })).toEqual(CLEAN);
       expect(bystandersIntact(server, bystanders)).toBe(true);
       // Nothing is left in the queue: every job completed (by the new leader), none failed.
-      const queue = `${prefix}:${queueName({ context: cluster().context, namespace: ns })}`;
+      const queue = `${prefix}:${queueName(targetIn(cluster(), ns))}`;
       expect(await redis.llen(`${queue}:active`)).toBe(0);
       expect(await redis.zcard(`${queue}:failed`)).toBe(0);
       expect(await redis.zcard(`${queue}:completed`)).toBe(n);

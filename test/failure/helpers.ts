@@ -36,6 +36,7 @@ import { decide } from '../../src/cleanup/decision.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import { type AppStateSettings, KYUUBI_STATE_DEFAULTS } from '../../src/kube/application-state.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
+import type { TargetRef } from '../../src/queue/job-identity.ts';
 import { serviceEnv, tempFile } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -67,6 +68,8 @@ export interface FailureCluster {
   etcd: LocalEtcd;
   server: SandboxApiServer;
   context: string;
+  /** The cluster name replicas derive for the server (src/kube/cluster-identity.ts). */
+  clusterName: string;
   replicas: ReplicaProcess[];
   /**
    * Spawns a replica (`src/cli.ts run`) with the cluster's services; `env` overrides anything, e.g.
@@ -91,6 +94,7 @@ export async function startFailureCluster(opts: FailureClusterOptions = {}): Pro
     etcd,
     server,
     context,
+    clusterName: server.clusterName,
     replicas,
     startReplica(id, env, cliPath) {
       const r = spawnReplica({
@@ -137,6 +141,11 @@ export function useFailureCluster(opts: FailureClusterOptions = {}): () => Failu
       throw new Error('the failure cluster is not started: call the accessor inside a test or hook');
     return cluster;
   };
+}
+
+/** The target (cluster, context, namespace) of `namespace` in the cluster's server, as its replicas name it. */
+export function targetIn(c: Pick<FailureCluster, 'clusterName' | 'context'>, namespace: string): TargetRef {
+  return { cluster: c.clusterName, context: c.context, namespace };
 }
 
 /** SDC_* settings of a fast-moving replica for one target: short retention, TTL and retry delays. */
@@ -393,6 +402,12 @@ export interface ProxiedRequest {
 export interface ApiProxy {
   /** A kubeconfig whose context (same name as the server's) points at the proxy. */
   kubeconfigPath: string;
+  /**
+   * The environment of a replica behind the proxy: its kubeconfig, and the name of the server's cluster
+   * (`SDC_CLUSTER_NAME`): a cluster reached without a CA has its name derived from the URL it is reached at
+   * (src/kube/cluster-identity.ts), and the proxy's URL is not the server's.
+   */
+  readonly env: Readonly<Record<string, string>>;
   readonly requests: ProxiedRequest[];
   deletes(sinceMs?: number): ProxiedRequest[];
   close(): Promise<void>;
@@ -457,6 +472,7 @@ export async function startApiProxy(server: SandboxApiServer): Promise<ApiProxy>
   );
   return {
     kubeconfigPath,
+    env: { KUBECONFIG: kubeconfigPath, SDC_CLUSTER_NAME: server.clusterName },
     requests,
     deletes: (sinceMs = 0) => requests.filter((r) => r.method === 'DELETE' && r.atMs >= sinceMs),
     close: () =>

@@ -18,6 +18,7 @@ import {
   remember,
   replicaEnv,
   stopAll,
+  targetIn,
   uidOf,
   useFailureCluster,
   waitGone,
@@ -40,7 +41,7 @@ describe('job data and answers the cleaner must not trust', () => {
   it('a delayed job whose Redis hash is deleted → refused when due (no GET of /pods/undefined), the pod enqueued again and deleted once', async () => {
     const ns = 'job-hash-lost';
     const prefix = 'jd1';
-    const target = { context: cluster().context, namespace: ns };
+    const target = targetIn(cluster(), ns);
     // Reconcile only at election (default interval 10 min): nothing but the fix may bring the job back.
     const r = cluster().startReplica('hl1', replicaEnv(cluster(), ns, prefix, { SDC_RETENTION: '4s' }));
     try {
@@ -105,7 +106,7 @@ describe('job data and answers the cleaner must not trust', () => {
   it('pods whose UID is all digits or has ":" → left alone, warned once per UID; every reconcile still restores the good pods', async () => {
     const ns = 'job-odd-uids';
     const prefix = 'jd3';
-    const target = { context: cluster().context, namespace: ns };
+    const target = targetIn(cluster(), ns);
     const now = () => cluster().server.clock.now();
     // Named to come first in the informer's list, so a reconcile that throws on them enqueues nothing.
     const odd = (name: string, uid: string): V1Pod => {

@@ -82,8 +82,8 @@ describe('process crashes and fencing', () => {
     // queued in the rate limiter after their last leadership check (the soak found that window).
     const base = replicaEnv(cluster(), ns, 'pc2', { SDC_API_QPS: '5', SDC_API_BURST: '1' });
     const replicas = [
-      cluster().startReplica('z1', { ...base, KUBECONFIG: p1.kubeconfigPath }),
-      cluster().startReplica('z2', { ...base, KUBECONFIG: p2.kubeconfigPath }),
+      cluster().startReplica('z1', { ...base, ...p1.env }),
+      cluster().startReplica('z2', { ...base, ...p2.env }),
     ];
     const proxyOf = new Map([
       [replicas[0], p1],

@@ -17,6 +17,7 @@ import {
   firstLeader,
   replicaEnv,
   stopAll,
+  targetIn,
   uidOf,
   useFailureCluster,
   waitGone,
@@ -50,11 +51,10 @@ describe('Redis Cluster failover', () => {
       for (const ns of NAMESPACES) await firstLeader(replicas, ns);
       await waitForDeletesAfter(server, 0, 10, 'cleaning under way before the kill');
 
-      const key = `clu:${queueName({ context: cluster().context, namespace: NAMESPACES[0] as string })}:x`;
+      const key = `clu:${queueName(targetIn(cluster(), NAMESPACES[0] as string))}:x`;
       const master = redis.masterPortOf(key) as number;
       const others = NAMESPACES.filter(
-        (ns) =>
-          redis.masterPortOf(`clu:${queueName({ context: cluster().context, namespace: ns })}:x`) === master,
+        (ns) => redis.masterPortOf(`clu:${queueName(targetIn(cluster(), ns))}:x`) === master,
       );
       const killAt = server.clock.now();
       await redis.servers.find((s) => s.port === master)?.kill();

@@ -16,6 +16,7 @@ import {
   nameOf,
   replicaEnv,
   stopAll,
+  targetIn,
   uidOf,
   useFailureCluster,
   waitGone,
@@ -49,7 +50,7 @@ describe('tombstones only on evidence of deletion', () => {
   it('a pod relabelled out of the selector (PATCH) and back in → its job removed without a tombstone, then deleted once', async () => {
     const ns = 'tomb-relabel';
     const prefix = 'tb1';
-    const target = { context: cluster().context, namespace: ns };
+    const target = targetIn(cluster(), ns);
     const r = cluster().startReplica('rl1', replicaEnv(cluster(), ns, prefix, { SDC_RETENTION: '5s' }));
     try {
       await firstLeader([r], ns);

@@ -43,6 +43,9 @@ it('two healthy replicas and one that cannot reach the API: every pod of six tar
     SDC_RETENTION: '2s',
     SDC_OVERDUE_GRACE: `${graceMs / 1000}s`,
     SDC_RECONCILE_INTERVAL: '5s',
+    // The broken replica's kubeconfig names another server URL, and without a CA a cluster's derived name is
+    // its URL's: the one cluster's name, set explicitly, keeps the three replicas one fleet.
+    SDC_CLUSTER_NAME: c.clusterName,
   });
   const brokenConfig = tempFile(
     'kubeconfig.yaml',
@@ -137,7 +140,7 @@ it('a leader that loses its API access hands its targets to the ready replica af
     SDC_OVERDUE_GRACE: '30s',
   });
   const proxy = await startApiProxy(c.server);
-  const losing = c.startReplica('url-a', { ...env, KUBECONFIG: proxy.kubeconfigPath });
+  const losing = c.startReplica('url-a', { ...env, ...proxy.env });
   const keeping = c.startReplica('url-b', env);
   const replicas = [losing, keeping];
   try {
@@ -194,7 +197,7 @@ it('a leader that loses its API access hands its targets to the ready replica af
         const body = await leaders();
         return (
           Object.values(body.leaders).every((l) => l === 'url-b') &&
-          namespaces.every((ns) => body.balance.notReady[`${c.context}:${ns}`]?.includes('url-a'))
+          namespaces.every((ns) => body.balance.notReady[`${c.clusterName}/${ns}`]?.includes('url-a'))
         );
       },
       60_000,

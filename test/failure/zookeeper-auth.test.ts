@@ -22,6 +22,7 @@ import {
   zkCode,
 } from '../../src/leadership/zookeeper-client.ts';
 import { ZOOKEEPER_DEFAULT_ROOT } from '../../src/leadership/zookeeper-session.ts';
+import { zookeeperMembersDir } from '../../src/queue/job-identity.ts';
 import { deletesPer, serviceEnv } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { useZooKeeper } from '../helpers/zookeeper.ts';
@@ -122,9 +123,10 @@ describe('replicas on ZooKeeper with digest authentication', () => {
       // Every node under the root, the root included, carries the digest ACL of the cleaner's user only.
       const owner = await session(`${USER}:${PASSWORD}`);
       const nodes = await walk(owner, ROOT);
-      const members = nodes.filter((p) => p.startsWith(`${ROOT}/members/`));
+      const membersDir = zookeeperMembersDir(ROOT, cluster().clusterName);
+      const members = nodes.filter((p) => p.startsWith(`${membersDir}/`));
       const candidates = nodes.filter((p) => /\/_c_[^/]+-latch-\d+$/.test(p));
-      expect(members.sort()).toEqual([`${ROOT}/members/za1`, `${ROOT}/members/za2`]);
+      expect(members.sort()).toEqual([`${membersDir}/za1`, `${membersDir}/za2`]);
       expect(candidates.length).toBeGreaterThanOrEqual(1);
       const leaderNode = candidates.find((p) => p.includes(`-${leader.id}-latch-`));
       if (!leaderNode) throw new Error(`no candidate node of ${leader.id} in ${candidates.join(', ')}`);
@@ -142,12 +144,12 @@ describe('replicas on ZooKeeper with digest authentication', () => {
         const tries = {
           deleteCandidate: await codeOf(other.delete_(leaderNode, -1)),
           setCandidate: await codeOf(other.set(leaderNode, 'x', -1)),
-          deleteMember: await codeOf(other.delete_(`${ROOT}/members/${leader.id}`, -1)),
-          setMember: await codeOf(other.set(`${ROOT}/members/${leader.id}`, 'x', -1)),
+          deleteMember: await codeOf(other.delete_(`${membersDir}/${leader.id}`, -1)),
+          setMember: await codeOf(other.set(`${membersDir}/${leader.id}`, 'x', -1)),
           joinElection: await codeOf(
             other.create(`${electionDir}/_c_x-intruder-latch-`, 'intruder', ZK_MODE.ephemeralSequential),
           ),
-          addMember: await codeOf(other.create(`${ROOT}/members/intruder`, 'x', ZK_MODE.ephemeral)),
+          addMember: await codeOf(other.create(`${membersDir}/intruder`, 'x', ZK_MODE.ephemeral)),
           readLine: await codeOf(other.get_children(electionDir, false)),
           setAcl: await codeOf(
             other.set_acl(leaderNode, -1, [{ perms: 31, scheme: 'world', auth: 'anyone' }]),

@@ -112,8 +112,8 @@ describe('replicas on ZooKeeper', () => {
     const [p1, p2] = await Promise.all([startApiProxy(server), startApiProxy(server)]);
     const base = zkEnv(ns, 'zk2', { SDC_RECHECK: 'live', SDC_CONCURRENCY: '50' });
     const replicas = [
-      cluster().startReplica('zf1', { ...base, KUBECONFIG: p1.kubeconfigPath }),
-      cluster().startReplica('zf2', { ...base, KUBECONFIG: p2.kubeconfigPath }),
+      cluster().startReplica('zf1', { ...base, ...p1.env }),
+      cluster().startReplica('zf2', { ...base, ...p2.env }),
     ];
     const proxyOf = new Map([
       [replicas[0], p1],

@@ -19,9 +19,8 @@ import type { BackendElection } from '../../src/leadership/backend.ts';
 import {
   createZooKeeperLeadershipGroup,
   type ZooKeeperLeadershipGroup,
-  zookeeperElectionPrefix,
 } from '../../src/leadership/zookeeper-leadership-group.ts';
-import { targetLabel } from '../../src/queue/job-identity.ts';
+import { targetKey, zookeeperElectionPrefix, zookeeperMembersDir } from '../../src/queue/job-identity.ts';
 import { deletesPer } from '../helpers/cluster.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -88,11 +87,16 @@ interface Replica {
 describe('zookeeper: a follower cut off from its peers, its clients still on it', () => {
   it('the leader pinned to that follower → its fences fail from the cut on; never two replicas whose fences succeed in one round', async () => {
     const ROOT = '/sdc-follower-cut';
-    const targets = Array.from({ length: 3 }, (_, i) => ({ context: 'ctx', namespace: `cut-${i}` }));
+    const targets = Array.from({ length: 3 }, (_, i) => ({
+      cluster: 'c1',
+      context: 'ctx',
+      namespace: `cut-${i}`,
+    }));
     /** A replica campaigning for every target (a plain election: the first candidate leads) through `servers`. */
     const replica = (id: string, servers: readonly number[]): Replica => {
       const { log } = memoryLogger();
       const group = createZooKeeperLeadershipGroup({
+        membersDir: zookeeperMembersDir(ROOT, 'c1'),
         settings: { connect: servers.map(serverAddress).join(','), root: ROOT, sessionTimeoutMs: 3000 },
         replicaId: id,
         log,
@@ -100,7 +104,7 @@ describe('zookeeper: a follower cut off from its peers, its clients still on it'
         balanced: false,
       });
       const elections = targets.map((t) => {
-        const e = group.election(targetLabel(t), zookeeperElectionPrefix(ROOT, t), log);
+        const e = group.election(targetKey(t), zookeeperElectionPrefix(ROOT, t), log);
         e.start();
         return e;
       });
@@ -192,9 +196,10 @@ describe('zookeeper: a follower cut off from its peers, its clients still on it'
     const { follower, others } = await pickFollower();
     // The replica assigned the target (the balance's rule, by replica id) is the one pinned to the follower.
     const ids = ['zc1', 'zc2'];
-    const owner = assignTargets([targetLabel({ context: cluster().context, namespace: ns })], ids).owners.get(
-      targetLabel({ context: cluster().context, namespace: ns }),
-    );
+    const owner = assignTargets(
+      [targetKey({ cluster: cluster().clusterName, namespace: ns })],
+      ids,
+    ).owners.get(targetKey({ cluster: cluster().clusterName, namespace: ns }));
     const [pinnedId, otherId] = owner === ids[0] ? ids : [ids[1], ids[0]];
     const [p1, p2] = await Promise.all([startApiProxy(server), startApiProxy(server)]);
     const base = replicaEnv(cluster(), ns, 'zkcut', { SDC_ETCD_ENDPOINTS: '' });

@@ -60,6 +60,12 @@ export async function startTestCluster(contexts: string[]): Promise<TestCluster>
     .map((s) => s.kubeconfigPath)
     .join(':');
   const replicas: ReplicaProcess[] = [];
+  /** The cluster name replicas derive for a context's server (src/kube/cluster-identity.ts). */
+  const clusterOf = (context: string) => {
+    const server = servers[context];
+    if (!server) throw new Error(`no sandbox server for context ${context}`);
+    return server.clusterName;
+  };
   return {
     redis,
     etcd,
@@ -74,7 +80,7 @@ export async function startTestCluster(contexts: string[]): Promise<TestCluster>
     queueOf(context, namespace, prefix) {
       const connection = new Redis(redis.url, { maxRetriesPerRequest: null });
       const queue = createCleanupQueue({
-        target: { context, namespace },
+        target: { cluster: clusterOf(context), context, namespace },
         connection,
         prefix,
         tombstoneTtlMs: 60_000,
@@ -92,7 +98,7 @@ export async function startTestCluster(contexts: string[]): Promise<TestCluster>
     async leaderOf(context, namespace) {
       const client = new Etcd3({ hosts: etcd.endpoints });
       try {
-        const ns = client.namespace(electionPrefix({ context, namespace }));
+        const ns = client.namespace(electionPrefix({ cluster: clusterOf(context), context, namespace }));
         const res = await ns.getAll().sort('Create', 'Ascend').limit(1).exec();
         return res.kvs[0]?.value.toString();
       } finally {

@@ -11,12 +11,15 @@ import type { BackendElection } from '../../src/leadership/backend.ts';
 import { createEtcdLeadershipGroup } from '../../src/leadership/etcd-leadership-group.ts';
 import type { LeadershipGroup } from '../../src/leadership/leadership-group.ts';
 import { createZkHandle, type ZkHandle } from '../../src/leadership/zookeeper-client.ts';
-import {
-  createZooKeeperLeadershipGroup,
-  zookeeperElectionPrefix,
-} from '../../src/leadership/zookeeper-leadership-group.ts';
+import { createZooKeeperLeadershipGroup } from '../../src/leadership/zookeeper-leadership-group.ts';
 import type { Logger } from '../../src/log.ts';
-import { electionPrefix, type TargetRef } from '../../src/queue/job-identity.ts';
+import {
+  electionPrefix,
+  membersPrefix,
+  type TargetRef,
+  zookeeperElectionPrefix,
+  zookeeperMembersDir,
+} from '../../src/queue/job-identity.ts';
 
 /** The session length of the tests: etcd TTL 2 s, ZooKeeper session timeout 2 s. */
 export const TEST_SESSION_SECONDS = 2;
@@ -98,6 +101,7 @@ export function etcdBackend(): TestBackend {
     group(replicaId, log, opts = {}) {
       const client = new Etcd3({ hosts: need().etcd.endpoints });
       const group = createEtcdLeadershipGroup({
+        membersPrefix: membersPrefix('test'),
         client,
         replicaId,
         ttlSeconds: TEST_SESSION_SECONDS,
@@ -148,6 +152,7 @@ export function zookeeperBackend(): TestBackend {
     },
     group(replicaId, log, opts = {}) {
       const group = createZooKeeperLeadershipGroup({
+        membersDir: zookeeperMembersDir(TEST_ZOOKEEPER_ROOT, 'test'),
         settings: {
           connect: connect(),
           root: TEST_ZOOKEEPER_ROOT,
@@ -162,7 +167,7 @@ export function zookeeperBackend(): TestBackend {
     },
     prefix: (t) => zookeeperElectionPrefix(TEST_ZOOKEEPER_ROOT, t),
     async sessions() {
-      return (await zkChildren(connect(), `${TEST_ZOOKEEPER_ROOT}/members`)).length;
+      return (await zkChildren(connect(), zookeeperMembersDir(TEST_ZOOKEEPER_ROOT, 'test'))).length;
     },
     async candidates(prefix) {
       return (await zkChildren(connect(), prefix.replace(/\/$/, ''))).length;

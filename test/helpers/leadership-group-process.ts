@@ -11,12 +11,16 @@ import { monotonicClock } from '../../src/clock.ts';
 import type { BackendElection } from '../../src/leadership/backend.ts';
 import { createEtcdLeadershipGroup } from '../../src/leadership/etcd-leadership-group.ts';
 import type { LeadershipGroup } from '../../src/leadership/leadership-group.ts';
-import {
-  createZooKeeperLeadershipGroup,
-  zookeeperElectionPrefix,
-} from '../../src/leadership/zookeeper-leadership-group.ts';
+import { createZooKeeperLeadershipGroup } from '../../src/leadership/zookeeper-leadership-group.ts';
 import { createLogger } from '../../src/log.ts';
-import { electionPrefix, type TargetRef, targetLabel } from '../../src/queue/job-identity.ts';
+import {
+  electionPrefix,
+  membersPrefix,
+  type TargetRef,
+  targetKey,
+  zookeeperElectionPrefix,
+  zookeeperMembersDir,
+} from '../../src/queue/job-identity.ts';
 
 const [backend = '', replicaId = '', ttl = '2', ...namespaces] = process.argv.slice(2);
 const log = createLogger({ level: 'warn' });
@@ -26,6 +30,7 @@ let group: LeadershipGroup<BackendElection>;
 let prefixOf: (t: TargetRef) => string;
 if (zookeeper) {
   group = createZooKeeperLeadershipGroup({
+    membersDir: zookeeperMembersDir(ROOT, 'test'),
     settings: { connect: zookeeper, root: ROOT, sessionTimeoutMs: Number(ttl) * 1000 },
     replicaId,
     log,
@@ -35,6 +40,7 @@ if (zookeeper) {
 } else {
   const client = new Etcd3({ hosts: backend.replace(/^etcd:/, '').split(',') });
   group = createEtcdLeadershipGroup({
+    membersPrefix: membersPrefix('test'),
     client,
     replicaId,
     ttlSeconds: Number(ttl),
@@ -50,8 +56,8 @@ const report = (delta: number) => {
 };
 const fencing = process.env.SDC_FENCE === '1';
 for (const namespace of namespaces) {
-  const t = { context: 'ctx', namespace };
-  const e = group.election(targetLabel(t), prefixOf(t), log);
+  const t = { cluster: 'test', context: 'ctx', namespace };
+  const e = group.election(targetKey(t), prefixOf(t), log);
   let term = 0;
   e.addEventHandler({
     onElected: () => {

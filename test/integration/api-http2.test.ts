@@ -100,7 +100,11 @@ describe('apiHttp2 with 30 targets in namespace scope, against a server offering
     cleanups.push(async () => void check.disconnect());
     await waitFor(async () => {
       for (const p of created)
-        if ((await check.exists(jobKey('h2', { context: 'h2', namespace: p.namespace }, p.uid))) !== 1)
+        if (
+          (await check.exists(
+            jobKey('h2', { cluster: server.clusterName, context: 'h2', namespace: p.namespace }, p.uid),
+          )) !== 1
+        )
           return false;
       return true;
     }, 'each driver queued in its target');

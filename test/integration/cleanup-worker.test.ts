@@ -34,7 +34,7 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-const target = { context: 'ctx', namespace: 'spark' };
+const target = { cluster: 'c1', context: 'ctx', namespace: 'spark' };
 
 function connect() {
   const connection = new Redis(redis.url, { maxRetriesPerRequest: null });

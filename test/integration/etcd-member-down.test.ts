@@ -20,7 +20,7 @@ import {
   createEtcdLeadershipGroup,
   type EtcdLeadershipGroup,
 } from '../../src/leadership/etcd-leadership-group.ts';
-import { electionPrefix, targetLabel } from '../../src/queue/job-identity.ts';
+import { electionPrefix, membersPrefix, targetKey } from '../../src/queue/job-identity.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -36,7 +36,7 @@ afterAll(async () => {
 });
 
 const TTL_SECONDS = 2;
-const target = { context: 'ctx', namespace: 'member-down' };
+const target = { cluster: 'test', context: 'ctx', namespace: 'member-down' };
 
 interface TestReplica {
   id: string;
@@ -50,13 +50,14 @@ function startReplica(id: string): TestReplica {
   const client = createEtcdClient(etcd.endpoints);
   const log = memoryLogger().log;
   const group = createEtcdLeadershipGroup({
+    membersPrefix: membersPrefix('test'),
     client,
     replicaId: id,
     ttlSeconds: TTL_SECONDS,
     log,
     monotonicNow: monotonicClock,
   });
-  const election = group.election(targetLabel(target), electionPrefix(target), log);
+  const election = group.election(targetKey(target), electionPrefix(target), log);
   election.start();
   group.start();
   return { id, client, group, election, startedAt: performance.now() };

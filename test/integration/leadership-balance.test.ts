@@ -16,7 +16,7 @@ import {
   createEtcdLeadershipGroup,
   type EtcdLeadershipGroup,
 } from '../../src/leadership/etcd-leadership-group.ts';
-import { electionPrefix, targetLabel } from '../../src/queue/job-identity.ts';
+import { electionPrefix, membersPrefix, targetKey } from '../../src/queue/job-identity.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -43,13 +43,14 @@ interface TestReplica {
 
 /** The targets `ctx:bal-<name>-0` … of a test. */
 const targetsOf = (name: string, n: number) =>
-  Array.from({ length: n }, (_, i) => ({ context: 'ctx', namespace: `bal-${name}-${i}` }));
+  Array.from({ length: n }, (_, i) => ({ cluster: 'test', context: 'ctx', namespace: `bal-${name}-${i}` }));
 
 /** Starts a replica; `ready` is its readiness probe for every target (default: always ready). */
 function startReplica(id: string, targets: ReturnType<typeof targetsOf>, ready?: () => boolean): TestReplica {
   const client = new Etcd3({ hosts: etcd.endpoints });
   const log = memoryLogger().log;
   const group = createEtcdLeadershipGroup({
+    membersPrefix: membersPrefix('test'),
     client,
     replicaId: id,
     ttlSeconds: TTL_SECONDS,
@@ -59,7 +60,7 @@ function startReplica(id: string, targets: ReturnType<typeof targetsOf>, ready?:
   const ended: string[] = [];
   const elected = targets.map(() => 0);
   const elections = targets.map((t, i) => {
-    const e = group.election(targetLabel(t), electionPrefix(t), log);
+    const e = group.election(targetKey(t), electionPrefix(t), log);
     e.addEventHandler({
       onElected: () => {
         elected[i] = (elected[i] ?? 0) + 1;
@@ -252,7 +253,7 @@ describe('balanced leadership (real etcd)', () => {
       );
       for (const r of survivors) expect(r.group.balance().members).toEqual(['d2', 'd3']);
       // Between the survivors, only what the assignment moves is handed over (the cap's spill-over).
-      const labels = targets.map(targetLabel);
+      const labels = targets.map(targetKey);
       const before = assignTargets(labels, ['d1', 'd2', 'd3']).owners;
       const after = assignTargets(labels, ['d2', 'd3']).owners;
       const moves = labels
@@ -310,7 +311,7 @@ describe('balanced leadership (real etcd)', () => {
   it('a leader that steps down not ready for its target (the self-check) is not elected again: the next owner leads; it campaigns again once ready', async () => {
     const [target] = targetsOf('stuck', 1);
     if (!target) throw new Error('no target');
-    const label = targetLabel(target);
+    const label = targetKey(target);
     const ids = ['k1', 'k2', 'k3'];
     const notReady = new Set<string>();
     const rs = ids.map((id) => startReplica(id, [target], () => !notReady.has(id)));

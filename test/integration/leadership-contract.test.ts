@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BackendElection } from '../../src/leadership/backend.ts';
 import { FencedError } from '../../src/leadership/fenced-error.ts';
-import { targetLabel } from '../../src/queue/job-identity.ts';
+import { type TargetRef, targetKey } from '../../src/queue/job-identity.ts';
 import { leadershipBackends, TEST_SESSION_SECONDS, type TestGroup } from '../helpers/leadership-backends.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -26,7 +26,7 @@ interface Replica {
 
 /** The targets `ctx:<name>-0` … of a test. */
 const targetsOf = (name: string, n: number) =>
-  Array.from({ length: n }, (_, i) => ({ context: 'ctx', namespace: `${name}-${i}` }));
+  Array.from({ length: n }, (_, i) => ({ cluster: 'test', context: 'ctx', namespace: `${name}-${i}` }));
 
 /** Targets led by exactly one replica (as the replicas themselves say). */
 const ledOnce = (rs: readonly Replica[], t: number) =>
@@ -95,7 +95,7 @@ describe.each(leadershipBackends())('leadership contract on $name (real server)'
     const g = backend.group(id, log, { balanced, monotonicNow });
     const events: string[] = [];
     const elections = targets.map((t) => {
-      const e = g.group.election(targetLabel(t), backend.prefix(t), log);
+      const e = g.group.election(targetKey(t), backend.prefix(t), log);
       e.addEventHandler({
         onElected: () => events.push('elected'),
         onLost: (r) => events.push(`lost: ${r}`),
@@ -109,12 +109,10 @@ describe.each(leadershipBackends())('leadership contract on $name (real server)'
 
   it('three candidates → exactly one leader; resign → another elected at once, fence() refuses the first', async () => {
     const [t] = targetsOf('plain', 1);
-    const cs = ['r1', 'r2', 'r3'].map((id) =>
-      replica(id, [t as { context: string; namespace: string }], false),
-    );
+    const cs = ['r1', 'r2', 'r3'].map((id) => replica(id, [t as TargetRef], false));
     try {
       const first = await waitFor('a leader', () => cs.find((c) => c.elections[0]?.isLeader));
-      const prefix = backend.prefix(t as { context: string; namespace: string });
+      const prefix = backend.prefix(t as TargetRef);
       await waitFor('all campaigned', async () => (await backend.candidates(prefix)) === 3);
       expect(cs.filter((c) => c.elections[0]?.isLeader)).toHaveLength(1);
       expect(await first.elections[0]?.currentLeader()).toBe(first.id);
@@ -135,7 +133,7 @@ describe.each(leadershipBackends())('leadership contract on $name (real server)'
 
   it("session: the backend's own measure while its session lives (etcd: keepalive age under the TTL; ZooKeeper: 0 s disconnected), none after resign", async () => {
     const [t] = targetsOf('session', 1);
-    const r = replica('s1', [t as { context: string; namespace: string }], false);
+    const r = replica('s1', [t as { cluster: string; context: string; namespace: string }], false);
     try {
       const e = r.elections[0] as BackendElection;
       await waitFor('elected', () => e.isLeader);
@@ -197,7 +195,7 @@ describe.each(leadershipBackends())('leadership contract on $name (real server)'
     const { log, lines } = memoryLogger();
     const g = backend.group('s', log, { balanced: false });
     const elections = ts.map((t) => {
-      const e = g.group.election(targetLabel(t), backend.prefix(t), log);
+      const e = g.group.election(targetKey(t), backend.prefix(t), log);
       e.start();
       return e;
     });
@@ -213,7 +211,7 @@ describe.each(leadershipBackends())('leadership contract on $name (real server)'
 
   it('stepDown: the next candidate is elected, the one that stepped down campaigns again behind it', async () => {
     const ts = targetsOf('stepdown', 1);
-    const prefix = backend.prefix(ts[0] as { context: string; namespace: string });
+    const prefix = backend.prefix(ts[0] as TargetRef);
     const a = replica('a', ts, false);
     await waitFor('a leads', () => a.elections[0]?.isLeader);
     const b = replica('b', ts, false);
@@ -233,7 +231,7 @@ describe.each(leadershipBackends())('leadership contract on $name (real server)'
 
   it("the leader's entry deleted behind its back → fence() refuses, the term ends once, the next candidate leads", async () => {
     const ts = targetsOf('behind', 1);
-    const t = ts[0] as { context: string; namespace: string };
+    const t = ts[0] as TargetRef;
     const prefix = backend.prefix(t);
     const a = replica('ba', ts, false);
     await waitFor('ba leads', () => a.elections[0]?.isLeader);

@@ -15,7 +15,12 @@ import {
   createEtcdLeadershipGroup,
   type EtcdLeadershipGroup,
 } from '../../src/leadership/etcd-leadership-group.ts';
-import { electionPrefix, targetLabel } from '../../src/queue/job-identity.ts';
+import {
+  clusterElectionsPrefix,
+  electionPrefix,
+  membersPrefix,
+  targetKey,
+} from '../../src/queue/job-identity.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -44,7 +49,11 @@ describe('leadership cost at fleet scale (real etcd)', () => {
     const T = 100;
     const R = 3;
     const TTL = 10;
-    const targets = Array.from({ length: T }, (_, i) => ({ context: 'ctx', namespace: `cost-${i}` }));
+    const targets = Array.from({ length: T }, (_, i) => ({
+      cluster: 'test',
+      context: 'ctx',
+      namespace: `cost-${i}`,
+    }));
     const startTxns = await grpcHandled('Txn');
     const startRanges = await grpcHandled('Range');
     const replicas: { group: EtcdLeadershipGroup; elections: EtcdLeadership[]; client: Etcd3 }[] = [];
@@ -52,13 +61,14 @@ describe('leadership cost at fleet scale (real etcd)', () => {
       const client = new Etcd3({ hosts: etcd.endpoints });
       const log = memoryLogger().log;
       const group = createEtcdLeadershipGroup({
+        membersPrefix: membersPrefix('test'),
         client,
         replicaId: `c${r}`,
         ttlSeconds: TTL,
         log,
         monotonicNow: monotonicClock,
       });
-      const elections = targets.map((t) => group.election(targetLabel(t), electionPrefix(t), log));
+      const elections = targets.map((t) => group.election(targetKey(t), electionPrefix(t), log));
       for (const e of elections) e.start();
       group.start();
       replicas.push({ group, elections, client });
@@ -69,7 +79,12 @@ describe('leadership cost at fleet scale (real etcd)', () => {
         'every target led once, settled',
         async () =>
           targets.every((_, i) => replicas.filter((r) => r.elections[i]?.isLeader).length === 1) &&
-          (await probe.getAll().prefix('spark-driver-cleaner/election/ctx/cost-').keys()).length === T,
+          (
+            await probe
+              .getAll()
+              .prefix(`${clusterElectionsPrefix('test')}cost-`)
+              .keys()
+          ).length === T,
         60_000,
       );
       const leading = replicas.map((r) => r.elections.filter((e) => e.isLeader).length);
@@ -113,18 +128,23 @@ describe('leadership cost at fleet scale (real etcd)', () => {
     async () => {
       const T = 1000;
       const R = 5;
-      const targets = Array.from({ length: T }, (_, i) => ({ context: 'ctx', namespace: `soak-${i}` }));
+      const targets = Array.from({ length: T }, (_, i) => ({
+        cluster: 'test',
+        context: 'ctx',
+        namespace: `soak-${i}`,
+      }));
       const logs = Array.from({ length: R }, () => memoryLogger('info'));
       const replicas = logs.map((mem, r) => {
         const client = createEtcdClient(etcd.endpoints);
         const group = createEtcdLeadershipGroup({
+          membersPrefix: membersPrefix('test'),
           client,
           replicaId: `s${r}`,
           ttlSeconds: 10,
           log: mem.log,
           monotonicNow: monotonicClock,
         });
-        const elections = targets.map((t) => group.election(targetLabel(t), electionPrefix(t), mem.log));
+        const elections = targets.map((t) => group.election(targetKey(t), electionPrefix(t), mem.log));
         for (const e of elections) e.start();
         group.start();
         return { group, elections, client };

@@ -9,6 +9,7 @@ import {
 } from '../../src/leadership/etcd-leadership-group.ts';
 import { FencedError } from '../../src/leadership/fenced-error.ts';
 import type { Leadership } from '../../src/leadership/leadership.ts';
+import { clusterElectionsPrefix, membersPrefix } from '../../src/queue/job-identity.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -34,7 +35,7 @@ interface Candidate {
 }
 
 /** An election prefix under the leadership root (the one the replica's watch covers). */
-const election = (name: string) => `spark-driver-cleaner/election/test/${name}/`;
+const election = (name: string) => `${clusterElectionsPrefix('test')}${name}/`;
 
 function candidate(
   id: string,
@@ -46,6 +47,7 @@ function candidate(
   const events: string[] = [];
   const log = extra.log ?? memoryLogger().log;
   const group = createEtcdLeadershipGroup({
+    membersPrefix: membersPrefix('test'),
     client,
     replicaId: id,
     ttlSeconds,

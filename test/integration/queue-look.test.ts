@@ -24,7 +24,7 @@ afterAll(async () => {
 
 it('delayed and not due → nothing to take; past due → how long; promoted → waiting; no job → missing', async () => {
   const queue = createCleanupQueue({
-    target: { context: 'look', namespace: 'spark' },
+    target: { cluster: 'c1', context: 'look', namespace: 'spark' },
     connection,
     prefix: 'look',
     tombstoneTtlMs: 60_000,
@@ -67,7 +67,7 @@ it('delayed and not due → nothing to take; past due → how long; promoted →
 });
 
 it('a job that completed without deleting (skipped: the pod was not eligible then, is overdue now) counts as missing; one that deleted does not', async () => {
-  const target = { context: 'look', namespace: 'skip' };
+  const target = { cluster: 'look', context: 'look', namespace: 'skip' };
   const queue = createCleanupQueue({
     target,
     connection,

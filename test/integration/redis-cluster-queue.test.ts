@@ -33,7 +33,7 @@ afterAll(async () => {
   await cluster?.stop();
 });
 
-const target = { context: 'arn:aws:eks:x:1:cluster/a', namespace: 'spark' };
+const target = { cluster: 'eks-a', context: 'arn:aws:eks:x:1:cluster/a', namespace: 'spark' };
 
 /** A new cluster connection (BullMQ: commands wait for the connection instead of failing). */
 function connect(): Cluster {

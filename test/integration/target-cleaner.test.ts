@@ -90,7 +90,7 @@ async function startCleaner(
   lines: Record<string, unknown>[];
 }> {
   const mem = memoryLogger();
-  const target = { context: CONTEXT, namespace };
+  const target = { cluster: 'tc', context: CONTEXT, namespace };
   const log = mem.log.child(target);
   const connection = connect();
   const queue = createCleanupQueue({
@@ -169,7 +169,7 @@ describe('term transitions (real worker, Redis, sandbox)', () => {
   it('worker: run() while a stop() is closing → a Worker runs once the close has finished', async () => {
     const worker = createCleanupWorker({
       handler: cleanupDriverPod,
-      target: { context: CONTEXT, namespace: 'tc-worker' },
+      target: { cluster: 'tc', context: CONTEXT, namespace: 'tc-worker' },
       connection: connect(),
       prefix: 'tc-worker',
       concurrency: 1,
@@ -334,7 +334,7 @@ describe('a reconcile slower than the self-check threshold (real worker, Redis, 
       });
     const connection = connect();
     const mem = memoryLogger();
-    const target = { context: CONTEXT, namespace: ns };
+    const target = { cluster: 'tc', context: CONTEXT, namespace: ns };
     const queue = createCleanupQueue({
       target,
       connection,
@@ -375,7 +375,7 @@ describe("a retention changed between replicas (the leader's own retention decid
     queue.enqueue(
       jobDataFor(
         trimPod(p),
-        { context: CONTEXT, namespace },
+        { cluster: 'tc', context: CONTEXT, namespace },
         { deadlineMs: finishedAtOf(p) + retentionMs, finishedAtMs: finishedAtOf(p) },
         'replica-on-the-old-setting',
       ),

@@ -307,7 +307,7 @@ describe('a replica with informerScope: cluster', () => {
     const check = new Redis(redis.url);
     cleanups.push(async () => void check.disconnect());
 
-    const target = (namespace: string) => ({ context: 'east', namespace });
+    const target = (namespace: string) => ({ cluster: east.clusterName, context: 'east', namespace });
     const queued = async (namespace: string, uid: string) =>
       (await check.exists(jobKey('scope', target(namespace), uid))) === 1;
     await waitFor(async () => {

@@ -9,6 +9,7 @@ import { monotonicClock } from '../../src/clock.ts';
 import { createZkHandle, ZK_MODE } from '../../src/leadership/zookeeper-client.ts';
 import { createZooKeeperLeadershipGroup } from '../../src/leadership/zookeeper-leadership-group.ts';
 import { NO_CHROOT_FIX } from '../../src/leadership/zookeeper-session.ts';
+import { zookeeperMembersDir } from '../../src/queue/job-identity.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { useZooKeeper } from '../helpers/zookeeper.ts';
@@ -18,6 +19,7 @@ const zk = useZooKeeper();
 function group(connect: string) {
   const { log, lines } = memoryLogger();
   const g = createZooKeeperLeadershipGroup({
+    membersDir: zookeeperMembersDir('/spark-driver-cleaner', 'test'),
     settings: { connect, root: '/spark-driver-cleaner', sessionTimeoutMs: 1000 },
     replicaId: 'zc1',
     log,
@@ -68,7 +70,7 @@ describe('zookeeper connect string', () => {
           async () =>
             (
               await admin
-                .get_children(`${chroot}/spark-driver-cleaner/members`, false)
+                .get_children(`${chroot}${zookeeperMembersDir('/spark-driver-cleaner', 'test')}`, false)
                 .catch((): string[] => [])
             ).includes('zc1'),
           20_000,

@@ -13,9 +13,8 @@ import { createZkHandle } from '../../src/leadership/zookeeper-client.ts';
 import {
   createZooKeeperLeadershipGroup,
   type ZooKeeperLeadershipGroup,
-  zookeeperElectionPrefix,
 } from '../../src/leadership/zookeeper-leadership-group.ts';
-import { targetLabel } from '../../src/queue/job-identity.ts';
+import { targetKey, zookeeperElectionPrefix, zookeeperMembersDir } from '../../src/queue/job-identity.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { useZooKeeper } from '../helpers/zookeeper.ts';
@@ -30,18 +29,23 @@ interface Replica {
   lines: Record<string, unknown>[];
 }
 
-const targets = Array.from({ length: 6 }, (_, i) => ({ context: 'ctx', namespace: `ens-${i}` }));
+const targets = Array.from({ length: 6 }, (_, i) => ({
+  cluster: 'test',
+  context: 'ctx',
+  namespace: `ens-${i}`,
+}));
 
 function replica(id: string, root = ROOT): Replica {
   const { log, lines } = memoryLogger();
   const group = createZooKeeperLeadershipGroup({
+    membersDir: zookeeperMembersDir(root, 'test'),
     settings: { connect: zk().connect, root, sessionTimeoutMs: 4000 },
     replicaId: id,
     log,
     monotonicNow: monotonicClock,
   });
   const elections = targets.map((t) => {
-    const e = group.election(targetLabel(t), zookeeperElectionPrefix(root, t), log);
+    const e = group.election(targetKey(t), zookeeperElectionPrefix(root, t), log);
     e.start();
     return e;
   });

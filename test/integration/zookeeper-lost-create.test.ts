@@ -11,11 +11,8 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { monotonicClock } from '../../src/clock.ts';
 import { createNode, ZK_MODE } from '../../src/leadership/zookeeper-client.ts';
-import {
-  createZooKeeperLeadershipGroup,
-  zookeeperElectionPrefix,
-} from '../../src/leadership/zookeeper-leadership-group.ts';
-import { targetLabel } from '../../src/queue/job-identity.ts';
+import { createZooKeeperLeadershipGroup } from '../../src/leadership/zookeeper-leadership-group.ts';
+import { targetKey, zookeeperElectionPrefix, zookeeperMembersDir } from '../../src/queue/job-identity.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { useZooKeeper } from '../helpers/zookeeper.ts';
@@ -32,15 +29,16 @@ const SYNC = 9;
 function replica(id: string, connect: string, namespace: string) {
   const { log, lines } = memoryLogger();
   const group = createZooKeeperLeadershipGroup({
+    membersDir: zookeeperMembersDir(ROOT, 'c1'),
     settings: { connect, root: ROOT, sessionTimeoutMs: 6000 },
     replicaId: id,
     log,
     monotonicNow: monotonicClock,
     balanced: false,
   });
-  const target = { context: 'ctx', namespace };
+  const target = { cluster: 'c1', context: 'ctx', namespace };
   const prefix = zookeeperElectionPrefix(ROOT, target);
-  const election = group.election(targetLabel(target), prefix, log);
+  const election = group.election(targetKey(target), prefix, log);
   group.start();
   return { group, election, lines, dir: prefix.replace(/\/$/, '') };
 }

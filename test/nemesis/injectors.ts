@@ -152,7 +152,8 @@ export async function applyFault(
     case 'replica-stop': {
       // The leader if it is free, else the planned slot, else (an earlier fault took the planned one in the
       // leader's stead) another free one: as many slots are in process faults as the plan has, never all.
-      const leader = e.leaderOf ? await world.leaderOf(e.leaderOf) : undefined;
+      // In a two-cluster world, the leader of one cluster or the other, by turns.
+      const leader = e.leaderOf ? await world.leaderOf(e.leaderOf, e.id % world.servers.length) : undefined;
       const planned = world.slots[e.replica];
       const slot = [leader, planned, ...world.slots].find((s) => s && !s.busy && !s.cutForGood);
       if (e.leaderOf || slot !== planned)
@@ -308,7 +309,7 @@ export async function applyFault(
       const cluster = world.redisCluster;
       if (!cluster) throw new Error(`redis-cluster-master-kill needs cluster mode, not ${world.redisMode}`);
       // Any key with the queue's hash tag lives in the queue's slot.
-      const key = `x:${queueName({ context: world.context, namespace: e.namespace })}:x`;
+      const key = `x:${queueName({ cluster: world.server.clusterName, namespace: e.namespace })}:x`;
       const masterPort = cluster.masterPortOf(key);
       const master = cluster.servers.find((x) => x.port === masterPort);
       if (!master) throw new Error(`no master serves ${e.namespace}'s queue slot (${masterPort})`);

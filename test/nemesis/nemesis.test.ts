@@ -14,20 +14,36 @@
  * Redis Cluster instead of one server, with that mode's failover among the faults (default `single`).
  * `NEMESIS_LEADERSHIP=zookeeper` elects the leaders on a three-server ZooKeeper ensemble instead of etcd, with
  * its kill, lost answers (zookeeper-proxy.ts) and a follower cut off from its peers among the faults.
+ * `NEMESIS_CLUSTERS=2` runs two clusters (two sandbox API servers whose kubeconfigs name their context the
+ * same, same namespaces, two replicas each) on the one Redis and the one etcd or ZooKeeper, judged per cluster.
  * docs/failure-modes.md has the figures.
  */
-import { type Leadership, parseLeadership, parseRedisMode, type RedisMode } from './schedule.ts';
+import {
+  type Leadership,
+  parseClusters,
+  parseLeadership,
+  parseRedisMode,
+  type RedisMode,
+} from './schedule.ts';
 import { describeNemesis, plainSuite } from './suite.ts';
 
-// The plain suite (and CI, seed 7 pinned) runs one CI-size run per Redis mode on etcd, and one on ZooKeeper
-// with one Redis server, one after another in this one file, so that two nemesis runs never share the
-// machine's cores; a replay or a soak is the one run asked for.
-const runs: [RedisMode, Leadership][] = plainSuite()
+// The plain suite (and CI, seed 7 pinned) runs one CI-size run per Redis mode on etcd, one on ZooKeeper
+// with one Redis server, and a two-cluster world on each backend, one after another in this one file, so
+// that two nemesis runs never share the machine's cores; a replay or a soak is the one run asked for.
+const runs: [RedisMode, Leadership, 1 | 2][] = plainSuite()
   ? [
-      ['single', 'etcd'],
-      ['sentinel', 'etcd'],
-      ['cluster', 'etcd'],
-      ['single', 'zookeeper'],
+      ['single', 'etcd', 1],
+      ['sentinel', 'etcd', 1],
+      ['cluster', 'etcd', 1],
+      ['single', 'zookeeper', 1],
+      ['single', 'etcd', 2],
+      ['single', 'zookeeper', 2],
     ]
-  : [[parseRedisMode(process.env.NEMESIS_REDIS), parseLeadership(process.env.NEMESIS_LEADERSHIP)]];
-for (const [mode, leadership] of runs) describeNemesis(mode, leadership);
+  : [
+      [
+        parseRedisMode(process.env.NEMESIS_REDIS),
+        parseLeadership(process.env.NEMESIS_LEADERSHIP),
+        parseClusters(process.env.NEMESIS_CLUSTERS),
+      ],
+    ];
+for (const [mode, leadership, clusters] of runs) describeNemesis(mode, leadership, clusters);

@@ -1,7 +1,9 @@
 /**
  * Samples, about once a second, what the overdue invariant compares: how many pods of each target are in
  * fact overdue (the sandbox's store, judged by invariants.ts) and what `sdc_overdue_pods` each live
- * replica's /metrics reports for that target. A frozen or restarting replica simply does not answer.
+ * replica's /metrics reports for that target. A frozen or restarting replica simply does not answer. In a
+ * two-cluster world a target is a cluster's namespace: its facts from that cluster's server, its reports from
+ * that cluster's replicas.
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import { type OverdueSample, overduePods } from './invariants.ts';
@@ -83,28 +85,33 @@ export function startOverdueSampler(world: NemesisWorld, opts: OverdueSamplerOpt
 
   const tick = async () => {
     const atMs = world.server.clock.now();
-    const actual = new Map<string, number>();
-    for (const ns of opts.namespaces) {
-      const pods: V1Pod[] = world.server.pods.list(ns);
-      actual.set(
-        ns,
-        overduePods(pods, { retentionMs: opts.retentionMs, graceMs: opts.graceMs, nowMs: atMs }).length,
-      );
-    }
-    const reported = await scrape();
-    for (const ns of opts.namespaces) {
-      const perReplica: Record<string, number> = {};
-      for (const [replica, values] of Object.entries(reported)) {
-        const v = values[ns];
-        if (v !== undefined) perReplica[replica] = v;
+    const actual = world.servers.map((server) => {
+      const byNs = new Map<string, number>();
+      for (const ns of opts.namespaces) {
+        const pods: V1Pod[] = server.pods.list(ns);
+        byNs.set(
+          ns,
+          overduePods(pods, { retentionMs: opts.retentionMs, graceMs: opts.graceMs, nowMs: atMs }).length,
+        );
       }
-      samples.push({
-        atMs,
-        target: `${opts.context}:${ns}`,
-        actual: actual.get(ns) ?? 0,
-        reported: perReplica,
-      });
-    }
+      return byNs;
+    });
+    const reported = await scrape();
+    const clusterOf = new Map(world.slots.map((s) => [s.id, s.cluster]));
+    for (const [c, server] of world.servers.entries())
+      for (const ns of opts.namespaces) {
+        const perReplica: Record<string, number> = {};
+        for (const [replica, values] of Object.entries(reported)) {
+          const v = values[ns];
+          if (v !== undefined && clusterOf.get(replica) === c) perReplica[replica] = v;
+        }
+        samples.push({
+          atMs,
+          target: world.servers.length > 1 ? `${server.clusterName}/${ns}` : `${opts.context}:${ns}`,
+          actual: actual[c]?.get(ns) ?? 0,
+          reported: perReplica,
+        });
+      }
   };
 
   const loop = (async () => {

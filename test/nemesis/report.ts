@@ -28,6 +28,8 @@ export interface RunRecord {
   redisMode: RedisMode;
   /** The leadership backend (NEMESIS_LEADERSHIP). */
   leadership: Leadership;
+  /** Clusters sharing the stores (NEMESIS_CLUSTERS). */
+  clusters: 1 | 2;
   schedule: readonly NemesisEvent[];
   timeline: readonly FaultRecord[];
   /** Sandbox clock when the schedule started: report times are relative to it. */
@@ -44,12 +46,14 @@ export function replayCommand(
   exclude: readonly FaultKind[] = [],
   redisMode: RedisMode = 'single',
   leadership: Leadership = 'etcd',
+  clusters: 1 | 2 = 1,
 ): string {
   const minutes = durationMs === CI_DURATION_MS ? '' : ` NEMESIS_MINUTES=${durationMs / 60_000}`;
   const without = exclude.length > 0 ? ` NEMESIS_EXCLUDE=${exclude.join(',')}` : '';
   const redis = redisMode === 'single' ? '' : ` NEMESIS_REDIS=${redisMode}`;
   const backend = leadership === 'etcd' ? '' : ` NEMESIS_LEADERSHIP=${leadership}`;
-  return `SEED=${seed}${minutes}${without}${redis}${backend} npx vitest run test/nemesis`;
+  const two = clusters === 1 ? '' : ` NEMESIS_CLUSTERS=${clusters}`;
+  return `SEED=${seed}${minutes}${without}${redis}${backend}${two} npx vitest run test/nemesis`;
 }
 
 /** The schedule length of the CI variant, ms. */
@@ -67,7 +71,7 @@ export function failureMessage(run: RunRecord, artifactsDir: string, maxViolatio
   const t0 = run.startedAtMs;
   const lines = [
     `nemesis: ${run.violations.length} violation(s) — seed ${run.seed}`,
-    `replay: ${replayCommand(run.seed, run.durationMs, run.exclude, run.redisMode, run.leadership)}`,
+    `replay: ${replayCommand(run.seed, run.durationMs, run.exclude, run.redisMode, run.leadership, run.clusters)}`,
     '',
   ];
   for (const v of run.violations.slice(0, maxViolations)) {

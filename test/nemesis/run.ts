@@ -27,7 +27,7 @@ import {
   type NemesisEvent,
   type RedisMode,
 } from './schedule.ts';
-import { startNemesisWorkload } from './workload.ts';
+import { type NemesisWorkload, startNemesisWorkload } from './workload.ts';
 import { type NemesisWorld, startNemesisWorld } from './world.ts';
 
 /** The run's shape and the product settings it runs with. Times in ms unless named otherwise. */
@@ -41,6 +41,12 @@ export interface NemesisConfig {
   redisMode: RedisMode;
   /** The leadership backend (NEMESIS_LEADERSHIP): etcd, or ZooKeeper. */
   leadership: Leadership;
+  /**
+   * Clusters (NEMESIS_CLUSTERS): 2 runs two sandbox API servers whose kubeconfigs name their context the same,
+   * with the same namespaces, on the one Redis and the one etcd or ZooKeeper; the invariants are judged per
+   * cluster, and a DELETE of one cluster's pod at the other's server is a wrong DELETE.
+   */
+  clusters: 1 | 2;
   context: string;
   namespaces: readonly string[];
   replicas: number;
@@ -60,7 +66,7 @@ export interface NemesisConfig {
    * present this long past its deadline is in fact overdue, and `sdc_overdue_pods` must say so.
    */
   overdueGraceMs: number;
-  /** Driver pods created per second, over all targets. */
+  /** Driver pods created per second, over all targets of all clusters. */
   podsPerSecond: number;
   /**
    * The replicas' API rate limit (per context, requests/s) and burst: low, so that DELETEs queue in the
@@ -83,6 +89,7 @@ export function nemesisConfig(
   exclude: readonly FaultKind[] = [],
   redisMode: RedisMode = 'single',
   leadership: Leadership = 'etcd',
+  clusters: 1 | 2 = 1,
 ): NemesisConfig {
   const electionTtlSeconds = 3;
   return {
@@ -91,9 +98,11 @@ export function nemesisConfig(
     exclude,
     redisMode,
     leadership,
+    clusters,
     context: 'nem',
     namespaces: ['nem-a', 'nem-b', 'nem-c'],
-    replicas: 3,
+    // Two per cluster in a two-cluster world.
+    replicas: clusters === 2 ? 4 : 3,
     retentionMs: 3000,
     electionTtlSeconds,
     apiTimeoutMs: 2000,
@@ -103,7 +112,7 @@ export function nemesisConfig(
     apiQps: 10,
     apiBurst: 2,
     burstPerTarget: 4,
-    artifactsDir: `test-artifacts/nemesis/seed-${seed}${redisMode === 'single' ? '' : `-${redisMode}`}${leadership === 'etcd' ? '' : `-${leadership}`}`,
+    artifactsDir: `test-artifacts/nemesis/seed-${seed}${redisMode === 'single' ? '' : `-${redisMode}`}${leadership === 'etcd' ? '' : `-${leadership}`}${clusters === 2 ? '-2clusters' : ''}`,
   };
 }
 
@@ -155,6 +164,7 @@ export async function runNemesis(
     fakedReplica,
     redisMode: cfg.redisMode,
     leadership: cfg.leadership,
+    clusters: cfg.clusters,
     replicaEnv: {
       SDC_TARGETS: cfg.namespaces.map((ns) => `${cfg.context}:${ns}`).join(','),
       SDC_QUEUE_PREFIX: 'nem',
@@ -173,20 +183,27 @@ export async function runNemesis(
   });
   onWorld(w);
   const { server } = w;
-  // Every target led before the faults start.
-  for (const ns of cfg.namespaces)
-    await Promise.any(
-      w.slots.map((s) =>
-        s.current?.waitForLine((l) => l.msg === 'elected leader' && l.namespace === ns, 60_000),
-      ),
-    );
-  const workload = startNemesisWorkload(server, {
-    namespaces: cfg.namespaces,
-    ratePerSecond: cfg.podsPerSecond,
-    retentionMs: cfg.retentionMs,
-    actionEveryMs: 3000,
-    prng: createPrng(cfg.seed).fork('workload'),
-  });
+  // Every target of every cluster led before the faults start.
+  for (const c of w.servers.keys())
+    for (const ns of cfg.namespaces)
+      await Promise.any(
+        w.slots
+          .filter((s) => s.cluster === c)
+          .map((s) =>
+            s.current?.waitForLine((l) => l.msg === 'elected leader' && l.namespace === ns, 60_000),
+          ),
+      );
+  // One workload per cluster, the rate split between them; the person of a watch stall works on the first.
+  const workloads = w.servers.map((x, c) =>
+    startNemesisWorkload(x, {
+      namespaces: cfg.namespaces,
+      ratePerSecond: cfg.podsPerSecond / w.servers.length,
+      retentionMs: cfg.retentionMs,
+      actionEveryMs: 3000,
+      prng: createPrng(cfg.seed).fork(c === 0 ? 'workload' : `workload ${c}`),
+    }),
+  );
+  const workload = workloads[0] as NemesisWorkload;
   const sampler = startOverdueSampler(w, {
     context: cfg.context,
     namespaces: cfg.namespaces,
@@ -207,44 +224,68 @@ export async function runNemesis(
           `[nemesis] #${e.id} ${e.kind} ended ${Math.round(overranMs / 1000)} s past its plan${rec?.notApplied ? `, not applied: ${rec.notApplied}` : ''}${rec?.note ? ` (${rec.note})` : ''}`,
         );
     },
-    beforeProcessFault: { leadMs: 1000, run: () => workload.burst(cfg.burstPerTarget) },
+    beforeProcessFault: {
+      leadMs: 1000,
+      run: () => {
+        for (const x of workloads) x.burst(cfg.burstPerTarget);
+      },
+    },
     person: workload,
   });
-  workload.stop();
+  for (const x of workloads) x.stop();
   console.info(
     `[nemesis] schedule over after ${Math.round((performance.now() - runStarted) / 1000)} s (planned ${Math.round(cfg.durationMs / 1000)} s); settling`,
   );
 
   const settledAtMs = await settle(w, cfg);
   console.info(`[nemesis] settled after ${Math.round((performance.now() - runStarted) / 1000)} s; judging`);
-  const leaks = findLeaks(
-    cfg.namespaces.flatMap((ns) => server.pods.list(ns)),
-    { retentionMs: cfg.retentionMs, graceMs: cfg.settleMs, nowMs: settledAtMs },
-  );
-  // Who sent each DELETE: the recording proxy of the replica whose DELETE of that UID came closest.
-  const sent = w.slots.flatMap((s) => s.proxy.deletes().map((r) => ({ ...r, replica: s.id })));
-  const sender = (rec: { preconditionUid?: string; atMs: number }) =>
-    sent
-      .filter((r) => r.uid !== undefined && r.uid === rec.preconditionUid)
-      .sort((a, b) => Math.abs(a.atMs - rec.atMs) - Math.abs(b.atMs - rec.atMs))[0]?.replica;
-  const deletes = server.requests.deletes();
+  // Judged per cluster, from its own server's records; a cluster other than the first names its pods `B/…`.
+  const deletes = w.servers.flatMap((x) => x.requests.deletes());
+  const perCluster = w.servers.map((x, c) => {
+    const tag = (v: Violation): Violation => (c === 0 ? v : { ...v, pod: `${'AB'[c]}/${v.pod ?? ''}` });
+    const leaks = findLeaks(
+      cfg.namespaces.flatMap((ns) => x.pods.list(ns)),
+      { retentionMs: cfg.retentionMs, graceMs: cfg.settleMs, nowMs: settledAtMs },
+    );
+    // Who sent each DELETE: the recording proxy of the cluster's replica whose DELETE of that UID came closest.
+    const sent = w.slots
+      .filter((s) => s.cluster === c)
+      .flatMap((s) => s.proxy.deletes().map((r) => ({ ...r, replica: s.id })));
+    const sender = (rec: { preconditionUid?: string; atMs: number }) =>
+      sent
+        .filter((r) => r.uid !== undefined && r.uid === rec.preconditionUid)
+        .sort((a, b) => Math.abs(a.atMs - rec.atMs) - Math.abs(b.atMs - rec.atMs))[0]?.replica;
+    const records = x.requests.deletes();
+    const wl = workloads[c] as NemesisWorkload;
+    // Each DELETE judged by the retention of the process that sent it (the handler's own deadline).
+    const retentionOf = senderRetention(w, sender, cfg.retentionMs);
+    return {
+      leaks: leaks.map(tag),
+      violations: [
+        ...checkDeletes(records, {
+          retentionMs: cfg.retentionMs,
+          retentionOf,
+          apiFaultWindows: c === 0 ? apiFaultWindows(timeline) : [],
+          knownUids: wl.uids,
+          sender,
+          abandonedUids: new Set(sent.flatMap((r) => (r.abandoned && r.uid ? [r.uid] : []))),
+        }),
+        ...checkSent(sent),
+        // The leaders sampled from ZooKeeper are the first cluster's.
+        ...(c === 0
+          ? checkStaleLeaderDeletes(
+              timeline.flatMap((f) => f.leaders ?? []),
+              sent,
+            )
+          : []),
+        ...checkTerminatingDeletes(records, wl.personDeletedAt, cfg.retentionMs, retentionOf),
+      ].map(tag),
+    };
+  });
+  const leaks = perCluster.flatMap((p) => p.leaks);
   const election = await electionKeys(w, cfg);
-  const retentionOf = senderRetention(w, sender, cfg.retentionMs);
   const violations: Violation[] = [
-    ...checkDeletes(deletes, {
-      retentionMs: cfg.retentionMs,
-      retentionOf,
-      apiFaultWindows: apiFaultWindows(timeline),
-      knownUids: workload.uids,
-      sender,
-      abandonedUids: new Set(sent.flatMap((r) => (r.abandoned && r.uid ? [r.uid] : []))),
-    }),
-    ...checkSent(sent),
-    ...checkStaleLeaderDeletes(
-      timeline.flatMap((f) => f.leaders ?? []),
-      sent,
-    ),
-    ...checkTerminatingDeletes(deletes, workload.personDeletedAt, cfg.retentionMs, retentionOf),
+    ...perCluster.flatMap((p) => p.violations),
     ...leaks,
     ...exitViolations(w),
   ].sort((a, b) => (a.atMs ?? 0) - (b.atMs ?? 0));
@@ -268,10 +309,17 @@ export async function runNemesis(
   const lost = w.zookeeperFront
     ? `create ${w.zookeeperFront.stats.dropped}`
     : [...(w.etcdProxy?.stats.dropped ?? [])].map(([p, n]) => `${p.split('/').pop()} ${n}`).join(', ');
-  const c = workload.counts;
+  const c = workloads
+    .map((x) => x.counts)
+    .reduce(
+      (sum, x) =>
+        Object.fromEntries(
+          Object.entries(sum).map(([k, v]) => [k, v + x[k as keyof typeof x]]),
+        ) as typeof sum,
+    );
   const notApplied = timeline.filter((f) => f.notApplied);
   const summary =
-    `seed ${cfg.seed}: ${schedule.length} faults in ${(cfg.durationMs / 1000).toFixed(0)} s; ${c.drivers} + ${c.burst} (bursts) drivers, ` +
+    `seed ${cfg.seed}${w.servers.length > 1 ? `, ${w.servers.length} clusters` : ''}: ${schedule.length} faults in ${(cfg.durationMs / 1000).toFixed(0)} s; ${c.drivers} + ${c.burst} (bursts) drivers, ` +
     `${c.recreated} re-created, ${c.relabelled} relabelled, ${c.held} held and deleted by a person, ${c.bystanders} bystanders; ${deletes.length} DELETEs ` +
     `(${applied} applied); ${cfg.leadership} answers lost: ${lost || 'none'}; ${violations.length} violation(s); ` +
     `schedule + settle ${((performance.now() - runStarted) / 1000).toFixed(0)} s` +
@@ -284,6 +332,7 @@ export async function runNemesis(
     exclude: cfg.exclude,
     redisMode: cfg.redisMode,
     leadership: cfg.leadership,
+    clusters: cfg.clusters,
     schedule,
     timeline,
     startedAtMs,
@@ -306,12 +355,14 @@ export async function runNemesis(
 async function settle(w: NemesisWorld, cfg: NemesisConfig): Promise<number> {
   const { server } = w;
   const pending = () =>
-    cfg.namespaces.flatMap((ns) =>
-      server.pods
-        .list(ns)
-        .filter((p) => !p.metadata?.deletionTimestamp)
-        .map((p) => judgePod(p, cfg.retentionMs))
-        .filter((j) => j.selected && j.deadlineMs !== undefined),
+    w.servers.flatMap((x) =>
+      cfg.namespaces.flatMap((ns) =>
+        x.pods
+          .list(ns)
+          .filter((p) => !p.metadata?.deletionTimestamp)
+          .map((p) => judgePod(p, cfg.retentionMs))
+          .filter((j) => j.selected && j.deadlineMs !== undefined),
+      ),
     );
   const lastDeadline = Math.max(server.clock.now(), ...pending().map((j) => j.deadlineMs ?? 0));
   await waitFor(
@@ -330,9 +381,11 @@ async function settle(w: NemesisWorld, cfg: NemesisConfig): Promise<number> {
 async function electionKeys(w: NemesisWorld, cfg: NemesisConfig): Promise<string[]> {
   try {
     return await Promise.all(
-      cfg.namespaces.map(
-        async (namespace) =>
-          `election ${namespace}: ${(await w.candidates(namespace)).join(' < ') || 'no candidate'}`,
+      [...w.servers.keys()].flatMap((c) =>
+        cfg.namespaces.map(
+          async (namespace) =>
+            `election ${c > 0 ? `${'AB'[c]}/` : ''}${namespace}: ${(await w.candidates(namespace, c)).join(' < ') || 'no candidate'}`,
+        ),
       ),
     );
   } catch (err) {

@@ -90,6 +90,17 @@ export function parseLeadership(raw: string | undefined): Leadership {
 }
 
 /**
+ * Parses `NEMESIS_CLUSTERS` (unset or empty: 1).
+ * @throws TypeError naming NEMESIS_CLUSTERS and the value when it is neither 1 nor 2.
+ */
+export function parseClusters(raw: string | undefined): 1 | 2 {
+  const value = (raw ?? '').trim() || '1';
+  if (value !== '1' && value !== '2')
+    throw new TypeError(`NEMESIS_CLUSTERS: "${raw}" is not a number of clusters; expected 1 or 2`);
+  return Number(value) as 1 | 2;
+}
+
+/**
  * Parses `NEMESIS_REDIS` (unset or empty: `single`).
  * @throws TypeError naming NEMESIS_REDIS, the value and the known modes.
  */

@@ -20,9 +20,15 @@ const OVERDUE_LAG_MS = 15_000;
  * where one CI-size run per Redis mode runs. A replay or a soak is one run of nemesis.test.ts.
  */
 export function plainSuite(env: NodeJS.ProcessEnv = process.env): boolean {
-  return ['SEED', 'NEMESIS_REDIS', 'NEMESIS_LEADERSHIP', 'NEMESIS_MINUTES', 'NEMESIS_EXCLUDE', 'SOAK'].every(
-    (k) => !env[k],
-  );
+  return [
+    'SEED',
+    'NEMESIS_REDIS',
+    'NEMESIS_LEADERSHIP',
+    'NEMESIS_CLUSTERS',
+    'NEMESIS_MINUTES',
+    'NEMESIS_EXCLUDE',
+    'SOAK',
+  ].every((k) => !env[k]);
 }
 
 /**
@@ -30,7 +36,11 @@ export function plainSuite(env: NodeJS.ProcessEnv = process.env): boolean {
  * `SOAK`, `NEMESIS_EXCLUDE`): the run itself (every invariant but the overdue metric's), then the overdue
  * metric's judgement. @throws TypeError naming the variable when one of them is malformed.
  */
-export function describeNemesis(redisMode: RedisMode, leadership: Leadership = 'etcd'): void {
+export function describeNemesis(
+  redisMode: RedisMode,
+  leadership: Leadership = 'etcd',
+  clusters: 1 | 2 = 1,
+): void {
   const SOAK = process.env.SOAK === '1';
   const MINUTES = Number(process.env.NEMESIS_MINUTES ?? (SOAK ? 30 : CI_DURATION_MS / 60_000));
   if (!(MINUTES > 0))
@@ -43,16 +53,25 @@ export function describeNemesis(redisMode: RedisMode, leadership: Leadership = '
     parseExclude(process.env.NEMESIS_EXCLUDE),
     redisMode,
     leadership,
+    clusters,
   );
   const PLAN = planOf(CFG);
-  const REPLAY = replayCommand(CFG.seed, CFG.durationMs, CFG.exclude, CFG.redisMode, CFG.leadership);
+  const REPLAY = replayCommand(
+    CFG.seed,
+    CFG.durationMs,
+    CFG.exclude,
+    CFG.redisMode,
+    CFG.leadership,
+    CFG.clusters,
+  );
   let world: NemesisWorld | undefined;
   let run: NemesisRun | undefined;
 
   const redis = CFG.redisMode === 'single' ? '' : `, Redis ${CFG.redisMode}`;
   const backend =
     CFG.leadership === 'etcd' ? '' : `, on ${CFG.leadership === 'zookeeper' ? 'ZooKeeper' : CFG.leadership}`;
-  describe(`nemesis, seed ${CFG.seed}${redis}${backend}`, () => {
+  const two = CFG.clusters === 1 ? '' : `, ${CFG.clusters} clusters sharing them`;
+  describe(`nemesis, seed ${CFG.seed}${redis}${backend}${two}`, () => {
     // Within the describe: a file that declares several runs stops each world before the next run starts.
     afterAll(async () => {
       await world?.stop();

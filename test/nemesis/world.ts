@@ -5,6 +5,10 @@
  * proxy of its own (which replica sent which request) and, with one Redis server, a TCP relay of its own to it
  * (its own path to Redis, which a fault can cut while the others' work), restartable under the same identity
  * (a container restart), one of them under libfaketime.
+ *
+ * With `clusters: 2`, two sandbox API servers stand for two clusters whose kubeconfigs name their context the
+ * same, with the same namespaces, sharing the one Redis and the one etcd or ZooKeeper; slot i belongs to
+ * cluster i mod 2. API faults go to the first cluster's server.
  */
 import { Etcd3 } from 'etcd3';
 import type { SandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
@@ -14,10 +18,9 @@ import { type LocalRedisCluster, startRedisCluster } from '../../harness/sandbox
 import { type LocalRedisSentinel, startRedisSentinel } from '../../harness/sandbox/redis-sentinel.ts';
 import { type ReplicaProcess, spawnReplica } from '../../harness/sandbox/replica-process.ts';
 import { createZkHandle } from '../../src/leadership/zookeeper-client.ts';
-import { zookeeperElectionPrefix } from '../../src/leadership/zookeeper-leadership-group.ts';
 import { ZOOKEEPER_DEFAULT_ROOT } from '../../src/leadership/zookeeper-session.ts';
 import { parseCandidateName } from '../../src/leadership/zookeeper-view.ts';
-import { electionPrefix } from '../../src/queue/job-identity.ts';
+import { electionPrefix, zookeeperElectionPrefix } from '../../src/queue/job-identity.ts';
 import { type ApiProxy, startApiProxy } from '../failure/helpers.ts';
 import type { EtcdProxy } from './etcd-proxy.ts';
 import { createFakeClock, type FakeClock } from './faketime.ts';
@@ -36,6 +39,8 @@ import { startTcpProxy, type TcpProxy } from './tcp-proxy.ts';
 export interface ReplicaSlot {
   /** `r0`, `r1`, …: the replica id (SDC_REPLICA_ID) of every process of the slot. */
   readonly id: string;
+  /** The index of its cluster in {@link NemesisWorld.servers} (0 in a one-cluster world). */
+  readonly cluster: number;
   /** The slot's recording proxy in front of the sandbox API server. */
   readonly proxy: ApiProxy;
   /** The slot's wall clock, when it runs under libfaketime. */
@@ -91,6 +96,8 @@ export interface NemesisWorldOptions {
   redisMode?: RedisMode;
   /** The leadership backend (default `etcd`): etcd, or a three-server ZooKeeper ensemble (its default root). */
   leadership?: Leadership;
+  /** Clusters (sandbox API servers) sharing the Redis and the leadership store (default 1). */
+  clusters?: 1 | 2;
 }
 
 /** The running world. */
@@ -116,19 +123,23 @@ export interface NemesisWorld {
   readonly etcdProxy: EtcdProxy | undefined;
   /** On ZooKeeper: the ensemble behind its relays: the replicas connect to the relays only. */
   readonly zookeeperFront: FrontedZooKeeper | undefined;
+  /** The first cluster's sandbox API server (the API faults' target). */
   readonly server: SandboxApiServer;
+  /** Every cluster's server, by cluster index. */
+  readonly servers: readonly SandboxApiServer[];
   readonly slots: readonly ReplicaSlot[];
   /**
-   * The slot leading a namespace's target now, read from the store itself (etcd: the candidate key with the
-   * lowest create revision; ZooKeeper: the candidate node with the lowest sequence); undefined when the store
-   * does not answer within a second or nobody campaigns.
+   * The slot leading a namespace's target of cluster `cluster` (default 0) now, read from the store itself
+   * (etcd: the candidate key with the lowest create revision; ZooKeeper: the candidate node with the lowest
+   * sequence); undefined when the store does not answer within a second or nobody campaigns.
    */
-  leaderOf(namespace: string): Promise<ReplicaSlot | undefined>;
+  leaderOf(namespace: string, cluster?: number): Promise<ReplicaSlot | undefined>;
   /**
-   * A namespace's candidates, leader first, read from the store itself, e.g. `r1 (rev 12, lease 7)` or
-   * `r1 (_c_…-r1-latch-0000000004)`. @throws when the store does not answer within a second.
+   * A namespace's candidates in cluster `cluster` (default 0), leader first, read from the store itself, e.g.
+   * `r1 (rev 12, lease 7)` or `r1 (_c_…-r1-latch-0000000004)`. @throws when the store does not answer
+   * within a second.
    */
-  candidates(namespace: string): Promise<string[]>;
+  candidates(namespace: string, cluster?: number): Promise<string[]>;
   /**
    * On ZooKeeper: a reader of every target's leader (its first candidate's replica id, undefined when none) on
    * one session of its own with a server that serves and is not cut off, for frequent reads (each answered
@@ -145,7 +156,7 @@ export interface NemesisWorld {
 export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<NemesisWorld> {
   const redisMode = opts.redisMode ?? 'single';
   const leadership = opts.leadership ?? 'etcd';
-  const [redisFront, sentinel, redisCluster, etcdFront, zookeeperFront, server] = await Promise.all([
+  const [redisFront, sentinel, redisCluster, etcdFront, zookeeperFront, server, second] = await Promise.all([
     redisMode === 'single' ? startFrontedRedis() : undefined,
     redisMode === 'sentinel'
       ? startRedisSentinel({ replicas: 2, sentinels: 3, downAfterMs: 2000 })
@@ -154,7 +165,9 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
     leadership === 'etcd' ? startFrontedEtcd() : undefined,
     leadership === 'zookeeper' ? startFrontedZooKeeper(opts.replicas) : undefined,
     startSandboxApiServer({ contextName: opts.context }),
+    opts.clusters === 2 ? startSandboxApiServer({ contextName: opts.context }) : undefined,
   ]);
+  const servers = second ? [server, second] : [server];
   const redis = redisFront?.service;
   const redisEnv: Record<string, string> = redisFront
     ? { SDC_REDIS_URL: redisFront.url }
@@ -177,7 +190,8 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
       : { SDC_ETCD_ENDPOINTS: etcdProxy?.url ?? '' };
   const slots: ReplicaSlot[] = [];
   for (let i = 0; i < opts.replicas; i++) {
-    const proxy = await startApiProxy(server);
+    const cluster = i % servers.length;
+    const proxy = await startApiProxy(servers[cluster] as SandboxApiServer);
     const clock = i === opts.fakedReplica ? createFakeClock() : undefined;
     const redisPath = redisFront ? await startTcpProxy(redisFront.proxy.port) : undefined;
     const slotRedisEnv = redisPath ? { SDC_REDIS_URL: `redis://127.0.0.1:${redisPath.port}` } : redisEnv;
@@ -191,6 +205,7 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
     let current: ReplicaProcess | undefined;
     const slot: ReplicaSlot = {
       id,
+      cluster,
       proxy,
       clock,
       redisPath,
@@ -214,7 +229,7 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
         current = spawnReplica({
           id,
           env: {
-            KUBECONFIG: proxy.kubeconfigPath,
+            ...proxy.env,
             ...slotRedisEnv,
             ...leadershipEnv(i),
             SDC_HTTP_PORT: '0',
@@ -261,8 +276,8 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
         setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms).unref(),
       ),
     ]);
-  const candidates = async (namespace: string): Promise<{ id: string; text: string }[]> => {
-    const target = { context: opts.context, namespace };
+  const candidates = async (namespace: string, cluster = 0): Promise<{ id: string; text: string }[]> => {
+    const target = { cluster: (servers[cluster] ?? server).clusterName, context: opts.context, namespace };
     if (zookeeperFront) {
       // Straight to a server (not through the relays that lose answers) that serves and is not cut off (the
       // leader when it can), one short-lived handle a read; never while the ensemble is down (a client retrying
@@ -301,18 +316,19 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
     etcdProxy,
     zookeeperFront,
     server,
+    servers,
     slots,
-    async leaderOf(namespace) {
-      const id = (await candidates(namespace).catch(() => []))[0]?.id;
-      return slots.find((s) => s.id === id);
+    async leaderOf(namespace, cluster = 0) {
+      const id = (await candidates(namespace, cluster).catch(() => []))[0]?.id;
+      return slots.find((s) => s.id === id && s.cluster === cluster);
     },
-    async candidates(namespace) {
-      return (await candidates(namespace)).map((c) => `${c.id} (${c.text})`);
+    async candidates(namespace, cluster = 0) {
+      return (await candidates(namespace, cluster)).map((c) => `${c.id} (${c.text})`);
     },
     async zookeeperLeaders() {
-      const server = zookeeperFront?.up ? await zookeeperFront.readableServer() : undefined;
-      if (!server) return undefined;
-      const h = createZkHandle(server, 4000);
+      const zk = zookeeperFront?.up ? await zookeeperFront.readableServer() : undefined;
+      if (!zk) return undefined;
+      const h = createZkHandle(zk, 4000);
       const ready = new Promise<boolean>((resolve) => {
         h.on('connect', () => resolve(true));
         setTimeout(() => resolve(false), 5000).unref();
@@ -324,7 +340,9 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
       }
       return {
         async read(namespace) {
+          // The first cluster's elections (the leaders the stale-leader check judges).
           const dir = zookeeperElectionPrefix(ZOOKEEPER_DEFAULT_ROOT, {
+            cluster: server.clusterName,
             context: opts.context,
             namespace,
           }).replace(/\/$/, '');
@@ -346,7 +364,7 @@ export async function startNemesisWorld(opts: NemesisWorldOptions): Promise<Neme
       await Promise.all(slots.flatMap((s) => (s.current ? [s.current.exited] : [])));
       await Promise.all(slots.map((s) => s.proxy.close()));
       await Promise.all(slots.map((s) => s.redisPath?.close()));
-      await server.close();
+      await Promise.all(servers.map((x) => x.close()));
       await Promise.all([
         redisFront?.stop(),
         sentinel?.stop(),

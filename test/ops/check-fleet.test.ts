@@ -48,8 +48,8 @@ describe('fleet checks', () => {
 
   it('another deployment’s worker on the same queue, and jobs this release cannot read → both ✗ with their fix, exit 1', async () => {
     const connection = new Redis(cluster().redis.url, { maxRetriesPerRequest: null });
-    const name = queueName({ context: cluster().context, namespace: NS });
-    // Another cluster's replica: same context name, Redis and queuePrefix, its own etcd.
+    const name = queueName({ cluster: cluster().clusterName, namespace: NS });
+    // Another deployment's replica: the same cluster name, Redis and queuePrefix, its own etcd.
     const stranger = new Worker(name, async () => undefined, {
       connection,
       prefix: PREFIX,

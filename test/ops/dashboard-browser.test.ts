@@ -82,7 +82,9 @@ describe('Bull dashboard in Chromium', () => {
     }
     await page.screenshot({ path: join(ARTIFACTS, 'dashboard-overview.png'), fullPage: true });
 
-    const queue = encodeURIComponent(queueName({ context: 'alpha', namespace: 'ui-a' }));
+    const queue = encodeURIComponent(
+      queueName({ cluster: env.servers.alpha?.clusterName ?? '', namespace: 'ui-a' }),
+    );
     await page.goto(`${r.http.url}/ui/queue/${queue}?status=completed`);
     const uid = uids['ui-a'] ?? '';
     await page.getByText(uid).first().waitFor({ timeout: 20_000 });

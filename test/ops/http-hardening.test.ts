@@ -63,7 +63,7 @@ afterAll(async () => {
 });
 
 const queuePath = () =>
-  `/ui/api/queues/${encodeURIComponent(queueName({ context: 'alpha', namespace: NS }))}`;
+  `/ui/api/queues/${encodeURIComponent(queueName(r.replica.cleaners[0]?.target ?? { cluster: '?', namespace: NS }))}`;
 
 describe('dashboard actions', () => {
   it('a writable dashboard refuses update-data, delay and add on a cleanup queue (405): the job, its data and its delay untouched', async () => {

@@ -73,11 +73,14 @@ const seriesValue = (text: string, line: RegExp) => {
   return m === undefined ? undefined : Number(m.slice(m.lastIndexOf(' ') + 1));
 };
 
+/** The `cluster` label of the alpha server's series: the name replicas derive for it. */
+const cluster = () => `cluster="${env.servers.alpha?.clusterName}"`;
+
 describe('/metrics', () => {
   it('passes promtool check metrics and has every series, with the outcomes that happened', async (ctx) => {
     const text = await waitFor('informer restart and the 500 counted', async () => {
       const t = (await http(url(), '/metrics')).text;
-      return t.includes('sdc_informer_restarts_total{context="alpha",namespace="ops-b"} 1') &&
+      return t.includes(`sdc_informer_restarts_total{${cluster()},context="alpha",namespace="ops-b"} 1`) &&
         t.includes('outcome="failed"')
         ? t
         : undefined;
@@ -88,8 +91,8 @@ describe('/metrics', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
 
-    const a = 'context="alpha",namespace="ops-a"';
-    const b = 'context="alpha",namespace="ops-b"';
+    const a = `${cluster()},context="alpha",namespace="ops-a"`;
+    const b = `${cluster()},context="alpha",namespace="ops-b"`;
     expect(seriesValue(text, new RegExp(`^sdc_cleanup_outcomes_total\\{${a},outcome="accepted"\\}`))).toBe(2);
     expect(seriesValue(text, new RegExp(`^sdc_cleanup_outcomes_total\\{${b},outcome="failed"\\}`))).toBe(1);
     expect(seriesValue(text, new RegExp(`^sdc_cleanup_outcomes_total\\{${b},outcome="accepted"\\}`))).toBe(1);
@@ -172,6 +175,7 @@ describe('/api/v1/applications', () => {
       url: null,
       error: null,
       tag: tag(running),
+      cluster: env.servers.alpha?.clusterName,
       context: 'alpha',
       namespace: 'ops-a',
       pod: running.metadata?.name,
@@ -219,12 +223,20 @@ describe('basic auth', () => {
     expect(page.text).not.toContain('fonts.googleapis.com'); // no request leaves the cluster
     const leaders = await http(url(), '/api/v1/leaders', { auth: AUTH });
     const none = { overdue: 0, oldestOverdueSeconds: 0, oldestOverdue: [] };
+    // Its cluster, and that it consumes both: nothing refused, nothing waited for.
+    const row = {
+      cluster: env.servers.alpha?.clusterName,
+      leader: 'ops-1',
+      assigned: 'ops-1',
+      consuming: true,
+    };
+    const free = { refused: null, waiting: null };
     expect(leaders.json()).toEqual({
       replica: 'ops-1',
       leaders: { 'alpha:ops-a': 'ops-1', 'alpha:ops-b': 'ops-1' },
       targets: {
-        'alpha:ops-a': { leader: 'ops-1', assigned: 'ops-1', ...none },
-        'alpha:ops-b': { leader: 'ops-1', assigned: 'ops-1', ...none },
+        'alpha:ops-a': { ...row, ...free, ...none },
+        'alpha:ops-b': { ...row, ...free, ...none },
       },
       // How leaderships are balanced, as this replica sees it: alone, it is assigned and leads both.
       balance: {
@@ -244,15 +256,18 @@ describe('basic auth', () => {
 
 describe('dashboard actions', () => {
   it('refuses retry and remove in read-only mode, and allows them when configured writable', async () => {
-    const queue = encodeURIComponent(queueName({ context: 'alpha', namespace: 'ops-a' }));
+    const queue = encodeURIComponent(
+      queueName({ cluster: env.servers.alpha?.clusterName ?? '', namespace: 'ops-a' }),
+    );
     const job = cleanupJobId(completed[0]);
     const cleaner = r.replica.cleaners.find((c) => c.target.namespace === 'ops-a');
     const listed = (await http(url(), '/ui/api/queues', { auth: AUTH })).json() as {
       queues: { name: string; readOnlyMode: boolean }[];
     };
+    const alpha = env.servers.alpha?.clusterName;
     expect(listed.queues.map((q) => [q.name, q.readOnlyMode])).toEqual([
-      ['{alpha.ops-a}', true],
-      ['{alpha.ops-b}', true],
+      [`{${alpha}/ops-a}`, true],
+      [`{${alpha}/ops-b}`, true],
     ]);
     for (const action of ['retry', 'clean']) {
       const res = await http(url(), `/ui/api/queues/${queue}/${job}/${action}`, {

@@ -186,7 +186,7 @@ describe(`Redis cost of ${T} targets × ${R} replicas`, () => {
       async () => {
         const counts = await Promise.all(
           namespaces.map((ns) =>
-            probe.zcard(`${PREFIX}:${queueName({ context: 'fleet', namespace: ns })}:delayed`),
+            probe.zcard(`${PREFIX}:${queueName({ cluster: server.clusterName, namespace: ns })}:delayed`),
           ),
         );
         return counts.every((n) => n === 1);
@@ -220,7 +220,7 @@ describe(`Redis cost of ${T} targets × ${R} replicas`, () => {
     // Every target's counts come from exactly one replica: its leader; followers export none.
     for (const ns of namespaces) {
       const series = new RegExp(
-        `^sdc_queue_jobs\\{context="fleet",namespace="${ns}",state="delayed"\\} 1$`,
+        `^sdc_queue_jobs\\{cluster="${env.servers.fleet?.clusterName}",context="fleet",namespace="${ns}",state="delayed"\\} 1$`,
         'm',
       );
       const exporting = texts.map((t, i) => (series.test(t) ? replicas[i]?.id : undefined)).filter(Boolean);

@@ -15,10 +15,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI_PATH, type ReplicaProcess } from '../../harness/sandbox/replica-process.ts';
 import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
 import { assignTargets, targetSetValue } from '../../src/leadership/assignment.ts';
-import { MEMBERS_PREFIX } from '../../src/leadership/etcd-session.ts';
 import { createLogger } from '../../src/log.ts';
 import { createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
-import { electionPrefix, targetLabel } from '../../src/queue/job-identity.ts';
+import { electionPrefix, membersPrefix, targetKey } from '../../src/queue/job-identity.ts';
 import {
   createDrivers,
   firstLeader,
@@ -28,6 +27,7 @@ import {
   replicaEnv,
   SELECTOR,
   stopAll,
+  targetIn,
   uidOf,
   useFailureCluster,
   waitGone,
@@ -104,6 +104,7 @@ interface StatusJson {
 
 interface ExplainJson {
   kind: string;
+  cluster: string;
   verdict: string;
   uid: string | null;
   parts: Record<string, string>;
@@ -112,7 +113,10 @@ interface ExplainJson {
 async function explainOf(ref: string, namespaces = [NS]): Promise<ExplainJson> {
   const r = await cli(['explain', ref, '--json'], env(namespaces));
   expect(r.status, r.stderr).toBe(0);
-  return JSON.parse(r.stdout) as ExplainJson;
+  const e = JSON.parse(r.stdout) as ExplainJson;
+  // Every explanation names the target's cluster, as the replicas name it.
+  expect(e.cluster).toBe(cluster().clusterName);
+  return e;
 }
 
 /** A finished driver (Succeeded unless said) created `agoMs` ago by the sandbox clock, optionally without the tag. */
@@ -165,7 +169,7 @@ describe('status and explain: why is this pod still here?', () => {
     // The orphan target loses its only replica: no leader, its job stays delayed.
     await stopAll([orphanReplica]);
     // A job whose deadline passed long ago, as a replica enqueued it before it went: due at once (waiting), overdue.
-    const target = { context: cluster().context, namespace: ORPHAN };
+    const target = targetIn(cluster(), ORPHAN);
     pods.overdue = driver(ORPHAN, 'overdue', 30 * MIN);
     const connection = new Redis(cluster().redis.url, { maxRetriesPerRequest: null });
     const q = createCleanupQueue({
@@ -199,6 +203,8 @@ describe('status and explain: why is this pod still here?', () => {
     const row = s.targets[0];
     expect(row).toMatchObject({
       target: `${cluster().context}:${NS}`,
+      cluster: cluster().clusterName,
+      refused: null,
       leader: 'why-1',
       overdue: 0,
       problems: [],
@@ -254,14 +260,14 @@ describe('status and explain: why is this pod still here?', () => {
     // Two members serving three targets, and one of them first in line of every election: written as the
     // replicas write them (membership key and candidate keys on a lease), without replicas to rebalance them.
     const namespaces = ['why-bal-0', 'why-bal-1', 'why-bal-2'];
-    const refs = namespaces.map((namespace) => ({ context: cluster().context, namespace }));
-    const labels = refs.map(targetLabel);
+    const refs = namespaces.map((namespace) => targetIn(cluster(), namespace));
+    const labels = refs.map(targetKey);
     const etcd = new Etcd3({ hosts: cluster().etcd.endpoints });
     const lease = etcd.lease(60);
     try {
       const id = await lease.grant();
       for (const m of ['bal-a', 'bal-b'])
-        await lease.put(`${MEMBERS_PREFIX}${m}`).value(targetSetValue(labels));
+        await lease.put(`${membersPrefix(cluster().clusterName)}${m}`).value(targetSetValue(labels));
       for (const ref of refs) await lease.put(`${electionPrefix(ref)}${id}`).value('bal-a');
       const { owners } = assignTargets(labels, ['bal-a', 'bal-b']);
       const assignedTo = (m: string) => [...owners.values()].filter((o) => o === m).length;

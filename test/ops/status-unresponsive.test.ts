@@ -9,6 +9,7 @@ import { Queue } from 'bullmq';
 import { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildKubeconfig } from '../../harness/sandbox/apiserver/kubeconfig.ts';
 import {
   type LocalEtcd,
   type LocalService,
@@ -16,7 +17,9 @@ import {
   startRedis,
 } from '../../harness/sandbox/local-services.ts';
 import { CLI_PATH } from '../../harness/sandbox/replica-process.ts';
+import { clusterIdentity } from '../../src/kube/cluster-identity.ts';
 import { electionPrefix, queueName } from '../../src/queue/job-identity.ts';
+import { tempFile } from '../helpers/cluster.ts';
 
 let redis: LocalService;
 let etcd: LocalEtcd;
@@ -27,8 +30,16 @@ afterAll(async () => {
   await Promise.all([redis?.stop(), etcd?.stop()]);
 });
 
-const target = { context: 'ctx', namespace: 'frozen' };
+/** No API server is asked: the kubeconfig only names the context's cluster, whose identity names the queue. */
+const API_URL = 'http://127.0.0.1:1';
+const kubeconfig = tempFile('kubeconfig', buildKubeconfig([{ contextName: 'ctx', url: API_URL }]));
+const target = {
+  cluster: clusterIdentity({ server: API_URL, tls: {} }).name,
+  context: 'ctx',
+  namespace: 'frozen',
+};
 const env = (extra: Record<string, string> = {}) => ({
+  KUBECONFIG: kubeconfig,
   SDC_TARGETS: `${target.context}:${target.namespace}`,
   SDC_REDIS_URL: redis.url,
   SDC_ETCD_ENDPOINTS: etcd.endpoints.join(','),

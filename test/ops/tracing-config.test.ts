@@ -81,11 +81,13 @@ describe('with no OTEL_* configured', () => {
     expect(telemetry.tracing.enabled).toBe(false);
     let sent: CleanupJobData | undefined;
     let fields: ReturnType<typeof traceFields> | undefined;
-    await telemetry.forTarget({ context: 'alpha', namespace: 'ns' }).enqueue('added', job, async (d) => {
-      sent = d;
-      fields = traceFields();
-      return 'added';
-    });
+    await telemetry
+      .forTarget({ cluster: 'c1', context: 'alpha', namespace: 'ns' })
+      .enqueue('added', job, async (d) => {
+        sent = d;
+        fields = traceFields();
+        return 'added';
+      });
     expect(sent).toEqual(job);
     expect(fields).toEqual({});
   });
@@ -122,7 +124,7 @@ describe('OTLP/HTTP export', () => {
       expect(tracing.enabled).toBe(true);
       expect(tracing.warnings).toEqual([]);
       const telemetry = await createTelemetry({ replicaId: 'r1', processMetrics: false });
-      const target = telemetry.forTarget({ context: 'alpha', namespace: 'ns' });
+      const target = telemetry.forTarget({ cluster: 'c1', context: 'alpha', namespace: 'ns' });
       let stamped: CleanupJobData | undefined;
       await target.enqueue('added', job, async (d) => {
         stamped = d;

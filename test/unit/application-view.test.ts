@@ -3,7 +3,7 @@ import { type ApplicationView, applicationView } from '../../src/http/api-routes
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
 
 const DELETED_AT = '2026-12-01T12:00:00Z';
-const target = { context: 'prod', namespace: 'spark' };
+const target = { cluster: 'prod-1', context: 'prod', namespace: 'spark' };
 
 function pod(phase: string, o: { exitCode?: number; deleting?: boolean } = {}): DriverPod {
   return {

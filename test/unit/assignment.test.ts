@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   assignTargets,
+  clustersLine,
   memberValue,
   parseMemberValue,
   targetSetValue,
@@ -180,11 +181,26 @@ describe('membership value', () => {
     ['some → a sorted JSON list', ['k:c', 'k:a'], `${set}\nunready ["k:a","k:c"]`, ['k:a', 'k:c']],
   ])('%s', (_name, unready, value, parsed) => {
     expect(memberValue(set, unready, 3)).toBe(value);
-    expect(parseMemberValue(value)).toEqual({ targetSet: set, unready: parsed });
+    expect(parseMemberValue(value)).toEqual({ targetSet: set, unready: parsed, clusters: {} });
+  });
+
+  it('the clusters line: each cluster name with its fingerprints, after the unready line', () => {
+    const clusters = clustersLine({ 'prod-eu': ['ca:0123456789ab', 'ca:ba9876543210'] });
+    const value = memberValue(set, ['k:a'], 3, clusters);
+    expect(value).toBe(`${set}\nunready ["k:a"]\nclusters {"prod-eu":["ca:0123456789ab","ca:ba9876543210"]}`);
+    expect(parseMemberValue(value)).toEqual({
+      targetSet: set,
+      unready: ['k:a'],
+      clusters: { 'prod-eu': ['ca:0123456789ab', 'ca:ba9876543210'] },
+    });
+    expect(parseMemberValue(`${set}\nclusters {"x":[1,"ca:aa"],"y":"no"}`).clusters).toEqual({
+      x: ['ca:aa'],
+    });
+    expect(parseMemberValue(`${set}\nclusters not json`).clusters).toEqual({});
   });
 
   it('a value of another shape is a target set with every target ready', () => {
-    expect(parseMemberValue('replica-7')).toEqual({ targetSet: 'replica-7', unready: [] });
-    expect(parseMemberValue(`${set}\nsomething else`)).toEqual({ targetSet: set, unready: [] });
+    expect(parseMemberValue('replica-7')).toEqual({ targetSet: 'replica-7', unready: [], clusters: {} });
+    expect(parseMemberValue(`${set}\nsomething else`)).toEqual({ targetSet: set, unready: [], clusters: {} });
   });
 });

@@ -8,7 +8,7 @@ import {
   storedJobData,
 } from '../../src/queue/cleanup-queue.ts';
 
-const target = { context: 'prod-eu', namespace: 'spark-jobs' };
+const target = { cluster: 'prod-eu-1', context: 'prod-eu', namespace: 'spark-jobs' };
 const UID = '4720771f-8ca8-4811-a6d2-287672fdf202';
 const full: CleanupJobData = {
   context: 'prod-eu',

@@ -9,7 +9,7 @@ import type { Outcome } from '../../src/cleanup/outcome.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
 import { createTargetTelemetry } from '../../src/telemetry/target-telemetry.ts';
 
-const target = { context: 'prod', namespace: 'spark-a' };
+const target = { cluster: 'c1', context: 'prod', namespace: 'spark-a' };
 const job: CleanupJobData = {
   context: 'prod',
   namespace: 'spark-a',

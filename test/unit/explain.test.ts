@@ -66,7 +66,7 @@ function job(state: string, o: Partial<JobFacts> = {}): JobFacts {
 
 function facts(o: Partial<ExplainFacts>): ExplainFacts {
   return {
-    target: { context: 'prod', namespace: 'spark' },
+    target: { cluster: 'prod-1', context: 'prod', namespace: 'spark' },
     name: 'etl-driver',
     uid: UID,
     pod: { read: 'present', object: pod(5 * MIN) },

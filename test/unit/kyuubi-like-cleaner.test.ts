@@ -38,7 +38,7 @@ describe('baseline timer', () => {
         stop: async () => undefined,
       } as unknown as PodInformer;
       const cleaner = createKyuubiLikeCleaner({
-        target: { context: 'kind-a', namespace: 'spark' },
+        target: { cluster: 'kind-a', context: 'kind-a', namespace: 'spark' },
         selector: parseLabelSelector('spark-role=driver'),
         policy: 'ALL',
         retentionMs: retentionDays * DAY,

@@ -14,7 +14,7 @@ function source(namespace: string, leader: boolean) {
     fail: false,
     hang: false,
     delayed: 3,
-    target: { context: 'c', namespace },
+    target: { cluster: 'c1', context: 'c', namespace },
     informer: { restarts: 0, synced: true },
     leadership: { session: { backend: 'etcd' as const, keepaliveAgeMs: 0 } },
     queue: {
@@ -45,7 +45,7 @@ function setup() {
   metrics.watch({ cleaners: [leader, follower], redis: { status: 'ready' } });
   const delayedOf = async (ns: string) => {
     const m = new RegExp(
-      `^sdc_queue_jobs\\{context="c",namespace="${ns}",state="delayed"\\} (\\d+)$`,
+      `^sdc_queue_jobs\\{cluster="c1",context="c",namespace="${ns}",state="delayed"\\} (\\d+)$`,
       'm',
     ).exec((await metrics.scrape()).text);
     return m ? Number(m[1]) : undefined;

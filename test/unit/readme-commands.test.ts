@@ -472,6 +472,11 @@ const COVERAGE: Record<string, Record<string, Coverage>> = {
       'which leadership backend one run uses (npm test runs a ZooKeeper run too)',
       'test/nemesis/nemesis.test.ts',
     ),
+    'NEMESIS_CLUSTERS=2 SEED=7 npx vitest run test/nemesis': NEMESIS(
+      'NEMESIS_CLUSTERS',
+      'how many clusters share the stores in one run (npm test runs a two-cluster run on each backend too)',
+      'test/nemesis/nemesis.test.ts',
+    ),
     'npx vitest run test/failure': {
       run: 'elsewhere',
       file: '.ci/run',

@@ -9,7 +9,7 @@ import { createMetrics, type MetricsSource } from '../../src/telemetry/metrics.t
 
 function source(namespace: string, session: SessionHealth | undefined): MetricsSource {
   return {
-    target: { context: 'c', namespace },
+    target: { cluster: 'c1', context: 'c', namespace },
     isLeader: false,
     ready: true,
     informer: { restarts: 0, synced: true },
@@ -32,7 +32,7 @@ describe('leadership session gauges, one per backend', () => {
   it('etcd: the keepalive age in seconds, under the etcd name only', async () => {
     const text = await scrape([source('a', { backend: 'etcd', keepaliveAgeMs: 2500 })]);
     expect(samples(text, 'sdc_lease_keepalive_age_seconds')).toEqual([
-      'sdc_lease_keepalive_age_seconds{context="c",namespace="a"} 2.5',
+      'sdc_lease_keepalive_age_seconds{cluster="c1",context="c",namespace="a"} 2.5',
     ]);
     expect(samples(text, 'sdc_zookeeper_disconnected_seconds')).toEqual([]);
   });
@@ -43,8 +43,8 @@ describe('leadership session gauges, one per backend', () => {
       source('b', { backend: 'zookeeper', disconnectedMs: 4000 }),
     ]);
     expect(samples(text, 'sdc_zookeeper_disconnected_seconds')).toEqual([
-      'sdc_zookeeper_disconnected_seconds{context="c",namespace="a"} 0',
-      'sdc_zookeeper_disconnected_seconds{context="c",namespace="b"} 4',
+      'sdc_zookeeper_disconnected_seconds{cluster="c1",context="c",namespace="a"} 0',
+      'sdc_zookeeper_disconnected_seconds{cluster="c1",context="c",namespace="b"} 4',
     ]);
     expect(samples(text, 'sdc_lease_keepalive_age_seconds')).toEqual([]);
   });

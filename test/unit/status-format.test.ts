@@ -14,8 +14,13 @@ import { statusProblems, type TargetStatus } from '../../src/status/target-statu
 const NOW = Date.parse('2026-12-01T12:00:00Z');
 
 function row(o: Partial<TargetStatus>): TargetStatus {
+  const target = o.target ?? 'prod:spark';
   return {
-    target: 'prod:spark',
+    target,
+    cluster: 'prod-1',
+    key: target,
+    refused: null,
+    previousRelease: null,
     leader: 'replica-1',
     leaderFrom: 'etcd',
     consumingSinceMs: NOW - 60_000,

@@ -113,7 +113,7 @@ function setup(opts: { stampNow?: () => number; now?: () => number } = {}) {
   };
   const cleaner = createTargetCleaner({
     handler: cleanupDriverPod,
-    target: { context: 'c', namespace: 'spark' },
+    target: { cluster: 'c1', context: 'c', namespace: 'spark' },
     replicaId: 'r1',
     selector: parseLabelSelector('spark-role=driver'),
     policy: 'ALL',

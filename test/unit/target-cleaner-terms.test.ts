@@ -182,7 +182,7 @@ function setup(
   const leadership = drivenLeadership();
   const cleaner = createTargetCleaner({
     handler: cleanupDriverPod,
-    target: { context: 'c', namespace: 'spark' },
+    target: { cluster: 'c1', context: 'c', namespace: 'spark' },
     replicaId: 'r1',
     selector: SELECTOR,
     policy: 'ALL',

@@ -22,6 +22,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1DeleteOptions, V1Namespace, V1Pod } from '@kubernetes/client-node';
+import { clusterIdentity } from '../../../src/kube/cluster-identity.ts';
 import {
   ACCESS_REVIEW_PATH,
   createAuthorization,
@@ -134,6 +135,11 @@ export interface SandboxApiServer {
   /** `http://127.0.0.1:PORT` or `https://…`. */
   url: string;
   contextName: string;
+  /**
+   * The name a replica derives for this server's cluster without an explicit `clusterName`
+   * (src/kube/cluster-identity.ts): from its CA with TLS, from its URL without.
+   */
+  clusterName: string;
   /** Path of the kubeconfig written for this server. */
   kubeconfigPath: string;
   kubeconfigYaml: string;
@@ -410,6 +416,7 @@ export async function startSandboxApiServer(opts: SandboxApiServerOptions = {}):
   return {
     url,
     contextName,
+    clusterName: clusterIdentity({ server: url, tls: cert ? { ca: Buffer.from(cert.cert) } : {} }).name,
     kubeconfigPath,
     kubeconfigYaml,
     kubeconfigFor: (as, path) => writeKubeconfig(kubeconfigOf(as), path),
