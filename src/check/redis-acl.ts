@@ -133,6 +133,8 @@ export async function probeAcl(redis: RedisClient, probeKey: string): Promise<Ac
   await alone('info', () => redis.info('server'));
   await alone('client|setname', () => redis.call('CLIENT', 'SETNAME', 'sdc:check'));
   await alone('client|list', () => redis.call('CLIENT', 'LIST', 'TYPE', 'pubsub'));
+  // The cluster-name claims' script stamps them with Redis's clock (src/cleaner/cluster-claims.ts).
+  await alone('time', () => redis.call('TIME'));
   await alone('evalsha', () => redis.evalsha('0000000000000000000000000000000000000000', 1, probeKey));
   await alone('multi', async () => {
     const results = await redis.multi().ping().exec();

@@ -19,7 +19,7 @@ const isNoPerm = (err: unknown) => /^NOPERM/.test((err as Error)?.message ?? '')
 
 /** The fix of an ACL refusal: the commands BullMQ needs, on the queue keys. */
 const aclFix = (prefix: string) =>
-  `grant the user the commands BullMQ needs on its keys, e.g. ACL SETUSER <user> ~${prefix}:* +@all -@dangerous +info +client|setname +client|list`;
+  `grant the user the commands BullMQ needs on its keys, e.g. ACL SETUSER <user> ~${prefix}:* +@all -@dangerous +info +client|setname +client|list +time`;
 
 /** Used memory over `maxmemory` at which headroom is a warning, then a failure. */
 export const MEMORY_WARN_RATIO = 0.75;

@@ -36,10 +36,16 @@ const env = (dryRun: boolean) => ({
   SDC_DRY_RUN: String(dryRun),
 });
 
-/** The value of the one sample of `/metrics` whose line starts with `prefix` (undefined: none). */
+/**
+ * The value of the one sample of `/metrics` whose line starts with `prefix`, read without its `cluster` label
+ * (the sandbox cluster's derived name; undefined: none).
+ */
 async function sample(url: string, prefix: string): Promise<number | undefined> {
   const text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
-  const lines = text.split('\n').filter((l) => l.startsWith(prefix));
+  const lines = text
+    .split('\n')
+    .map((l) => l.replace(/\{cluster="[^"]*",/, '{'))
+    .filter((l) => l.startsWith(prefix));
   if (lines.length > 1) throw new Error(`${lines.length} samples start with ${prefix}`);
   const line = lines[0];
   return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));

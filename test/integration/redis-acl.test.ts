@@ -20,7 +20,7 @@ import { waitFor } from '../helpers/wait.ts';
 
 /** docs/sizing.md's command, as written there (the password from the environment). */
 const ACL_SETUSER =
-  'redis-cli ACL SETUSER spark-driver-cleaner on ">$REDIS_CLEANER_PASSWORD" resetkeys "~sdc:*" resetchannels -@all +@read +@write +@keyspace +@scripting +@blocking +@connection +@transaction -@dangerous +info +config\\|get +client\\|list';
+  'redis-cli ACL SETUSER spark-driver-cleaner on ">$REDIS_CLEANER_PASSWORD" resetkeys "~sdc:*" resetchannels -@all +@read +@write +@keyspace +@scripting +@blocking +@connection +@transaction -@dangerous +info +config\\|get +client\\|list +time';
 const PASSWORD = 'acl-test-password';
 const NS = 'acl';
 

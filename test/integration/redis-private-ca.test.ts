@@ -9,7 +9,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildKubeconfig } from '../../harness/sandbox/apiserver/kubeconfig.ts';
 import { freePort, requireBinary } from '../../harness/sandbox/local-services.ts';
+import { tempFile } from '../helpers/cluster.ts';
 import { issueCert, makeCa } from '../helpers/etcd-pki.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -27,7 +29,13 @@ interface Run {
 /** `status` with only the settings it needs, and `extra` in its environment. */
 function status(extra: Record<string, string>): Promise<Run> {
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME };
-  Object.assign(env, { SDC_TARGETS: 'ctx:spark', SDC_REDIS_URL: url, ...extra });
+  // The replicas' kubeconfig: `status` reads the context's cluster entry for the cluster's name (it contacts
+  // no API server).
+  const kubeconfig = tempFile(
+    'kubeconfig.yaml',
+    buildKubeconfig([{ contextName: 'ctx', url: 'http://127.0.0.1:9' }]),
+  );
+  Object.assign(env, { SDC_TARGETS: 'ctx:spark', SDC_REDIS_URL: url, KUBECONFIG: kubeconfig, ...extra });
   return new Promise((resolve) =>
     execFile(process.execPath, ['src/cli.ts', 'status'], { cwd: ROOT, env }, (err, stdout, stderr) =>
       resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, stdout, stderr }),
