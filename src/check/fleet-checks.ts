@@ -5,7 +5,7 @@
  * - **one leader per target**: the election names a leader, and the replicas whose BullMQ worker consumes the
  *   target's queue (Redis CLIENT LIST) are that leader only;
  * - **no other cluster on the same queues**: a worker consuming a queue that is not a member of this fleet's
- *   election (another deployment — another cluster with the same context name, Redis and `queuePrefix`), live
+ *   election (another deployment — the same cluster name, Redis and `queuePrefix`, another etcd or ZooKeeper), live
  *   members serving another set of targets (another deployment sharing `etcdKeyPrefix`/`zookeeperRoot`), and
  *   delayed jobs, added over {@link FOREIGN_JOB_AGE_MS} ago, for pods this cluster does not have;
  * - **one job format**: the jobs' stored data (`v`, src/queue/cleanup-queue.ts `JOB_FORMAT`) read as the
@@ -77,8 +77,9 @@ export async function checkFleet(src: FleetSources): Promise<CheckResult[]> {
   const out: CheckResult[] = [];
   out.push(...leaderChecks(rows, members, r));
   if (members) {
+    // Balanced by the targets' keys (cluster/namespace), as the replicas register them.
     const balance = balanceOf(
-      rows.map((row) => row.target),
+      rows.map((row) => row.key),
       members,
       rows.map((row) => row.leader),
     );
@@ -131,7 +132,7 @@ function leaderChecks(
       out.push(
         r.fail(
           'fleet.foreign-consumer',
-          `${row.target}: ${strangers.join(', ')} consume${strangers.length === 1 ? 's' : ''} its queue but ${strangers.length === 1 ? 'is not a member' : 'are not members'} of this fleet: another deployment (another cluster with the same context name, Redis and queuePrefix) uses the same queue`,
+          `${row.target}: ${strangers.join(', ')} consume${strangers.length === 1 ? 's' : ''} its queue but ${strangers.length === 1 ? 'is not a member' : 'are not members'} of this fleet: another deployment (the same cluster name, Redis and queuePrefix, another etcd or ZooKeeper) uses the same queue`,
           {
             fix: 'give each deployment its own queuePrefix (--queue-prefix, SDC_QUEUE_PREFIX) or its own Redis: its leader deletes only in its own cluster, and the other cluster’s pods are never cleaned',
             details: { target: row.target, leader: row.leader, consumers: row.consumers },
@@ -252,7 +253,7 @@ async function jobChecks(src: FleetSources, r: ReturnType<typeof resultsOf>): Pr
           'fleet.foreign-jobs',
           `queues: ${foreign.map((f) => `${f.target} has ${f.jobs} pending job(s) for pods this cluster does not have`).join('; ')}: another cluster may use the same queues`,
           {
-            fix: 'if another cluster runs the cleaner with the same context name, Redis and queuePrefix, give each its own queuePrefix',
+            fix: 'if another cluster runs the cleaner under the same cluster name, Redis and queuePrefix, give each its own cluster name (SDC_CLUSTER_NAME) or queuePrefix',
             details: { targets: foreign },
           },
         ),

@@ -37,7 +37,7 @@ export interface MetricsSource {
   readonly isLeader: boolean;
   /** This replica can clean the target now (src/cleaner/target-cleaner.ts `ready`). */
   readonly ready: boolean;
-  /** Why it cannot (`informer`, `stepped-down`; src/cleaner/target-cleaner.ts `notReadyReasons`); absent: none given. */
+  /** Why it cannot (`informer`, `stepped-down`, `redis`; src/cleaner/target-cleaner.ts `notReadyReasons`); absent: none given. */
   readonly notReadyReasons?: readonly string[];
   readonly informer: { readonly restarts: number; readonly synced: boolean };
   /**
@@ -392,7 +392,7 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
   });
   new Gauge({
     name: 'sdc_target_ready',
-    help: '1 when this replica can clean the target (its informer has listed the pods and has not been unable to list or watch for more than 10 s, and the self-check has not stepped it down for want of progress without it showing progress since), else 0. Only a ready replica campaigns for the target.',
+    help: '1 when this replica can clean the target (its informer has listed the pods and has not been unable to list or watch for more than 10 s, the self-check has not stepped it down for want of progress without it showing progress since, and its Redis has answered since it started), else 0. Only a ready replica campaigns for the target.',
     labelNames: TARGET,
     registers,
     collect() {
@@ -402,7 +402,7 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
   });
   new Gauge({
     name: 'sdc_target_not_ready',
-    help: 'Why this replica cannot clean the target, one series of value 1 per reason that holds (none while it can): reason="informer" (its informer has not listed the pods, or has been unable to list or watch them for more than 10 s), reason="stepped-down" (the self-check stepped it down for want of progress; it stays out of the target until its queue answers again).',
+    help: 'Why this replica cannot clean the target, one series of value 1 per reason that holds (none while it can): reason="informer" (its informer has not listed the pods, or has been unable to list or watch them for more than 10 s), reason="stepped-down" (the self-check stepped it down for want of progress; it stays out of the target until its queue answers again), reason="redis" (its Redis has not answered since it started).',
     labelNames: [...TARGET, 'reason'],
     registers,
     collect() {

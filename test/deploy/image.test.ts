@@ -257,9 +257,12 @@ describe.skipIf(problem !== undefined)(`the image (${problem ?? 'podman'})`, () 
         modules: process.versions.modules,
       });
       // The bundled CLI loads it from node_modules too: `status` reads the election from ZooKeeper (exit 1: no
-      // leader, not 3: ZooKeeper answered).
+      // leader, not 3: ZooKeeper answered). It names the cluster from the replicas' kubeconfig, as they do.
+      const kubeconfig = tempFile('kubeconfig', readFileSync(cluster.kubeconfig, 'utf8'));
+      chmodSync(kubeconfig, 0o644);
       const status = await podman([
         ...['run', '--rm', '--network', 'host', '--health-cmd', 'none', '--entrypoint', 'node'],
+        ...['--volume', `${kubeconfig}:/kube/config:ro`, '--env', 'KUBECONFIG=/kube/config'],
         ...['--env', 'SDC_TARGETS=alpha:zk', '--env', `SDC_REDIS_URL=${cluster.redis.url}`],
         ...['--env', `SDC_ZOOKEEPER=${zk.connect}`, '--env', 'SDC_HTTP_HOST=127.0.0.1'],
         ...[IMAGE, ...IN_CONTAINER_STATUS.split(' ').slice(1)],

@@ -204,16 +204,16 @@ export async function firstLeader(
       const body = (await (
         await fetch(`${url}/api/v1/leaders`, { signal: AbortSignal.timeout(5000) })
       ).json()) as {
-        targets: Record<string, { leader: string | null; assigned?: string | null }>;
+        targets: Record<string, { cluster?: string; leader: string | null; assigned?: string | null }>;
         balance?: { members: string[]; notReady?: Record<string, string[]> };
       };
       if (!body.balance) return first; // local leadership: nothing to balance
-      const [label, row] = Object.entries(body.targets).find(([t]) => t.endsWith(`:${namespace}`)) ?? [];
+      const row = Object.entries(body.targets).find(([t]) => t.endsWith(`:${namespace}`))?.[1];
       if (body.balance.members.length !== replicas.length || !row?.leader || row.leader !== row.assigned)
         return undefined;
       // A replica still listing the target's pods is assigned nothing yet: once it can clean the target, the
       // assignment may move to it (a handover). Settled means every replica can.
-      if ((body.balance.notReady?.[label ?? ''] ?? []).length > 0) return undefined;
+      if ((body.balance.notReady?.[`${row.cluster}/${namespace}`] ?? []).length > 0) return undefined;
       const leader = replicas.find((r) => r.id === row.leader);
       // The leader itself says so (its last leadership line for the namespace).
       const last = leader?.lines.findLast(

@@ -11,6 +11,7 @@
 import { expect, it } from 'vitest';
 import { QUEUE_LOOK_TIMEOUT_MS, selfCheckSettings } from '../../src/cleaner/self-check.ts';
 import { assignTargets } from '../../src/leadership/assignment.ts';
+import { targetKey } from '../../src/queue/job-identity.ts';
 import { deletesPer, linesWhere, serviceEnv } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { startTcpProxy, type TcpProxy } from '../nemesis/tcp-proxy.ts';
@@ -22,6 +23,7 @@ import {
   replicaEnv,
   runStatus,
   stopAll,
+  targetIn,
   timeOf,
   uidOf,
   useFailureCluster,
@@ -64,10 +66,12 @@ it.each(['wedged', 'refused'] as const)(
       const leader = await firstLeader(replicas, ns);
       const others = replicas.filter((r) => r !== leader);
       // The next replica by the assignment rule: the owner among the members once the leader is not ready.
+      // Balanced by the target's key (its cluster and namespace), as the replicas do.
+      const key = targetKey(targetIn(c, ns));
       const next = assignTargets(
-        [target],
+        [key],
         others.map((r) => r.id),
-      ).owners.get(target);
+      ).owners.get(key);
       const relay = relays.get(leader.id);
       if (!relay || !next) throw new Error('no relay or no next owner');
 
@@ -168,3 +172,76 @@ it.each(['wedged', 'refused'] as const)(
   },
   180_000,
 );
+
+it('a replica that starts with its own path to Redis refused is not ready for the target (reason redis), so it is never assigned nor elected; the other deletes every pod once; healed, it takes its share', async () => {
+  const c = cluster();
+  const ns = 'stuck-at-start';
+  const target = `${c.context}:${ns}`;
+  const env = replicaEnv(c, ns, 'slstart', {
+    SDC_RETENTION: `${RETENTION_MS}ms`,
+    SDC_OVERDUE_GRACE: `${GRACE_MS}ms`,
+  });
+  const ids = ['sl-start-a', 'sl-start-b'];
+  const key = targetKey(targetIn(c, ns));
+  // The cut replica is the one the assignment rule gives the target to when both are ready.
+  const cutId = assignTargets([key], ids).owners.get(key);
+  const otherId = ids.find((id) => id !== cutId);
+  if (!cutId || !otherId) throw new Error('no owner');
+  const relays = new Map<string, TcpProxy>();
+  for (const id of ids) relays.set(id, await startTcpProxy(c.redis.port));
+  const cutRelay = relays.get(cutId) as TcpProxy;
+  await cutRelay.refuse();
+  const replicas = ids.map((id) =>
+    c.startReplica(id, { ...env, SDC_REDIS_URL: `redis://127.0.0.1:${relays.get(id)?.port}` }),
+  );
+  const [cut, other] = [cutId, otherId].map((id) => replicas.find((r) => r.id === id)) as [
+    (typeof replicas)[number],
+    (typeof replicas)[number],
+  ];
+  try {
+    const url = await httpUrl(cut);
+    await waitFor(
+      'the cut replica not ready for the target: its Redis has not answered',
+      async () =>
+        (await gaugeByNamespace(url, 'sdc_target_not_ready', 'reason="redis"')).get(ns) === 1 &&
+        (await gaugeByNamespace(url, 'sdc_target_ready')).get(ns) === 0,
+      LOAD_MS,
+    );
+    await other.waitForLine((l) => l.namespace === ns && l.msg === 'elected leader', LOAD_MS);
+    const pods = createDrivers(c.server, ns, 4, 'at-start');
+    const uids = pods.map(uidOf);
+    await waitFor(
+      'every pod deleted',
+      () => c.server.pods.list(ns).length === 0,
+      RETENTION_MS + TTL_MS + LOAD_MS,
+      100,
+    );
+    expect(deletesPer(c.server, uids)).toEqual(uids.map(() => 1));
+    expect(cut.lines.filter((l) => l.namespace === ns && l.msg === 'elected leader')).toEqual([]);
+    const s = await runStatus({ ...serviceEnv(c.server.kubeconfigPath, c.redis, c.etcd), ...env });
+    const row = s.json.targets.find((t) => t.target === target);
+    expect(row?.notReadyOn).toEqual([cutId]);
+    expect(row?.leader).toBe(otherId);
+
+    // Healed: its Redis answers, it is ready, and the target moves to it, its assigned replica.
+    await cutRelay.heal();
+    await cut.waitForLine((l) => l.namespace === ns && l.msg === 'elected leader', LOAD_MS + TTL_MS);
+    const later = createDrivers(c.server, ns, 2, 'at-start-later');
+    await waitFor(
+      'the later pods deleted',
+      () => c.server.pods.list(ns).length === 0,
+      RETENTION_MS + TTL_MS + LOAD_MS,
+    );
+    expect(deletesPer(c.server, later.map(uidOf))).toEqual(later.map(() => 1));
+  } finally {
+    await stopAll(replicas);
+    await Promise.all(
+      [...relays.values()].map((r) =>
+        r
+          .heal()
+          .catch(() => undefined)
+          .then(() => r.close()),
+      ),
+    );
+  }
+}, 180_000);

@@ -206,12 +206,12 @@ describe('zookeeper: a follower cut off from its peers, its clients still on it'
     const pinned = cluster().startReplica(pinnedId as string, {
       ...base,
       SDC_ZOOKEEPER: serverAddress(follower),
-      KUBECONFIG: p1.kubeconfigPath,
+      ...p1.env,
     });
     const other = cluster().startReplica(otherId as string, {
       ...base,
       SDC_ZOOKEEPER: others.map(serverAddress).join(','),
-      KUBECONFIG: p2.kubeconfigPath,
+      ...p2.env,
     });
     const replicas: ReplicaProcess[] = [pinned, other];
     const pods: V1Pod[] = [];

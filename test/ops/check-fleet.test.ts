@@ -1,6 +1,6 @@
 /**
  * `check`'s fleet checks against a running replica process, real Redis and etcd: a healthy fleet (one leader,
- * consuming alone), then another deployment's worker on the same queue (same context name, Redis and
+ * consuming alone), then another deployment's worker on the same queue (same cluster name, Redis and
  * queuePrefix: another cluster) and jobs of a format this release refuses, each found and named.
  */
 import { randomUUID } from 'node:crypto';
@@ -74,7 +74,7 @@ describe('fleet checks', () => {
       expect(withId(run, 'fleet.foreign-consumer')).toEqual([
         expect.objectContaining({
           status: 'fail',
-          message: `fleet:${NS}: other-cluster-7 consumes its queue but is not a member of this fleet: another deployment (another cluster with the same context name, Redis and queuePrefix) uses the same queue`,
+          message: `fleet:${NS}: other-cluster-7 consumes its queue but is not a member of this fleet: another deployment (the same cluster name, Redis and queuePrefix, another etcd or ZooKeeper) uses the same queue`,
           fix: expect.stringContaining('give each deployment its own queuePrefix'),
         }),
       ]);

@@ -109,7 +109,7 @@ describe('uninstalling: the cleaner’s data in Redis, etcd and ZooKeeper', () =
     expect(Object.keys(await etcd.getAll().prefix('spark-driver-cleaner/').strings()).length).toBeGreaterThan(
       0,
     );
-    expect(await zkChildren('/spark-driver-cleaner')).toEqual(expect.arrayContaining(['election']));
+    expect(await zkChildren('/spark-driver-cleaner')).toEqual(expect.arrayContaining(['clusters']));
     await admin.set('other:key', '1');
     await admin.set('sdcx:key', '1');
     await etcd.put('other/key').value('1');

@@ -491,12 +491,12 @@ const COVERAGE: Record<string, Record<string, Coverage>> = {
     },
   },
   'docs/sizing.md': {
-    'redis-cli ACL SETUSER spark-driver-cleaner on ">$REDIS_CLEANER_PASSWORD" resetkeys "~sdc:*" resetchannels -@all +@read +@write +@keyspace +@scripting +@blocking +@connection +@transaction -@dangerous +info +config\\|get +client\\|list':
+    'redis-cli ACL SETUSER spark-driver-cleaner on ">$REDIS_CLEANER_PASSWORD" resetkeys "~sdc:*" resetchannels -@all +@read +@write +@keyspace +@scripting +@blocking +@connection +@transaction -@dangerous +info +config\\|get +client\\|list +time':
       {
         run: 'elsewhere',
         file: 'test/integration/redis-acl.test.ts',
         invocation:
-          'resetkeys "~sdc:*" resetchannels -@all +@read +@write +@keyspace +@scripting +@blocking +@connection +@transaction -@dangerous +info +config\\\\|get +client\\\\|list',
+          'resetkeys "~sdc:*" resetchannels -@all +@read +@write +@keyspace +@scripting +@blocking +@connection +@transaction -@dangerous +info +config\\\\|get +client\\\\|list +time',
         why: 'needs a Redis to grant it on: the ACL test creates the user with it on a real Redis, runs a replica, status and explain as that user, and finds nothing denied',
       },
   },
