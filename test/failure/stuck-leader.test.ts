@@ -46,6 +46,25 @@ const LOAD_MS = 30_000;
 const TAKEOVER_MS =
   RETENTION_MS + CHECK.graceMs + CHECK.intervalMs + QUEUE_LOOK_TIMEOUT_MS + TTL_MS + LOAD_MS;
 
+/** One TCP relay to Redis per replica id, so that one replica's own path can be cut. */
+async function startRelays(redisPort: number, ids: readonly string[]): Promise<Map<string, TcpProxy>> {
+  const relays = new Map<string, TcpProxy>();
+  for (const id of ids) relays.set(id, await startTcpProxy(redisPort));
+  return relays;
+}
+
+/** Heals and closes every relay (a relay already closed is ignored). */
+async function closeRelays(relays: ReadonlyMap<string, TcpProxy>): Promise<void> {
+  await Promise.all(
+    [...relays.values()].map((r) =>
+      r
+        .heal()
+        .catch(() => undefined)
+        .then(() => r.close()),
+    ),
+  );
+}
+
 it.each(['wedged', 'refused'] as const)(
   "the leader's own path to Redis %s, the others' working → it steps down, reports the target not ready and stays out; the next replica by the assignment deletes every pod once",
   async (how) => {
@@ -57,8 +76,7 @@ it.each(['wedged', 'refused'] as const)(
       SDC_RETENTION: `${RETENTION_MS}ms`,
       SDC_OVERDUE_GRACE: `${GRACE_MS}ms`,
     });
-    const relays = new Map<string, TcpProxy>();
-    for (const id of ids) relays.set(id, await startTcpProxy(c.redis.port));
+    const relays = await startRelays(c.redis.port, ids);
     const replicas = ids.map((id) =>
       c.startReplica(id, { ...env, SDC_REDIS_URL: `redis://127.0.0.1:${relays.get(id)?.port}` }),
     );
@@ -160,14 +178,7 @@ it.each(['wedged', 'refused'] as const)(
       expect(deletesPer(c.server, later.map(uidOf))).toEqual(later.map(() => 1));
     } finally {
       await stopAll(replicas);
-      await Promise.all(
-        [...relays.values()].map((r) =>
-          r
-            .heal()
-            .catch(() => undefined)
-            .then(() => r.close()),
-        ),
-      );
+      await closeRelays(relays);
     }
   },
   180_000,
@@ -187,8 +198,7 @@ it('a replica that starts with its own path to Redis refused is not ready for th
   const cutId = assignTargets([key], ids).owners.get(key);
   const otherId = ids.find((id) => id !== cutId);
   if (!cutId || !otherId) throw new Error('no owner');
-  const relays = new Map<string, TcpProxy>();
-  for (const id of ids) relays.set(id, await startTcpProxy(c.redis.port));
+  const relays = await startRelays(c.redis.port, ids);
   const cutRelay = relays.get(cutId) as TcpProxy;
   await cutRelay.refuse();
   const replicas = ids.map((id) =>
@@ -235,13 +245,6 @@ it('a replica that starts with its own path to Redis refused is not ready for th
     expect(deletesPer(c.server, later.map(uidOf))).toEqual(later.map(() => 1));
   } finally {
     await stopAll(replicas);
-    await Promise.all(
-      [...relays.values()].map((r) =>
-        r
-          .heal()
-          .catch(() => undefined)
-          .then(() => r.close()),
-      ),
-    );
+    await closeRelays(relays);
   }
 }, 180_000);
