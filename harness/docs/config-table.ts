@@ -2,7 +2,7 @@
  * The configuration reference's table (docs/configuration.md), generated from the one table of fields
  * (src/config/fields.ts): one row per field with its YAML key, flag, environment variables, default,
  * range and help. `npm run docs:config` rewrites the part of the file between the two markers and leaves
- * the hand-written sections around it alone; test/unit/config-docs.test.ts fails while the file differs
+ * the hand-written sections around it alone; test/unit/readme.test.ts fails while the file differs
  * from what this would write, so a new field appears by re-running the command.
  */
 import { readFileSync, writeFileSync } from 'node:fs';

@@ -9,7 +9,7 @@
  * should `DEL` be refused).
  *
  * The list: every `rcall` of BullMQ 6.7.0's Lua scripts (node_modules/bullmq/dist/esm/commands/*.lua;
- * test/unit/redis-acl.test.ts fails when a new BullMQ calls one that is missing here), and what BullMQ and
+ * test/unit/check-parts.test.ts fails when a new BullMQ calls one that is missing here), and what BullMQ and
  * the cleaner send themselves (INFO at connect, CLIENT SETNAME/LIST, BZPOPMIN, EVALSHA, the tombstones'
  * SET/GET/EXISTS/PTTL/DEL, MULTI/EXEC).
  */

@@ -18,6 +18,8 @@ export interface Term {
   readonly id: number;
   /** Aborted when the term ends (leadership lost, resigned, shutdown), with the reason. */
   readonly signal: AbortSignal;
+  /** When this replica was elected for the term, monotonic ms: the delete log line's `sinceElectionMs`. */
+  readonly electedMs: number;
 }
 
 /** The steps of a term, each run only after the previous step (of this or the previous term) has finished. */
@@ -28,6 +30,8 @@ export interface LeaderTermsOptions {
   end(term: Term | undefined, reason: string): Promise<void>;
   /** A step threw; the next steps run anyway. */
   onError(err: unknown, step: 'begin' | 'end'): void;
+  /** Monotonic clock, ms (default `performance.now()`): {@link Term.electedMs}. */
+  monotonicNow?: () => number;
 }
 
 /** The serial queue of a target's term transitions. */
@@ -44,6 +48,7 @@ export interface LeaderTerms {
 
 /** Creates the term queue of one target. */
 export function createLeaderTerms(opts: LeaderTermsOptions): LeaderTerms {
+  const monotonicNow = opts.monotonicNow ?? (() => performance.now());
   let current: { term: Term; end: AbortController } | undefined;
   let count = 0;
   let queue: Promise<void> = Promise.resolve();
@@ -63,7 +68,7 @@ export function createLeaderTerms(opts: LeaderTermsOptions): LeaderTerms {
     elected() {
       if (current) lost('elected again');
       const end = new AbortController();
-      const term: Term = { id: ++count, signal: end.signal };
+      const term: Term = { id: ++count, signal: end.signal, electedMs: monotonicNow() };
       current = { term, end };
       serially('begin', () => opts.begin(term));
     },

@@ -33,6 +33,7 @@
 
 import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy } from '../config/schema.ts';
+import { FAILOVER_TIMERS, leaseTimers } from '../failover-timers.ts';
 import type { AppStateSettings } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import type { Logger } from '../log.ts';
@@ -55,7 +56,7 @@ export const QUEUE_LOOK_TIMEOUT_MS = 5000;
  * ms: a handover fences a job or two for a moment; a leader that still leads and cannot pass its fence for
  * seconds cannot delete anything.
  */
-export const FENCED_WARN_MS = 10_000;
+export const FENCED_WARN_MS = FAILOVER_TIMERS.fencedWarnMs;
 
 /** Thresholds of the self-check, ms. */
 export interface SelfCheckSettings {
@@ -80,8 +81,13 @@ export interface SelfCheckSettings {
  * @param graceMs the configured grace, ms (undefined: the default).
  */
 export function selfCheckSettings(electionTtlSeconds: number, graceMs?: number): SelfCheckSettings {
-  const grace = graceMs ?? 2 * electionTtlSeconds * 1000 + 30_000;
-  return { graceMs: grace, leaderStuckMs: grace, followerAlarmMs: 2 * grace, intervalMs: 5000 };
+  const t = leaseTimers(electionTtlSeconds, graceMs);
+  return {
+    graceMs: t.overdueGraceMs,
+    leaderStuckMs: t.leaderStuckMs,
+    followerAlarmMs: t.followerAlarmMs,
+    intervalMs: FAILOVER_TIMERS.selfCheckIntervalMs,
+  };
 }
 
 /** What the self-check reads from one target's cleaner. */

@@ -1,5 +1,5 @@
 /**
- * Whether and when a driver pod is cleaned up: the rules the enqueue side (src/cleaner/target-cleaner.ts),
+ * Whether and when a driver pod is cleaned up: the rules the enqueue side (src/cleaner/follower-side.ts),
  * the handler (workers/cleanup-driver-pod.ts) and the self-check (src/cleaner/overdue.ts) share, as the
  * TTL-after-finished controller's `needsCleanup` and `timeLeft` serve both its event handlers and its
  * `processJob`. Pure functions, no I/O; "now" comes in as an argument.

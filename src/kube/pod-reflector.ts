@@ -28,9 +28,11 @@
  * trimmed. The cache is indexed by namespace, then name: consumers compare UIDs themselves. Events are
  * delivered synchronously, in order; a throwing handler is logged and does not break the reflector.
  */
+
 import { StringDecoder } from 'node:string_decoder';
 import { backoffMs } from '../backoff.ts';
 import { type Clock, type MonotonicClock, monotonicClock } from '../clock.ts';
+import { FAILOVER_TIMERS } from '../failover-timers.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from '../sleep.ts';
 import { KubeApiError, statusError, statusOf } from './api-status.ts';
@@ -129,12 +131,12 @@ async function readErrorBody(body: AsyncIterable<Buffer> & { destroy(err?: Error
 /** Creates the reflector; call `start()`. */
 export function createPodReflector(opts: PodReflectorOptions): PodReflector {
   const log = opts.log;
-  const base = opts.backoffMs ?? 500;
-  const max = opts.maxBackoffMs ?? 30_000;
+  const base = opts.backoffMs ?? FAILOVER_TIMERS.informerBackoffBaseMs;
+  const max = opts.maxBackoffMs ?? FAILOVER_TIMERS.informerBackoffMaxMs;
   const pageSize = opts.pageSize ?? 500;
   const monotonicNow = opts.monotonicNow ?? monotonicClock;
   /** Consecutive failures less than this apart keep growing the backoff (client-go's reset duration). */
-  const backoffResetMs = 120_000;
+  const backoffResetMs = FAILOVER_TIMERS.informerBackoffResetMs;
   const path =
     opts.clusterScopedPath ??
     (opts.namespace === undefined

@@ -9,15 +9,8 @@ import type { LimitFunction } from 'p-limit';
 import type { Logger } from '../log.ts';
 import type { Leadership } from './leadership.ts';
 
-/**
- * How long a leader may act on its last sign of life from the store, ms, given how long the store keeps a
- * silent session (etcd: the lease TTL; ZooKeeper: the granted session timeout), ms. Stops DELETEs a little
- * before the server can expire it: its clock's rate and ours, timer granularity. The margin is 1 s, or a
- * fifth of a shorter session.
- */
-export function sessionValidMs(sessionMs: number): number {
-  return sessionMs - Math.min(1000, sessionMs / 5);
-}
+/** How long a leader may act on its last sign of life from the store (src/failover-timers.ts). */
+export { sessionValidMs } from '../failover-timers.ts';
 
 /** One candidate of an election, as the view shows it. */
 export interface Candidate {

@@ -21,10 +21,12 @@
  *   counting each failure twice (its `error` and its `end`): a few reopenings that landed on a dead member
  *   left the election view without news for seconds. Here the wait is at most {@link WATCH_RECONNECT_MAX_MS}.
  */
+
 import { ExponentialBackoff, type IBackoff } from 'cockatiel';
 import { Etcd3, type IOptions } from 'etcd3';
 import { type MonotonicClock, monotonicClock } from '../clock.ts';
 import type { EtcdSecurity } from '../config/schema.ts';
+import { FAILOVER_TIMERS } from '../failover-timers.ts';
 import type { Logger } from '../log.ts';
 import { type AuthRefreshCounts, installAuthRefresh } from './etcd-auth-refresh.ts';
 import { createMemberPreference, type MemberCallCounts } from './etcd-member-preference.ts';
@@ -38,7 +40,7 @@ export const LOGIN_TIMEOUT_MS = 5000;
 /** Longest wait before reopening a failed watch stream, ms. */
 export const WATCH_RECONNECT_MAX_MS = 1000;
 /** A member that failed a call is avoided for this long (while another member has not failed), ms. */
-export const AVOID_FAILED_MEMBER_MS = 5000;
+export const AVOID_FAILED_MEMBER_MS = FAILOVER_TIMERS.avoidFailedMemberMs;
 /**
  * Interval of HTTP/2 pings on a connection with open calls, ms. etcd refuses pings more often than its
  * `--grpc-keepalive-min-time` (default 5 s).

@@ -4,8 +4,10 @@
  * one watch over every election and member (src/leadership/election-view.ts), and an etcd election per target
  * (src/leadership/etcd-leadership.ts).
  */
+
 import type { Etcd3 } from 'etcd3';
 import type { MonotonicClock } from '../clock.ts';
+import { leaseTimers } from '../failover-timers.ts';
 import type { Logger } from '../log.ts';
 import type { LeadershipBackend } from './backend.ts';
 import { createElectionView, type ElectionView } from './election-view.ts';
@@ -73,7 +75,7 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
     monotonicNow: opts.monotonicNow,
     balanced: opts.balanced,
     campaignConcurrency: opts.campaignConcurrency,
-    fallbackMs: opts.fallbackMs ?? opts.ttlSeconds * 1000,
+    fallbackMs: opts.fallbackMs ?? leaseTimers(opts.ttlSeconds).fallbackMs,
     ...(opts.clusters ? { clusters: opts.clusters } : {}),
     backend: (ctx) => {
       const s = createEtcdSession({

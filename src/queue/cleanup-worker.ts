@@ -29,11 +29,13 @@
  * {@link WORKER_CLOSE_TIMEOUT_MS}: with Redis unreachable the old Worker finishes closing in the background, its
  * jobs in flight left to their locks (a job run twice meanwhile is harmless: fencing, re-check, `deleteOnce`).
  */
+
 import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
 import { backoffMs } from '../backoff.ts';
 import type { CleanupDeps, CleanupHandler } from '../cleanup/handler.ts';
 import type { CleanupJobData } from '../cleanup/job-data.ts';
 import type { Outcome } from '../cleanup/outcome.ts';
+import { FAILOVER_TIMERS } from '../failover-timers.ts';
 import type { Logger } from '../log.ts';
 import { withTimeout } from '../with-timeout.ts';
 import { cleanupJobDataOf, InvalidJobDataError, type StoredJobData } from './cleanup-queue.ts';
@@ -74,7 +76,7 @@ export const IDLE_CHECKS = {
 } as const;
 
 /** Locks of active jobs expire after this, ms (renewed every half); see {@link IDLE_CHECKS}. */
-const LOCK_DURATION_MS = 10_000;
+const LOCK_DURATION_MS = FAILOVER_TIMERS.jobLockMs;
 
 /**
  * A BullMQ Worker whose wait for the next delayed job is capped at {@link IDLE_CHECKS}`.blockMs` instead of
@@ -149,6 +151,8 @@ export interface CleanupWorkerOptions {
    * a replica whose clock is ahead would see the raw deadline as past and spin on the job.
    */
   now?: () => number;
+  /** Monotonic clock, ms (default `performance.now()`): the delete log line's time since the election. */
+  monotonicNow?: () => number;
   /**
    * Called once a job refused for its data has been removed from Redis, so that its pod can be enqueued again
    * from a trusted copy (the informer's). Without it the next reconcile finds the pod without a job.
@@ -168,13 +172,24 @@ export interface CleanupWorkerOptions {
   takeOverOnRun?: boolean;
 }
 
+/** The leadership term a worker consumes for (src/cleaner/leader-terms.ts `Term`). */
+export interface WorkerTerm {
+  /** 1 for the first term of this process, then 2, 3… */
+  readonly id: number;
+  /** When this replica was elected, monotonic ms. */
+  readonly electedMs: number;
+}
+
 /**
  * A worker that can be started and stopped any number of times (a new BullMQ Worker per term). Calls take
  * effect in order: each waits for the previous `run()` or `stop()` to finish.
  */
 export interface CleanupWorker {
-  /** Starts consuming, after a close in progress has finished; resolves once started. Idempotent. */
-  run(): Promise<void>;
+  /**
+   * Starts consuming, after a close in progress has finished; resolves once started. Idempotent. `term`, when
+   * given, is written on each accepted or would-delete log line (`term`, `sinceElectionMs`).
+   */
+  run(term?: WorkerTerm): Promise<void>;
   /** Aborts in-flight jobs before their DELETE, then closes; resolves once closed. Idempotent. */
   stop(reason: string): Promise<void>;
   /** True while a Worker consumes (false while it closes). */
@@ -206,14 +221,14 @@ export function retryDelayMs(
  * job back. With Redis unreachable that call never ends; past this bound the stop goes on (src/commands/run.ts
  * gives the whole shutdown 15 s) and the jobs are left active, to come back when their locks lapse.
  */
-export const WORKER_CLOSE_TIMEOUT_MS = 4_000;
+export const WORKER_CLOSE_TIMEOUT_MS = FAILOVER_TIMERS.workerCloseTimeoutMs;
 
 /**
  * How long a term's takeover of the previous leader's jobs may hold up the start of the Worker, ms. Past it the
  * Worker starts anyway (the jobs then come back through the stalled-jobs check); a script that runs late leaves
  * this Worker's own jobs alone.
  */
-export const TAKE_OVER_TIMEOUT_MS = 2_000;
+export const TAKE_OVER_TIMEOUT_MS = FAILOVER_TIMERS.takeOverTimeoutMs;
 
 /** Creates the worker of one target; call `run()` when elected. */
 export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
@@ -223,6 +238,11 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
   const keep = { age: Math.ceil(opts.keepFinishedMs / 1000) };
   let worker: CleanupBullWorker | undefined;
   let closing = false;
+  const monotonicNow = opts.monotonicNow ?? (() => performance.now());
+  /** The term of the current `run()`, if given. */
+  let term: WorkerTerm | undefined;
+  const termFields = () =>
+    term && { term: term.id, sinceElectionMs: Math.round(monotonicNow() - term.electedMs) };
   /** The last `run()`/`stop()`: the next one starts after it (a failed step does not block the next). */
   let lastStep: Promise<void> = Promise.resolve();
   const serially = (step: () => Promise<void> | void): Promise<void> => {
@@ -279,7 +299,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
     }
     const handle = async () => {
       const o = await opts.handler(data, opts.deps, sig);
-      logOutcome(opts.log, data, job.attemptsMade, o);
+      logOutcome(opts.log, data, job.attemptsMade, o, termFields());
       return o;
     };
     let outcome: Outcome | undefined;
@@ -437,7 +457,11 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
     get running() {
       return worker !== undefined && !closing;
     },
-    run: () => serially(start),
+    run: (t) =>
+      serially(() => {
+        term = t;
+        return start();
+      }),
     stop: (reason) =>
       serially(async () => {
         const w = worker;

@@ -13,11 +13,24 @@ const iso = (ms: number): string | number => {
   return Number.isNaN(d.getTime()) ? ms : d.toISOString();
 };
 
+/** The leadership term a DELETE was sent in: its number and the time since the election, ms. */
+export interface TermFields {
+  readonly term: number;
+  readonly sinceElectionMs: number;
+}
+
 /**
  * Logs `o`, the outcome of one run of the job `d`.
  * @param attemptsMade BullMQ's attempts before this run (the line says `attempt: attemptsMade + 1`)
+ * @param term the term the worker consumes for, written on the accepted and would-delete lines
  */
-export function logOutcome(log: Logger, d: CleanupJobData, attemptsMade: number, o: Outcome): void {
+export function logOutcome(
+  log: Logger,
+  d: CleanupJobData,
+  attemptsMade: number,
+  o: Outcome,
+  term?: TermFields,
+): void {
   // The target's logger is a child that already carries context and namespace: a key written twice makes a
   // JSON line that some log pipelines reject or read by its last value.
   const bound = log.bindings();
@@ -30,10 +43,16 @@ export function logOutcome(log: Logger, d: CleanupJobData, attemptsMade: number,
   };
   switch (o.outcome) {
     case 'accepted':
-      log.info({ ...fields, deadline: iso(d.deadlineMs), latenessMs: o.latenessMs }, 'driver pod deleted');
+      log.info(
+        { ...fields, deadline: iso(d.deadlineMs), latenessMs: o.latenessMs, ...term },
+        'driver pod deleted',
+      );
       return;
     case 'would-delete':
-      log.info({ ...fields, deadline: iso(d.deadlineMs), latenessMs: o.latenessMs }, 'dry run: would delete');
+      log.info(
+        { ...fields, deadline: iso(d.deadlineMs), latenessMs: o.latenessMs, ...term },
+        'dry run: would delete',
+      );
       return;
     case 'failed':
       log.warn(

@@ -144,7 +144,7 @@ describe('term transitions (real worker, Redis, sandbox)', () => {
   it('lost and re-elected at once while a job is in flight → the new term consumes; the pod is deleted once', async () => {
     const ns = 'tc-flap';
     // recheck live: the job is held in its GET (a slow answer), which the loss aborts before any DELETE.
-    const { lead, queue } = await startCleaner(ns, 'live');
+    const { lead, queue, lines } = await startCleaner(ns, 'live');
     const pod = createDriver(ns, 'held');
     await waitFor('job enqueued', async () => (await queue.bullQueue.getJob(uidOf(pod))) !== undefined);
     server.faults.inject({ verb: 'get', path: podPath(ns, nameOf(pod)), latencyMs: 30_000, count: 1 });
@@ -164,6 +164,13 @@ describe('term transitions (real worker, Redis, sandbox)', () => {
     await waitFor('later pod deleted', () => gone(later), 30_000);
     expect(deletesOf(later)).toEqual([200]);
     expect(lead.counts).toMatchObject({ elected: 2, lost: 1 });
+    // Each delete line names the term that sent it and how long after its election.
+    const deleted = lines.filter((l) => l.msg === 'driver pod deleted');
+    expect(deleted.map((l) => [l.pod, l.term])).toEqual([
+      [nameOf(pod), 2],
+      [nameOf(later), 2],
+    ]);
+    for (const l of deleted) expect(l.sinceElectionMs).toEqual(expect.any(Number));
   }, 60_000);
 
   it('worker: run() while a stop() is closing → a Worker runs once the close has finished', async () => {

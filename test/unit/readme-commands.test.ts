@@ -174,6 +174,13 @@ const NPM_TEST: Coverage = {
   invocation: '\nnpm test\n',
   why: 'CI runs the whole suite as written',
 };
+/** The unit tests alone: this file is one of them, so running the command here would run this file again. */
+const UNIT_TESTS: Coverage = {
+  run: 'elsewhere',
+  file: 'package.json',
+  invocation: '"test:unit": "vitest run test/unit"',
+  why: 'its script: vitest on test/unit, which npm test runs in CI; not here, as this file is one of them',
+};
 const RUN_EXAMPLE =
   'npx node src/cli.ts run --targets prod-eu:spark-jobs,prod-eu:spark-adhoc --redis-url redis://redis:6379 --etcd-endpoints http://etcd-0:2379,http://etcd-1:2379,http://etcd-2:2379 --retention PT5M --policy ALL';
 const BENCHMARKS: Record<string, Coverage> = {
@@ -300,6 +307,7 @@ const COVERAGE: Record<string, Record<string, Coverage>> = {
       why: 'the demo command with 60 pods (npm run demo = scripts/setup.sh, which CI runs, then the same command)',
     },
     'npm test': NPM_TEST,
+    'npm run test:unit': UNIT_TESTS,
     'npm run demo -- --leadership zookeeper': {
       run: 'elsewhere',
       file: 'test/e2e/demo.test.ts',
@@ -331,6 +339,7 @@ const COVERAGE: Record<string, Record<string, Coverage>> = {
       why: 'CI runs the script npm run setup runs; not here: it may run npm ci, which rewrites node_modules',
     },
     'npm test': NPM_TEST,
+    'npm run test:unit': UNIT_TESTS,
     [RUN_EXAMPLE]: { run: 'with-check' },
     ...BENCHMARKS,
     'bash scripts/release.sh 0.3.0': {
