@@ -194,8 +194,8 @@ export async function startReplicaSupervisor(
     get redis() {
       return current.redis;
     },
-    get etcd() {
-      return current.etcd;
+    get leadershipBackend() {
+      return current.leadershipBackend;
     },
     get elections() {
       return current.elections;
@@ -203,7 +203,8 @@ export async function startReplicaSupervisor(
     get clusters() {
       return current.clusters;
     },
-    ...(config.zookeeper ? { zookeeperConnected: () => current.zookeeperConnected?.() ?? false } : {}),
+    leadershipAnswers: (timeoutMs: number) =>
+      current.leadershipAnswers?.(timeoutMs) ?? Promise.resolve(false),
     leadershipBalance: () => current.leadershipBalance(),
     get restarts() {
       return restarts;

@@ -10,7 +10,6 @@
  * replicas take over within a second; in-flight jobs are aborted before their DELETE and go back to the queue; nothing is deleted
  * early.
  */
-import type { Etcd3 } from 'etcd3';
 import { cleanupDriverPod } from '../workers/cleanup-driver-pod.ts';
 import { backoffMs } from './backoff.ts';
 import { createClusterClaims } from './cleaner/cluster-claims.ts';
@@ -26,36 +25,25 @@ import { kubeconfigPath, loadClusterEndpoint } from './kube/kubeconfig.ts';
 import type { PodInformer } from './kube/pod-informer.ts';
 import { createTargetInformers } from './kube/target-informers.ts';
 import { clustersLine, parseMemberValue } from './leadership/assignment.ts';
-import { checkEtcdAccess } from './leadership/etcd-access-check.ts';
-import { createEtcdClient } from './leadership/etcd-client.ts';
-import { createEtcdLeadershipGroup } from './leadership/etcd-leadership-group.ts';
+import type { ElectionReader, LeadershipBackendKind } from './leadership/election-reader.ts';
 import { createGatedLeadership } from './leadership/gated-leadership.ts';
 import type { LeadershipBalance } from './leadership/leadership-group.ts';
 import { createLocalLeadership } from './leadership/local-leadership.ts';
-import {
-  createPreviousReleaseGates,
-  previousReleaseWorkerGates,
-} from './leadership/previous-release-gate.ts';
-import { createZooKeeperLeadershipGroup } from './leadership/zookeeper-leadership-group.ts';
+import { openReplicaLeadership } from './leadership/open-backend.ts';
+import { previousReleaseWorkerGates } from './leadership/previous-release-gate.ts';
 import type { Logger } from './log.ts';
 import { createCleanupQueue } from './queue/cleanup-queue.ts';
 import { createDataMarker } from './queue/data-marker.ts';
 import {
   dataMarkerKey,
-  electionPrefix,
   membershipScope,
-  membersPrefix,
   type TargetRef,
   targetKey,
   targetLabel,
-  zookeeperElectionPrefix,
-  zookeeperMembersDir,
 } from './queue/job-identity.ts';
 import { createPreviousReleaseWorkers } from './queue/previous-release-workers.ts';
 import { checkRedisAccess, redisRefusal } from './queue/redis-access-check.ts';
 import { createRedisClient, duplicateClient, type RedisClient } from './queue/redis-client.ts';
-import { type ElectionReader, etcdElectionReader } from './status/election-read.ts';
-import { zookeeperElectionReader } from './status/zookeeper-read.ts';
 import type { Telemetry } from './telemetry/telemetry.ts';
 import { VERSION } from './version.ts';
 
@@ -64,13 +52,14 @@ export interface Replica {
   readonly replicaId: string;
   readonly cleaners: readonly TargetCleaner[];
   readonly redis: RedisClient;
-  readonly etcd: Etcd3 | undefined;
   /** The leadership backend's elections (for /api/v1/explain); undefined with local leadership. */
   readonly elections: ElectionReader | undefined;
+  /** The leadership backend this replica elects through; undefined with local leadership. */
+  readonly leadershipBackend: LeadershipBackendKind | undefined;
+  /** Whether the leadership backend answers now, within `timeoutMs` (ms); absent with local leadership. */
+  leadershipAnswers?(timeoutMs: number): Promise<boolean>;
   /** The clusters of its targets (src/kube/cluster-identity.ts), one per name. */
   readonly clusters: readonly ClusterIdentity[];
-  /** With ZooKeeper: whether the session is connected now; undefined otherwise. */
-  zookeeperConnected?(): boolean;
   /** How leaderships are balanced over the live replicas; undefined with local leadership. */
   leadershipBalance(): LeadershipBalance | undefined;
   /** Resigns all leaderships, stops workers and informers, closes connections. Idempotent. */
@@ -83,8 +72,8 @@ export interface Replica {
  *   dates, token expiry times)
  * @param deps.monotonicNow the monotonic clock, ms: every interval (lease freshness, the watchdog, the API
  *   rate limiter, backoffs); src/clock.ts
- * @throws KubeconfigError when a target's context cannot be loaded, EtcdAccessError or RedisAccessError when
- *   etcd or Redis refuses the configured credentials (configuration errors).
+ * @throws KubeconfigError when a target's context cannot be loaded, LeadershipAccessError or RedisAccessError
+ *   when the leadership backend or Redis refuses the configured credentials (configuration errors).
  */
 export async function startReplica(
   config: CleanerConfig,
@@ -112,21 +101,23 @@ export async function startReplica(
   const scope = membershipScope(clusters.keys());
   const path = kubeconfigPath(config.kubeconfig);
 
-  // etcd must accept our certificate and user before anything connects: a refusal is a configuration error
-  // (EtcdAccessError, exit 2), while etcd that does not answer is waited for like any outage.
-  const etcd =
-    config.etcdEndpoints.length > 0
-      ? createEtcdClient(config.etcdEndpoints, { security: config.etcdSecurity, log })
-      : undefined;
-  if (etcd) {
-    try {
-      await checkEtcdAccess(etcd, config.etcdEndpoints, config.etcdSecurity, config.etcdKeyPrefix);
-    } catch (err) {
-      etcd.close();
-      await contexts.close();
-      throw err;
-    }
+  // The leadership backend (src/leadership/open-backend.ts chooses it) must accept our credentials before
+  // anything connects: a refusal is a configuration error (LeadershipAccessError, exit 2), while a backend that
+  // does not answer is waited for like any outage. One session, one view and a balancer for all targets.
+  let lead: Awaited<ReturnType<typeof openReplicaLeadership>>;
+  try {
+    lead = await openReplicaLeadership(config, {
+      replicaId: config.replicaId,
+      log,
+      monotonicNow,
+      scope,
+      clusters: () => clusterClaimsLine(),
+    });
+  } catch (err) {
+    await contexts.close();
+    throw err;
   }
+  const leaderships = lead?.group;
 
   // One server, Sentinel or Cluster: the factory knows the shape, nothing below asks (src/queue/redis-client.ts).
   const redis = createRedisClient(config.redis, {
@@ -163,7 +154,7 @@ export async function startReplica(
     redisChecked = true;
   } catch (err) {
     redis.disconnect();
-    etcd?.close();
+    lead?.close();
     await contexts.close();
     throw err;
   }
@@ -212,39 +203,10 @@ export async function startReplica(
       ),
     );
 
-  const zk = config.zookeeper;
-  if (!etcd && !zk)
-    log.warn('no etcdEndpoints and no zookeeper: single-server mode, this replica leads every target');
-
-  // One session, one view and a balancer for all targets (src/leadership/leadership-group.ts).
-  const zkGroup = zk
-    ? createZooKeeperLeadershipGroup({
-        settings: {
-          connect: zk.connect,
-          root: zk.root,
-          sessionTimeoutMs: config.electionTtlSeconds * 1000,
-          digest: zk.auth,
-        },
-        replicaId: config.replicaId,
-        log,
-        monotonicNow,
-        membersDir: zookeeperMembersDir(zk.root, scope),
-        clusters: clusterClaimsLine,
-      })
-    : undefined;
-  const etcdGroup = etcd
-    ? createEtcdLeadershipGroup({
-        client: etcd,
-        replicaId: config.replicaId,
-        ttlSeconds: config.electionTtlSeconds,
-        log,
-        monotonicNow,
-        root: config.etcdKeyPrefix,
-        membersPrefix: membersPrefix(scope, config.etcdKeyPrefix),
-        clusters: clusterClaimsLine,
-      })
-    : undefined;
-  const leaderships = etcdGroup ?? zkGroup;
+  if (!lead)
+    log.warn(
+      'no leadership backend (etcdEndpoints, zookeeper): single-server mode, this replica leads every target',
+    );
   /** The claims in the live members' values of this replica's scope (parsed once per value). */
   const parsedClaims = new Map<string, ReturnType<typeof parseMemberValue>['clusters']>();
   function memberClaims() {
@@ -270,28 +232,14 @@ export async function startReplica(
   });
   // Release 0.1.0 named targets by context: while one of its replicas may consume, this version's leader
   // waits (src/leadership/previous-release-gate.ts).
-  const workers =
-    !etcd && !zk
-      ? createPreviousReleaseWorkers({ redis: commands, prefix: config.queuePrefix, log })
-      : undefined;
-  const previousRelease: PreviousReleaseWait =
-    etcd && etcdGroup
-      ? {
-          kind: 'etcd',
-          ...createPreviousReleaseGates({
-            client: etcd,
-            root: config.etcdKeyPrefix,
-            members: () => etcdGroup.view.previousReleaseMembers(),
-            onChange: (cb) => etcdGroup.view.onChange(cb),
-            sideElection: (prefix, l) => etcdGroup.sideElection(prefix, l),
-            readTimeoutMs: Math.max(500, (config.electionTtlSeconds * 1000) / 3),
-          }),
-        }
-      : workers
-        ? { kind: 'single-server', ...previousReleaseWorkerGates(workers) }
-        : { kind: 'none' };
-  const prefixOf = (ref: TargetRef) =>
-    zk ? zookeeperElectionPrefix(zk.root, ref) : electionPrefix(ref, config.etcdKeyPrefix);
+  const workers = lead
+    ? undefined
+    : createPreviousReleaseWorkers({ redis: commands, prefix: config.queuePrefix, log });
+  const previousRelease: PreviousReleaseWait = lead?.previousRelease
+    ? { kind: 'election', ...lead.previousRelease }
+    : workers
+      ? { kind: 'single-server', ...previousReleaseWorkerGates(workers) }
+      : { kind: 'none' };
   const tlogOf = (ref: TargetRef) =>
     log.child({ cluster: ref.cluster, context: ref.context, namespace: ref.namespace });
   // Per target its own informer, or (informerScope: cluster) a view of its context's one shared informer;
@@ -316,8 +264,8 @@ export async function startReplica(
       now,
     });
     const leadership = createGatedLeadership({
-      inner: leaderships
-        ? leaderships.election(targetKey(ref), prefixOf(ref), tlog)
+      inner: lead
+        ? lead.group.election(targetKey(ref), lead.electionPrefix(ref), tlog)
         : createLocalLeadership({ replicaId: config.replicaId }),
       gates: targetGates(ref, { claims, previousRelease, log: tlog }),
       log: tlog,
@@ -379,14 +327,10 @@ export async function startReplica(
     replicaId: config.replicaId,
     cleaners,
     redis,
-    etcd,
     clusters: [...clusters.values()].map((c) => c.identity),
-    elections: etcd
-      ? etcdElectionReader(etcd, config.etcdKeyPrefix)
-      : zk && zkGroup
-        ? zookeeperElectionReader(zk.root, () => zkGroup.session.connection?.handle)
-        : undefined,
-    ...(zkGroup ? { zookeeperConnected: () => zkGroup.session.connection !== undefined } : {}),
+    elections: lead?.elections,
+    leadershipBackend: lead?.kind,
+    ...(lead ? { leadershipAnswers: (timeoutMs: number) => lead.answers(timeoutMs) } : {}),
     leadershipBalance: () => leaderships?.balance(),
     stop() {
       stopping ??= (async () => {
@@ -399,7 +343,7 @@ export async function startReplica(
         await Promise.allSettled(cleaners.map((c) => c.stop()));
         commands.disconnect();
         redis.disconnect();
-        etcd?.close();
+        lead?.close();
         await contexts.close();
         log.info('replica stopped');
       })();

@@ -108,7 +108,7 @@ export class ReplicaTally {
 
   /**
    * Elections after a target's first one that followed a term ended on purpose: a resignation (SIGTERM) or a
-   * balancing handover to the target's assigned replica (src/leadership/etcd-leadership-group.ts).
+   * balancing handover to the target's assigned replica (src/leadership/etcd/backend.ts).
    */
   handovers(): number {
     return this.#handovers;

@@ -10,8 +10,9 @@
  *   run). Another outcome, or a tombstone without one, means something else deleted it.
  * - In time: at most `overdueGrace` (the fleet's own notion of overdue) after the deadline.
  */
+
+import { type CheckResult, resultsOf } from '../check-result.ts';
 import type { JobFacts } from '../status/explain.ts';
-import { type CheckResult, resultsOf } from './check-result.ts';
 
 /** What the watch saw of one canary. Times are epoch ms of cluster timestamps. */
 export interface CanaryObservation {

@@ -16,6 +16,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Job } from 'bullmq';
+import { type CheckResult, firstLine, resultsOf } from '../check-result.ts';
 import { parseLabelSelector } from '../config/label-selector.ts';
 import type { CleanerConfig } from '../config/schema.ts';
 import { type AppStateSettings, podState } from '../kube/application-state.ts';
@@ -29,7 +30,6 @@ import type { StateStore } from '../status/state-store.ts';
 import { reviewAccess } from './access-review.ts';
 import { CANARY_LABEL, CanaryLabelsError, canaryLabels, canaryPod } from './canary-pod.ts';
 import { type CanaryObservation, judgeCanary } from './canary-verdict.ts';
-import { type CheckResult, firstLine, resultsOf } from './check-result.ts';
 import type { OpenedContext } from './context-checks.ts';
 
 /** Options of {@link runCanary}. */

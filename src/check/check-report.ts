@@ -4,8 +4,9 @@
  * document for scripts (`--output json`), whose shape docs/check-output.schema.json documents and
  * test/unit/check-report.test.ts validates.
  */
+
+import { type CheckResult, type CheckStatus, checkExitCode } from '../check-result.ts';
 import { VERSION } from '../version.ts';
-import { type CheckResult, type CheckStatus, checkExitCode } from './check-result.ts';
 
 /** The `apiVersion` of the JSON document: changes only when a field changes meaning or goes away. */
 export const CHECK_REPORT_API_VERSION = 'spark-driver-cleaner.check/v1';

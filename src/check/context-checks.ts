@@ -12,11 +12,12 @@
  *
  * A context that does not answer gets `unreachable` and its other checks are skipped.
  */
+
+import { type CheckResult, firstLine, resultsOf } from '../check-result.ts';
 import type { ClusterAccess } from '../kube/cluster-access.ts';
 import type { KubeHttp } from '../kube/kube-http.ts';
 import type { RateLimiter } from '../kube/rate-limiter.ts';
 import { type AccessAnswer, type AccessAttributes, reviewAccess } from './access-review.ts';
-import { type CheckResult, firstLine, resultsOf } from './check-result.ts';
 import { provenSkewMs } from './clock-skew.ts';
 
 /** Above this many namespaces whose permissions all pass, they share one line (failures keep one each). */

@@ -15,6 +15,7 @@
  * Without a running replica (no member and no worker) the fleet checks are skipped.
  */
 import type { Job } from 'bullmq';
+import { type CheckResult, resultsOf } from '../check-result.ts';
 import {
   cleanupJobDataOf,
   InvalidJobDataError,
@@ -25,7 +26,6 @@ import { membershipScope, type TargetRef, targetLabel } from '../queue/job-ident
 import { balanceOf } from '../status/balance-read.ts';
 import type { StateStore } from '../status/state-store.ts';
 import { readTargetStatus, type TargetStatus } from '../status/target-status.ts';
-import { type CheckResult, resultsOf } from './check-result.ts';
 
 /** Jobs sampled per target for the format and foreign-pod checks. */
 export const JOBS_SAMPLED = 200;

@@ -6,12 +6,12 @@
  * may run every command the cleaner sends on the queue keys (src/check/redis-acl.ts).
  */
 import { Cluster, Redis } from 'ioredis';
+import { type CheckResult, firstLine, resultsOf } from '../check-result.ts';
 import { describeRedis } from '../config/redact.ts';
 import type { CleanerConfig } from '../config/schema.ts';
 import { queueName, type TargetRef } from '../queue/job-identity.ts';
 import { createRedisClient, type RedisClient } from '../queue/redis-client.ts';
 import { withTimeout } from '../with-timeout.ts';
-import { type CheckResult, firstLine, resultsOf } from './check-result.ts';
 import { probeAcl } from './redis-acl.ts';
 
 /** A refusal by the user's ACL (`NOPERM …`): Redis answered. */

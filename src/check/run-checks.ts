@@ -1,11 +1,13 @@
 /**
  * The story of `check`: with the replicas' own configuration, contact everything they use and say, line by
  * line, whether it works — the configuration, each Kubernetes context (src/check/context-checks.ts), Redis
- * (src/check/redis-checks.ts), etcd or ZooKeeper (src/check/etcd-checks.ts, src/check/zookeeper-checks.ts),
+ * (src/check/redis-checks.ts), etcd or ZooKeeper (src/leadership/etcd/checks.ts, src/leadership/zookeeper/checks.ts),
  * the running fleet (src/check/fleet-checks.ts), and with a canary namespace the end-to-end proof
  * (src/check/canary.ts). Independent parts run at once; a part that needs another that did not answer is
  * skipped, saying so. Nothing is deleted but the canaries' own pods.
  */
+
+import { type CheckResult, firstLine, resultsOf } from '../check-result.ts';
 import { selfCheckSettings } from '../cleaner/self-check.ts';
 import { monotonicClock } from '../clock.ts';
 import { formatDurationMs } from '../config/duration.ts';
@@ -18,17 +20,15 @@ import { assertDistinctTargets } from '../kube/distinct-targets.ts';
 import { createKubeHttp } from '../kube/kube-http.ts';
 import { kubeconfigPath, loadClusterAccess } from '../kube/kubeconfig.ts';
 import { createRateLimiter } from '../kube/rate-limiter.ts';
+import { checkLeadership, describeLeadership, leadershipBackendOf } from '../leadership/open-backend.ts';
 import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
 import { discoveredTargets } from '../status/discovered-targets.ts';
 import { ANSWER_TIMEOUT_MS, checkReachable, openStateStore } from '../status/state-store.ts';
 import { runCanary } from './canary.ts';
-import { type CheckResult, firstLine, resultsOf } from './check-result.ts';
 import { type ContextNeeds, checkContext, type OpenedContext } from './context-checks.ts';
-import { checkEtcd } from './etcd-checks.ts';
 import { checkFleet } from './fleet-checks.ts';
 import { listPodUids } from './pod-uids.ts';
 import { checkRedis, redisAddress } from './redis-checks.ts';
-import { checkZooKeeper } from './zookeeper-checks.ts';
 
 /** The canary to run, when asked. */
 export interface CanaryRequest {
@@ -172,20 +172,19 @@ export async function runChecks(config: CleanerConfig, opts: CheckOptions): Prom
       }),
     });
   try {
-    const backend = config.zookeeper
-      ? checkZooKeeper(config.zookeeper, opts.timeoutMs)
-      : config.etcdEndpoints.length > 0
-        ? checkEtcd(config, opts.timeoutMs)
-        : Promise.resolve({
-            results: [
-              resultsOf('leadership').warn(
-                'leadership.local',
-                'leadership: neither etcd nor ZooKeeper is set: one replica must clean every target alone (single-server mode)',
-                { fix: 'with several replicas, set etcdEndpoints or zookeeper' },
-              ),
-            ],
-            answered: true,
-          });
+    const kind = leadershipBackendOf(config);
+    const backend = kind
+      ? checkLeadership(config, opts.timeoutMs)
+      : Promise.resolve({
+          results: [
+            resultsOf('leadership').warn(
+              'leadership.local',
+              'leadership: neither etcd nor ZooKeeper is set: one replica must clean every target alone (single-server mode)',
+              { fix: 'with several replicas, set etcdEndpoints or zookeeper' },
+            ),
+          ],
+          answered: true,
+        });
     const probeTarget = [...contexts.values()].flatMap((e) =>
       e.needs.namespaces.map((namespace) => ({
         cluster: e.cluster.name,
@@ -320,11 +319,7 @@ function configurationLine(config: CleanerConfig): CheckResult {
     ...config.targets.map((t) => (t.context ? `${t.context}:${t.namespace}` : t.namespace)),
     ...config.discover.map(discoveryLabel),
   ];
-  const leadership = config.zookeeper
-    ? `ZooKeeper ${config.zookeeper.connect}${config.zookeeper.root}`
-    : config.etcdEndpoints.length > 0
-      ? `etcd (${config.etcdEndpoints.length} endpoint${config.etcdEndpoints.length === 1 ? '' : 's'}, prefix ${config.etcdKeyPrefix})`
-      : 'local (no etcd, no ZooKeeper)';
+  const leadership = describeLeadership(config);
   return resultsOf('configuration').pass(
     'configuration.valid',
     `configuration: ${targets.length} target${targets.length === 1 ? '' : 's'} (${targets.slice(0, 6).join(', ')}${targets.length > 6 ? ', …' : ''}), ` +

@@ -17,9 +17,12 @@ import type { ClusterClaims } from './cluster-claims.ts';
 /** The reason of the gate that refuses a cluster name claimed by another cluster (`sdc_target_refused`). */
 export const CLUSTER_NAME_CONFLICT = 'cluster-name-conflict';
 
-/** How a replica waits for release 0.1.0, by leadership backend. */
+/**
+ * How a replica waits for release 0.1.0: `election` — on a leadership backend 0.1.0 ran on, its old election
+ * (src/leadership/open-backend.ts `previousRelease`); `single-server` — its old queue's workers; `none`.
+ */
 export type PreviousReleaseWait =
-  | { readonly kind: 'etcd'; gateFor(target: TargetRef, log: Logger): LeadershipGate }
+  | { readonly kind: 'election'; gateFor(target: TargetRef, log: Logger): LeadershipGate }
   | { readonly kind: 'single-server'; gateFor(queue: string): LeadershipGate }
   | { readonly kind: 'none' };
 
@@ -69,7 +72,7 @@ export function targetGates(
     ),
   ];
   const prev = deps.previousRelease;
-  if (prev.kind === 'etcd') gates.push(prev.gateFor(target, deps.log));
+  if (prev.kind === 'election') gates.push(prev.gateFor(target, deps.log));
   if (prev.kind === 'single-server') gates.push(prev.gateFor(previousReleaseQueueName(target)));
   return gates;
 }

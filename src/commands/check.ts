@@ -10,8 +10,8 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { DEFAULT_CANARY_IMAGE } from '../check/canary-pod.ts';
 import { checkJson, formatCheckText } from '../check/check-report.ts';
-import { type CheckResult, checkExitCode, EXIT_CONFIG, resultsOf } from '../check/check-result.ts';
 import { CheckConfigError, runChecks } from '../check/run-checks.ts';
+import { type CheckResult, checkExitCode, EXIT_CONFIG, resultsOf } from '../check-result.ts';
 import { systemClock } from '../clock.ts';
 import { parseDurationMs } from '../config/duration.ts';
 import { ConfigError, loadConfig } from '../config/load.ts';

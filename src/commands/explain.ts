@@ -120,7 +120,7 @@ async function explainCommand(text: string, flags: Record<string, unknown>): Pro
     return 0;
   } catch (err) {
     if (err instanceof KubeconfigError) return bad(`invalid configuration:\n  - ${err.message}`);
-    const why = err instanceof UnreachableError ? err.message : readFailure(err, config);
+    const why = err instanceof UnreachableError ? err.message : readFailure(err, store, config);
     process.stderr.write(`spark-driver-cleaner: explain: ${why}\n`);
     return EXIT_UNREACHABLE;
   } finally {

@@ -11,7 +11,7 @@ import { redactConfig } from '../config/redact.ts';
 import { configWarnings } from '../config/warnings.ts';
 import { startHttpServer } from '../http/server.ts';
 import { KubeconfigError } from '../kube/kubeconfig.ts';
-import { EtcdAccessError } from '../leadership/etcd-access-check.ts';
+import { LeadershipAccessError } from '../leadership/access-error.ts';
 import { createLogger } from '../log.ts';
 import { RedisAccessError } from '../queue/redis-access-check.ts';
 import { type Replica, startReplica } from '../replica.ts';
@@ -79,7 +79,11 @@ export async function runReplica(flags: Record<string, unknown>): Promise<void> 
         ? await startReplicaSupervisor(config, deps)
         : await startReplica(config, deps);
   } catch (err) {
-    if (err instanceof KubeconfigError || err instanceof EtcdAccessError || err instanceof RedisAccessError) {
+    if (
+      err instanceof KubeconfigError ||
+      err instanceof LeadershipAccessError ||
+      err instanceof RedisAccessError
+    ) {
       process.stderr.write(`spark-driver-cleaner: invalid configuration:\n  - ${err.message}\n`);
       log.flush();
       process.exit(2);

@@ -117,7 +117,7 @@ async function status(flags: Record<string, unknown>): Promise<number> {
     return statusExitCode(rows);
   } catch (err) {
     // Unreachable: named by checkReachable; anything later is Redis or etcd failing mid-read.
-    const why = err instanceof UnreachableError ? err.message : readFailure(err, config);
+    const why = err instanceof UnreachableError ? err.message : readFailure(err, store, config);
     process.stderr.write(`spark-driver-cleaner: status: ${why}\n`);
     return EXIT_UNREACHABLE;
   } finally {

@@ -662,7 +662,7 @@ export const configSchema = z
     retentionMs: c.retention,
     redis: redisConnection(c),
     etcdEndpoints: c.etcdEndpoints ?? [],
-    /** How the etcd connection is secured (src/leadership/etcd-client.ts); every field optional. */
+    /** How the etcd connection is secured (src/leadership/etcd/client.ts); every field optional. */
     etcdSecurity: {
       caFile: c.etcdCaFile,
       certFile: c.etcdCertFile,
@@ -673,7 +673,7 @@ export const configSchema = z
     } satisfies EtcdSecurity,
     /** Prefix of every etcd key (ends in `/`). */
     etcdKeyPrefix: c.etcdKeyPrefix,
-    /** Leadership on ZooKeeper (src/leadership/zookeeper-leadership-group.ts); undefined: etcd or none. */
+    /** Leadership on ZooKeeper (src/leadership/zookeeper/backend.ts); undefined: etcd or none. */
     zookeeper:
       c.zookeeper === undefined
         ? undefined

@@ -33,8 +33,8 @@ export interface HealthOptions {
   informerDownThresholdMs?: number;
   /** An event-loop stall longer than this (seen in the last minute) fails /healthz, ms (default 10 000). */
   eventLoopStallThresholdMs?: number;
-  /** Longest wait for Redis's PING and etcd's status answer reported by the probes, ms (default 1000). */
-  etcdTimeoutMs?: number;
+  /** Longest wait for Redis's PING and the leadership backend's answer reported by the probes, ms (default 1000). */
+  backendTimeoutMs?: number;
 }
 
 /**
@@ -75,7 +75,7 @@ export function registerHealthRoutes(app: FastifyInstance, opts: HealthOptions):
       })
       .map((c) => targetLabel(c.target));
 
-  const backendTimeoutMs = opts.etcdTimeoutMs ?? 1000;
+  const backendTimeoutMs = opts.backendTimeoutMs ?? 1000;
   // /healthz shows the backends as the last /readyz found them: liveness stays quick (its probes' timeout
   // is short, a startup probe's 1 s) when a hung backend takes the whole timeout to answer.
   let lastBackends: BackendHealth | undefined;

@@ -12,6 +12,12 @@ import type { Leadership } from './leadership.ts';
 /** How long a leader may act on its last sign of life from the store (src/failover-timers.ts). */
 export { sessionValidMs } from '../failover-timers.ts';
 
+/**
+ * The least time between two writes of the membership value, ms: a replica whose 1,000 informers sync one after
+ * another writes its entry a few times, not 1,000 times (every replica's view sees each write).
+ */
+export const MEMBER_VALUE_MIN_GAP_MS = 500;
+
 /** One candidate of an election, as the view shows it. */
 export interface Candidate {
   /** The candidate's key or node path, unique in the election. */

@@ -1,6 +1,6 @@
 /**
- * The candidate and term bookkeeping both election backends share (src/leadership/etcd-leadership.ts,
- * src/leadership/zookeeper-election.ts): whether the election runs, is wanted, has resigned, is busy in a
+ * The candidate and term bookkeeping both election backends share (src/leadership/etcd/election.ts,
+ * src/leadership/zookeeper/election.ts): whether the election runs, is wanted, has resigned, is busy in a
  * campaign or term, and leads; the readiness probe; the subscribers told of each term; the wake-up of the
  * campaign loop and the loop itself; how a term ends; and the {@link BackendElection} object built over them.
  * A backend keeps what is its own: the steps of a campaign ({@link CampaignSteps}: its session's next lease

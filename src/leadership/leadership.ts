@@ -1,7 +1,7 @@
 /**
  * Leadership of one target (context, namespace): only the leader's worker consumes the target's queue.
- * Implementations: an election on a leadership backend — etcd (src/leadership/etcd-leadership.ts, on the
- * replica's shared session lease) or ZooKeeper (src/leadership/zookeeper-election.ts, on its shared session) —
+ * Implementations: an election on a leadership backend — etcd (src/leadership/etcd/election.ts, on the
+ * replica's shared session lease) or ZooKeeper (src/leadership/zookeeper/election.ts, on its shared session) —
  * balanced by src/leadership/leadership-group.ts; and, without a backend, local leadership
  * (src/leadership/local-leadership.ts) where this replica always leads.
  */

@@ -41,7 +41,7 @@ export interface PreviousReleaseSources {
   client: Etcd3;
   /** `etcdKeyPrefix`. */
   root: string;
-  /** The ids of the live 0.1.0 members, as the replica's view has them (src/leadership/election-view.ts). */
+  /** The ids of the live 0.1.0 members, as the replica's view has them (src/leadership/etcd/view.ts). */
   members(): readonly string[];
   /** Calls `cb` after each change of the view. */
   onChange(cb: () => void): void;

@@ -1,7 +1,7 @@
 /**
  * Callers waiting for the next value of something that comes and goes (a session's lease, a ZooKeeper
  * connection): each waits until the value is handed out or its own signal aborts. Shared by the etcd and
- * ZooKeeper sessions (src/leadership/etcd-session.ts, src/leadership/zookeeper-session.ts).
+ * ZooKeeper sessions (src/leadership/etcd/session.ts, src/leadership/zookeeper/session.ts).
  */
 
 /** A list of waiters for the next `T`. */

@@ -3,7 +3,7 @@
  * one is required (NOAUTH), a database the server does not have — is a configuration error, not an outage:
  * ioredis would reconnect forever and every attempt would be refused the same way. So at start the first
  * answer of the queues' connection is awaited: a refusal stops the start (exit 2 naming the setting and the
- * fix, as src/leadership/etcd-access-check.ts does for etcd); Redis that does not answer is left to the replica,
+ * fix, as src/leadership/etcd/access-check.ts does for etcd); Redis that does not answer is left to the replica,
  * which waits for it like any later outage. Later, a refusal (a password rotated on the server only) is named
  * in the replica's warn line by {@link redisRefusal}.
  */

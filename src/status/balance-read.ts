@@ -3,7 +3,7 @@
  * (src/leadership/leadership-group.ts), for `status`: the live members are the membership entries of the
  * replicas' scope (etcd: the keys `<etcdKeyPrefix>clusters/<scope>/members/<replica id>` on each replica's
  * session lease; ZooKeeper: the ephemeral nodes `<root>/clusters/<scope>/members/<replica id>`,
- * src/status/election-read.ts); a replica balances with the
+ * src/leadership/election-reader.ts); a replica balances with the
  * members whose key's value names the same set of targets (a hash of the target keys,
  * src/leadership/assignment.ts `targetSetValue`), so `status` counts those whose value matches the configured
  * targets. The value also names the targets a replica cannot clean now (not ready: its informer has not listed
@@ -17,7 +17,7 @@ import {
   targetSetValue,
   unreadyOf,
 } from '../leadership/assignment.ts';
-import type { ElectionReader } from './election-read.ts';
+import type { ElectionReader } from '../leadership/election-reader.ts';
 
 /** The balance as the backend has it for the configured targets. */
 export interface BalanceStatus extends LeadershipBalance {

@@ -3,9 +3,10 @@
  * read from the leadership backend's elections ({@link ElectionReader.campaigning}), since `status` does not
  * ask the API server. Without a leadership backend nothing is known.
  */
+
+import type { ElectionReader } from '../leadership/election-reader.ts';
 import { type TargetRef, targetKey } from '../queue/job-identity.ts';
 import { withTimeout } from '../with-timeout.ts';
-import type { ElectionReader } from './election-read.ts';
 
 /**
  * The targets with a candidate in each of `discovered` (a `context:*` target's resolved context and its

@@ -5,11 +5,11 @@
  */
 import type { Job, Queue } from 'bullmq';
 import type { DriverPod } from '../kube/driver-pod.ts';
+import type { ElectionReader } from '../leadership/election-reader.ts';
 import type { StoredJobData } from '../queue/cleanup-queue.ts';
 import { isCleanupJobId, type TargetRef, tombstoneKey } from '../queue/job-identity.ts';
 import { readLastAccepted } from '../queue/last-accepted.ts';
 import type { RedisClient } from '../queue/redis-client.ts';
-import type { ElectionReader } from './election-read.ts';
 import type { ExplainFacts, JobFacts } from './explain.ts';
 
 /** Where {@link gatherFacts} reads. */

@@ -6,7 +6,6 @@
  * to mind: every Redis command and every etcd call has its own timeout, and so does closing.
  */
 import { Queue } from 'bullmq';
-import { EtcdError, GRPCGenericError } from 'etcd3';
 import { describeRedis } from '../config/redact.ts';
 import type { CleanerConfig } from '../config/schema.ts';
 import type { ClusterIdentity } from '../kube/cluster-identity.ts';
@@ -18,13 +17,16 @@ import {
   loadClusterEndpoint,
   resolveContextName,
 } from '../kube/kubeconfig.ts';
-import { createEtcdClient, LOGIN_TIMEOUT_MS } from '../leadership/etcd-client.ts';
+import type { ElectionReader } from '../leadership/election-reader.ts';
+import {
+  type LeadershipReader,
+  type LeadershipSettings,
+  openLeadershipReader,
+} from '../leadership/open-backend.ts';
 import type { StoredJobData } from '../queue/cleanup-queue.ts';
 import { queueName, type TargetRef } from '../queue/job-identity.ts';
 import { createRedisClient, type RedisClient } from '../queue/redis-client.ts';
 import { withTimeout } from '../with-timeout.ts';
-import { type ElectionReader, etcdElectionReader } from './election-read.ts';
-import { openZooKeeperReader } from './zookeeper-read.ts';
 
 /**
  * How long Redis or etcd has to answer one request of `status` or `explain`, ms: each Redis command, the
@@ -37,10 +39,12 @@ export const ETCD_CALL_TIMEOUT_MS = 750;
 /** The shared state, opened by {@link openStateStore}. */
 export interface StateStore {
   readonly redis: RedisClient;
-  /** The leadership backend's elections; undefined without etcd or ZooKeeper (single-server mode). */
+  /** The leadership backend's elections; undefined without one (single-server mode). */
   readonly elections: ElectionReader | undefined;
   /** Resolves when the leadership backend answers a read (at once without one). @throws its error. */
   pingLeadership(): Promise<void>;
+  /** The leadership backend's read-only access; undefined in single-server mode. */
+  readonly leadership: LeadershipReader | undefined;
   /** Redis key prefix of the queues (`queuePrefix`). */
   readonly prefix: string;
   /** The target's queue (opened once, on the shared connection). */
@@ -48,73 +52,59 @@ export interface StateStore {
   close(): Promise<void>;
 }
 
-/** Redis or etcd did not answer: `status` and `explain` exit 3 (nothing is known, which is not "unhealthy"). */
+/** Redis or the leadership backend did not answer: `status` and `explain` exit 3 (nothing is known, which is not "unhealthy"). */
 export class UnreachableError extends Error {
   override name = 'UnreachableError';
 }
 
 /**
- * Checks that Redis and etcd (when configured) answer, before anything is read from them, so that the error
- * names the one that does not, its setting and the configured address (secrets masked).
- * @throws UnreachableError naming `redisUrl` or `etcdEndpoints`.
+ * Checks that Redis and the leadership backend (when configured) answer, before anything is read from them, so
+ * that the error names the one that does not, its setting and the configured address (secrets masked).
+ * @throws UnreachableError naming `redisUrl` or the backend's setting (`etcdEndpoints`, `zookeeper`).
  */
-export async function checkReachable(
-  store: StateStore,
-  config: Pick<CleanerConfig, 'redis' | 'etcdEndpoints' | 'zookeeper'> &
-    Partial<Pick<CleanerConfig, 'etcdSecurity'>>,
-): Promise<void> {
-  // Both at once, each within ANSWER_TIMEOUT_MS: the error names every one that does not answer. etcd's
-  // first read logs in first when it has a user: that login has its own deadline (LOGIN_TIMEOUT_MS).
+export async function checkReachable(store: StateStore, config: Pick<CleanerConfig, 'redis'>): Promise<void> {
+  // Both at once, each within ANSWER_TIMEOUT_MS (and the backend's first-read login): the error names every
+  // one that does not answer.
   const why = (err: unknown) => (err as Error).message.split('\n')[0];
-  const etcdMs = ANSWER_TIMEOUT_MS + (config.etcdSecurity?.username !== undefined ? LOGIN_TIMEOUT_MS : 0);
-  const [redis, etcd] = await Promise.allSettled([
+  const leadershipMs = ANSWER_TIMEOUT_MS + (store.leadership?.firstReadExtraMs ?? 0);
+  const [redis, leadership] = await Promise.allSettled([
     withTimeout(store.redis.ping(), ANSWER_TIMEOUT_MS, 'PING'),
-    withTimeout(store.pingLeadership(), etcdMs, 'a read'),
+    withTimeout(store.pingLeadership(), leadershipMs, 'a read'),
   ]);
   const failures: string[] = [];
   if (redis.status === 'rejected')
     failures.push(`${describeRedis(config.redis)}: Redis does not answer: ${why(redis.reason)}`);
-  if (etcd.status === 'rejected')
+  if (leadership.status === 'rejected')
     failures.push(
-      config.zookeeper
-        ? `zookeeper (--zookeeper, SDC_ZOOKEEPER) ${config.zookeeper.connect}: ${zkFailed(why(etcd.reason) ?? '', 'does not answer')}`
-        : `etcdEndpoints (--etcd-endpoints, SDC_ETCD_ENDPOINTS) ${config.etcdEndpoints.join(',')}: etcd does not answer: ${why(etcd.reason)}`,
+      store.leadership?.describeFailure(leadership.reason, 'unreachable') ?? String(why(leadership.reason)),
     );
   if (failures.length > 0) throw new UnreachableError(failures.join('; '));
 }
 
-/** How ZooKeeper failed a read: it refused it (ZNOAUTH: the message names the auth fields), or `otherwise`. */
-function zkFailed(message: string, otherwise: string): string {
-  return `ZooKeeper ${message.startsWith('-102 ') ? 'refused the read' : otherwise}: ${message}`;
-}
-
 /**
- * Says which of Redis and etcd failed a read after both answered the reachability check (one stopped
+ * Says which of Redis and the leadership backend failed a read after both answered the reachability check (one stopped
  * answering meanwhile, or a command failed), naming its setting.
  */
 export function readFailure(
   err: unknown,
-  config: Pick<CleanerConfig, 'redis' | 'etcdEndpoints' | 'zookeeper'>,
+  store: Pick<StateStore, 'leadership'>,
+  config: Pick<CleanerConfig, 'redis'>,
 ): string {
   const message = (err as Error).message.split('\n')[0];
-  if (config.zookeeper && /^-\d+ |zookeeper/i.test(message ?? ''))
-    return `zookeeper (--zookeeper, SDC_ZOOKEEPER) ${config.zookeeper.connect}: ${zkFailed(message ?? '', 'stopped answering')}`;
-  if (err instanceof GRPCGenericError || err instanceof EtcdError)
-    return `etcdEndpoints (--etcd-endpoints, SDC_ETCD_ENDPOINTS) ${config.etcdEndpoints.join(',')}: etcd stopped answering: ${message}`;
+  const backend = store.leadership?.describeFailure(err, 'stopped');
+  if (backend) return backend;
   if (message === 'Command timed out')
     return `${describeRedis(config.redis)}: Redis stopped answering: ${message}`;
-  return `cannot read Redis or etcd: ${message}`;
+  return `cannot read Redis or ${store.leadership?.kind ?? 'the leadership backend'}: ${message}`;
 }
 
 /**
  * Opens the Redis connection (at most one reconnect; connecting and each command within
- * {@link ANSWER_TIMEOUT_MS}) and the etcd client (each call within {@link ETCD_CALL_TIMEOUT_MS} per member).
+ * {@link ANSWER_TIMEOUT_MS}) and the leadership backend's read-only access (src/leadership/open-backend.ts:
+ * on etcd each call within {@link ETCD_CALL_TIMEOUT_MS} per member).
  */
 export function openStateStore(
-  config: Pick<
-    CleanerConfig,
-    'redis' | 'etcdEndpoints' | 'etcdSecurity' | 'etcdKeyPrefix' | 'zookeeper' | 'queuePrefix'
-  >,
+  config: Pick<CleanerConfig, 'redis' | 'queuePrefix'> & Omit<LeadershipSettings, 'electionTtlSeconds'>,
 ): StateStore {
   const redis = createRedisClient(config.redis, {
     connectTimeoutMs: ANSWER_TIMEOUT_MS,
@@ -126,26 +116,17 @@ export function openStateStore(
     connectionName: 'sdc:status',
   });
   redis.on('error', () => undefined); // the failed command reports it
-  const etcd =
-    config.etcdEndpoints.length > 0
-      ? createEtcdClient(config.etcdEndpoints, {
-          callTimeoutMs: ETCD_CALL_TIMEOUT_MS,
-          security: config.etcdSecurity,
-        })
-      : undefined;
-  const zk = config.zookeeper
-    ? openZooKeeperReader(config.zookeeper.connect, config.zookeeper.root, config.zookeeper.auth)
-    : undefined;
+  const leadership = openLeadershipReader(
+    { ...config, electionTtlSeconds: 0 },
+    { callTimeoutMs: ETCD_CALL_TIMEOUT_MS },
+  );
   const queues = new Map<string, Queue<StoredJobData>>();
   return {
     redis,
-    elections: etcd ? etcdElectionReader(etcd, config.etcdKeyPrefix) : zk?.reader,
+    elections: leadership?.elections,
+    leadership,
     async pingLeadership() {
-      if (etcd) await etcd.get(`${config.etcdKeyPrefix}ping`).exec();
-      if (zk) {
-        await zk.connected(ANSWER_TIMEOUT_MS);
-        await zk.reader.members('_');
-      }
+      await leadership?.ping(ANSWER_TIMEOUT_MS);
     },
     prefix: config.queuePrefix,
     queueOf(target) {
@@ -166,8 +147,7 @@ export function openStateStore(
         'closing the queues',
       ).catch(() => undefined);
       redis.disconnect();
-      etcd?.close();
-      zk?.close();
+      leadership?.close();
     },
   };
 }

@@ -3,7 +3,7 @@
  * jobs by state, the next deadline, the overdue jobs and the last accepted DELETE. What `status` prints.
  *
  * Where each answer comes from:
- * - **leader**: etcd's election (src/status/election-read.ts); without etcd (single-server mode), the replica
+ * - **leader**: etcd's election (src/leadership/etcd/election-read.ts); without etcd (single-server mode), the replica
  *   whose BullMQ worker consumes the queue;
  * - **since**: etcd keeps no time with a key, so it is when the leader's worker connected to Redis (CLIENT
  *   LIST `age`): the worker starts when its replica is elected, so this is "consuming since". A Redis
@@ -20,12 +20,12 @@
  *   election, while a rolling update from it runs (src/leadership/previous-release-gate.ts).
  */
 import type { Job, Queue } from 'bullmq';
+import type { ElectionReader, PreviousReleaseState } from '../leadership/election-reader.ts';
 import type { StoredJobData } from '../queue/cleanup-queue.ts';
 import { type TargetRef, targetKey, targetLabel } from '../queue/job-identity.ts';
 import { type KeptPods, readKeptPods } from '../queue/kept-pods.ts';
 import { type LastAccepted, readLastAccepted } from '../queue/last-accepted.ts';
 import type { RedisClient } from '../queue/redis-client.ts';
-import type { ElectionReader, PreviousReleaseState } from './election-read.ts';
 
 /** One target's status. Times are epoch ms. */
 export interface TargetStatus {

@@ -20,8 +20,8 @@ import {
   type ZkAcl,
   type ZkHandle,
   zkCode,
-} from '../../src/leadership/zookeeper-client.ts';
-import { ZOOKEEPER_DEFAULT_ROOT } from '../../src/leadership/zookeeper-session.ts';
+} from '../../src/leadership/zookeeper/client.ts';
+import { ZOOKEEPER_DEFAULT_ROOT } from '../../src/leadership/zookeeper/session.ts';
 import { zookeeperMembersDir } from '../../src/queue/job-identity.ts';
 import { deletesPer, serviceEnv } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';

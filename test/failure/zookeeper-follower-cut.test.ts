@@ -19,7 +19,7 @@ import type { BackendElection } from '../../src/leadership/backend.ts';
 import {
   createZooKeeperLeadershipGroup,
   type ZooKeeperLeadershipGroup,
-} from '../../src/leadership/zookeeper-leadership-group.ts';
+} from '../../src/leadership/zookeeper/backend.ts';
 import { targetKey, zookeeperElectionPrefix, zookeeperMembersDir } from '../../src/queue/job-identity.ts';
 import { deletesPer } from '../helpers/cluster.ts';
 import { memoryLogger } from '../helpers/log.ts';

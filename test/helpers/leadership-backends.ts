@@ -8,10 +8,10 @@ import { type LocalEtcd, startEtcd } from '../../harness/sandbox/local-services.
 import { fourLetters, type LocalZooKeeper, startZooKeeper } from '../../harness/sandbox/local-zookeeper.ts';
 import { monotonicClock } from '../../src/clock.ts';
 import type { BackendElection } from '../../src/leadership/backend.ts';
-import { createEtcdLeadershipGroup } from '../../src/leadership/etcd-leadership-group.ts';
+import { createEtcdLeadershipGroup } from '../../src/leadership/etcd/backend.ts';
 import type { LeadershipGroup } from '../../src/leadership/leadership-group.ts';
-import { createZkHandle, type ZkHandle } from '../../src/leadership/zookeeper-client.ts';
-import { createZooKeeperLeadershipGroup } from '../../src/leadership/zookeeper-leadership-group.ts';
+import { createZooKeeperLeadershipGroup } from '../../src/leadership/zookeeper/backend.ts';
+import { createZkHandle, type ZkHandle } from '../../src/leadership/zookeeper/client.ts';
 import type { Logger } from '../../src/log.ts';
 import {
   electionPrefix,

@@ -9,9 +9,9 @@
 import { Etcd3 } from 'etcd3';
 import { monotonicClock } from '../../src/clock.ts';
 import type { BackendElection } from '../../src/leadership/backend.ts';
-import { createEtcdLeadershipGroup } from '../../src/leadership/etcd-leadership-group.ts';
+import { createEtcdLeadershipGroup } from '../../src/leadership/etcd/backend.ts';
 import type { LeadershipGroup } from '../../src/leadership/leadership-group.ts';
-import { createZooKeeperLeadershipGroup } from '../../src/leadership/zookeeper-leadership-group.ts';
+import { createZooKeeperLeadershipGroup } from '../../src/leadership/zookeeper/backend.ts';
 import { createLogger } from '../../src/log.ts';
 import {
   electionPrefix,

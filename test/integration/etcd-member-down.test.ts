@@ -2,7 +2,7 @@
  * One member of a 3-member etcd cluster killed under running replicas (it refuses connections from then on),
  * with etcd3's member order made deterministic so that **every** call and every stream tries that member
  * first — the worst draw of etcd3's random order, which a replica meets on a third of its calls and stream
- * reopenings. In-process replicas (each its own client from src/leadership/etcd-client.ts and its own
+ * reopenings. In-process replicas (each its own client from src/leadership/etcd/client.ts and its own
  * leadership group) hand one target over again and again. Counted: handovers that complete within a TTL, and
  * the calls each client sent to the dead member.
  */
@@ -10,16 +10,13 @@ import { ConnectionPool } from 'etcd3/lib/connection-pool.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalEtcd, startEtcd } from '../../harness/sandbox/local-services.ts';
 import { monotonicClock } from '../../src/clock.ts';
+import { createEtcdLeadershipGroup, type EtcdLeadershipGroup } from '../../src/leadership/etcd/backend.ts';
 import {
   AVOID_FAILED_MEMBER_MS,
   createEtcdClient,
   type EtcdClient,
-} from '../../src/leadership/etcd-client.ts';
-import type { EtcdLeadership } from '../../src/leadership/etcd-leadership.ts';
-import {
-  createEtcdLeadershipGroup,
-  type EtcdLeadershipGroup,
-} from '../../src/leadership/etcd-leadership-group.ts';
+} from '../../src/leadership/etcd/client.ts';
+import type { EtcdLeadership } from '../../src/leadership/etcd/election.ts';
 import { electionPrefix, membersPrefix, targetKey } from '../../src/queue/job-identity.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';

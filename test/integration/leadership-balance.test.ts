@@ -11,11 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalEtcd, startEtcd } from '../../harness/sandbox/local-services.ts';
 import { monotonicClock } from '../../src/clock.ts';
 import { assignTargets } from '../../src/leadership/assignment.ts';
-import type { EtcdLeadership } from '../../src/leadership/etcd-leadership.ts';
-import {
-  createEtcdLeadershipGroup,
-  type EtcdLeadershipGroup,
-} from '../../src/leadership/etcd-leadership-group.ts';
+import { createEtcdLeadershipGroup, type EtcdLeadershipGroup } from '../../src/leadership/etcd/backend.ts';
+import type { EtcdLeadership } from '../../src/leadership/etcd/election.ts';
 import { electionPrefix, membersPrefix, targetKey } from '../../src/queue/job-identity.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';

@@ -9,12 +9,9 @@ import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalEtcd, startEtcd } from '../../harness/sandbox/local-services.ts';
 import { monotonicClock } from '../../src/clock.ts';
-import { createEtcdClient } from '../../src/leadership/etcd-client.ts';
-import type { EtcdLeadership } from '../../src/leadership/etcd-leadership.ts';
-import {
-  createEtcdLeadershipGroup,
-  type EtcdLeadershipGroup,
-} from '../../src/leadership/etcd-leadership-group.ts';
+import { createEtcdLeadershipGroup, type EtcdLeadershipGroup } from '../../src/leadership/etcd/backend.ts';
+import { createEtcdClient } from '../../src/leadership/etcd/client.ts';
+import type { EtcdLeadership } from '../../src/leadership/etcd/election.ts';
 import {
   clusterElectionsPrefix,
   electionPrefix,

@@ -6,7 +6,7 @@ import {
   createEtcdLeadershipGroup,
   type EtcdLeadershipGroup,
   type EtcdLeadershipGroupOptions,
-} from '../../src/leadership/etcd-leadership-group.ts';
+} from '../../src/leadership/etcd/backend.ts';
 import { FencedError } from '../../src/leadership/fenced-error.ts';
 import type { Leadership } from '../../src/leadership/leadership.ts';
 import { clusterElectionsPrefix, membersPrefix } from '../../src/queue/job-identity.ts';

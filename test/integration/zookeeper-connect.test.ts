@@ -6,9 +6,9 @@
 import { describe, expect, it } from 'vitest';
 import { freePort } from '../../harness/sandbox/local-services.ts';
 import { monotonicClock } from '../../src/clock.ts';
-import { createZkHandle, ZK_MODE } from '../../src/leadership/zookeeper-client.ts';
-import { createZooKeeperLeadershipGroup } from '../../src/leadership/zookeeper-leadership-group.ts';
-import { NO_CHROOT_FIX } from '../../src/leadership/zookeeper-session.ts';
+import { createZooKeeperLeadershipGroup } from '../../src/leadership/zookeeper/backend.ts';
+import { createZkHandle, ZK_MODE } from '../../src/leadership/zookeeper/client.ts';
+import { NO_CHROOT_FIX } from '../../src/leadership/zookeeper/session.ts';
 import { zookeeperMembersDir } from '../../src/queue/job-identity.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';

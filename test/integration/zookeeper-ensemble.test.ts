@@ -9,11 +9,11 @@ import { describe, expect, it } from 'vitest';
 import { fourLetters } from '../../harness/sandbox/local-zookeeper.ts';
 import { monotonicClock } from '../../src/clock.ts';
 import type { BackendElection } from '../../src/leadership/backend.ts';
-import { createZkHandle } from '../../src/leadership/zookeeper-client.ts';
 import {
   createZooKeeperLeadershipGroup,
   type ZooKeeperLeadershipGroup,
-} from '../../src/leadership/zookeeper-leadership-group.ts';
+} from '../../src/leadership/zookeeper/backend.ts';
+import { createZkHandle } from '../../src/leadership/zookeeper/client.ts';
 import { targetKey, zookeeperElectionPrefix, zookeeperMembersDir } from '../../src/queue/job-identity.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';

@@ -10,8 +10,8 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { monotonicClock } from '../../src/clock.ts';
-import { createNode, ZK_MODE } from '../../src/leadership/zookeeper-client.ts';
-import { createZooKeeperLeadershipGroup } from '../../src/leadership/zookeeper-leadership-group.ts';
+import { createZooKeeperLeadershipGroup } from '../../src/leadership/zookeeper/backend.ts';
+import { createNode, ZK_MODE } from '../../src/leadership/zookeeper/client.ts';
 import { targetKey, zookeeperElectionPrefix, zookeeperMembersDir } from '../../src/queue/job-identity.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';

@@ -9,7 +9,7 @@
  */
 import { createServer, type Server, Socket } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createZkHandle, type ZkHandle } from '../../src/leadership/zookeeper-client.ts';
+import { createZkHandle, type ZkHandle } from '../../src/leadership/zookeeper/client.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { useZooKeeper } from '../helpers/zookeeper.ts';
 

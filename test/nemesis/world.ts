@@ -17,9 +17,9 @@ import type { LocalEtcd, LocalService } from '../../harness/sandbox/local-servic
 import { type LocalRedisCluster, startRedisCluster } from '../../harness/sandbox/redis-cluster.ts';
 import { type LocalRedisSentinel, startRedisSentinel } from '../../harness/sandbox/redis-sentinel.ts';
 import { type ReplicaProcess, spawnReplica } from '../../harness/sandbox/replica-process.ts';
-import { createZkHandle } from '../../src/leadership/zookeeper-client.ts';
-import { ZOOKEEPER_DEFAULT_ROOT } from '../../src/leadership/zookeeper-session.ts';
-import { parseCandidateName } from '../../src/leadership/zookeeper-view.ts';
+import { createZkHandle } from '../../src/leadership/zookeeper/client.ts';
+import { ZOOKEEPER_DEFAULT_ROOT } from '../../src/leadership/zookeeper/session.ts';
+import { parseCandidateName } from '../../src/leadership/zookeeper/view.ts';
 import { electionPrefix, zookeeperElectionPrefix } from '../../src/queue/job-identity.ts';
 import { type ApiProxy, startApiProxy } from '../failure/helpers.ts';
 import type { EtcdProxy } from './etcd-proxy.ts';

@@ -13,14 +13,14 @@ import {
   startEtcd,
   startRedis,
 } from '../../harness/sandbox/local-services.ts';
-import { createEtcdClient } from '../../src/leadership/etcd-client.ts';
+import { createEtcdClient } from '../../src/leadership/etcd/client.ts';
 import {
   createNode,
   createZkHandle,
   OPEN_ACL_UNSAFE,
   ZK_MODE,
   type ZkHandle,
-} from '../../src/leadership/zookeeper-client.ts';
+} from '../../src/leadership/zookeeper/client.ts';
 import { useZooKeeper } from '../helpers/zookeeper.ts';
 import { dump, runCheck, withId } from './check-cli.ts';
 

@@ -6,7 +6,7 @@
 import { execFile } from 'node:child_process';
 import { expect } from 'vitest';
 import { CLI_PATH } from '../../harness/sandbox/replica-process.ts';
-import type { CheckResult } from '../../src/check/check-result.ts';
+import type { CheckResult } from '../../src/check-result.ts';
 import { checkOutputErrors } from '../helpers/check-schema.ts';
 
 /** What one `check` run answered. */

@@ -1,11 +1,11 @@
 /**
- * `check`'s report (src/check/check-report.ts, src/check/check-result.ts): the exit code of a set of results,
+ * `check`'s report (src/check/check-report.ts, src/check-result.ts): the exit code of a set of results,
  * the text lines (✓ ‼ ✗ – and the fix below), and the JSON document validated against its documented schema
  * (docs/check-output.schema.json) — and the schema refusing what it must refuse.
  */
 import { describe, expect, it } from 'vitest';
 import { checkJson, formatCheckText } from '../../src/check/check-report.ts';
-import { type CheckResult, checkExitCode, resultsOf } from '../../src/check/check-result.ts';
+import { type CheckResult, checkExitCode, resultsOf } from '../../src/check-result.ts';
 import { VERSION } from '../../src/version.ts';
 import { checkOutputErrors } from '../helpers/check-schema.ts';
 

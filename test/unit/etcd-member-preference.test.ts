@@ -1,5 +1,5 @@
 /**
- * Which etcd member a call goes to (src/leadership/etcd-member-preference.ts), with the policies etcd3 would
+ * Which etcd member a call goes to (src/leadership/etcd/member-preference.ts), with the policies etcd3 would
  * call and an injected monotonic clock: a member that failed is avoided while another has not failed, for
  * `avoidForMs`; a success does not clear it; when every member failed, calls go through; our own
  * cancellations and non-recoverable errors do not count; a synchronous throw (etcd3 reporting a stream's
@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import {
   createMemberPreference,
   EtcdMemberAvoidedError,
-} from '../../src/leadership/etcd-member-preference.ts';
+} from '../../src/leadership/etcd/member-preference.ts';
 
 function members(avoidForMs = 5000) {
   let now = 0;

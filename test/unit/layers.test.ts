@@ -10,6 +10,8 @@
  * - workers/ imports the domain (cleaner and below); nothing in src/ imports workers/ except the composition
  *   root, which hands the job handler to the cleaner.
  * - Within one layer, folders import each other one way only (queue and leadership do not import each other).
+ * - The leadership backends (src/leadership/etcd/, src/leadership/zookeeper/) import the shared core and
+ *   themselves; only the factory (src/leadership/open-backend.ts) imports them.
  * The table below is the rule; a new folder must be given a layer, or this test fails naming it.
  */
 import { describe, expect, it } from 'vitest';
@@ -73,7 +75,9 @@ describe('layers', () => {
   });
 
   it('folders of one layer import each other one way only', () => {
-    const folder = (f: string) => f.split('/').slice(0, -1).join('/');
+    // A top-level folder with its subfolders is one (src/leadership/etcd is part of src/leadership; the rule
+    // inside it is the next case's).
+    const folder = (f: string) => f.split('/').slice(0, 2).join('/');
     const edges = new Set(
       refs
         .filter((r) => layerOf(r.from)?.index === layerOf(r.to)?.index && folder(r.from) !== folder(r.to))
@@ -81,5 +85,18 @@ describe('layers', () => {
     );
     const both = [...edges].filter((e) => edges.has(e.split(' → ').reverse().join(' → ')));
     expect(both).toEqual([]);
+  });
+
+  it('leadership backends: each folder imports only itself and the shared core; only the factory imports them', () => {
+    const backendOf = (f: string) => /^src\/leadership\/([^/]+)\//.exec(f)?.[1];
+    const wrong = refs.flatMap((r) => {
+      const from = backendOf(r.from);
+      const to = backendOf(r.to);
+      if (to === undefined || from === to) return [];
+      // Into a backend folder: from the factory only (src/leadership/open-backend.ts), never from another backend.
+      if (r.from === 'src/leadership/open-backend.ts') return [];
+      return [`${r.from} → ${r.to}`];
+    });
+    expect(wrong).toEqual([]);
   });
 });

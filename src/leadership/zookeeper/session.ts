@@ -17,13 +17,13 @@
  * session creates is created with `CREATOR_ALL_ACL` in the same request (the election and member directories
  * too: ZooKeeper checks a node's deletion and its children's creation against its parent's ACL).
  */
-import { backoffMs } from '../backoff.ts';
-import type { MonotonicClock } from '../clock.ts';
-import type { Logger } from '../log.ts';
-import { sleep } from '../sleep.ts';
-import { withTimeout } from '../with-timeout.ts';
-import { MEMBER_VALUE_MIN_GAP_MS } from './etcd-session.ts';
-import { createWaitList } from './wait-list.ts';
+import { backoffMs } from '../../backoff.ts';
+import type { MonotonicClock } from '../../clock.ts';
+import type { Logger } from '../../log.ts';
+import { sleep } from '../../sleep.ts';
+import { withTimeout } from '../../with-timeout.ts';
+import { MEMBER_VALUE_MIN_GAP_MS } from '../backend.ts';
+import { createWaitList } from '../wait-list.ts';
 import {
   addDigestAuth,
   CREATOR_ALL_ACL,
@@ -37,7 +37,7 @@ import {
   type ZkAcl,
   type ZkHandle,
   zkCode,
-} from './zookeeper-client.ts';
+} from './client.ts';
 
 /** The default root of every node the cleaner creates (outside Kyuubi's `kyuubi.ha.namespace`). */
 export const ZOOKEEPER_DEFAULT_ROOT = '/spark-driver-cleaner';

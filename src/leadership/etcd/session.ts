@@ -13,14 +13,14 @@
  * campaign again on the new lease.
  */
 import type { Etcd3, Lease } from 'etcd3';
-import { backoffMs } from '../backoff.ts';
-import type { MonotonicClock } from '../clock.ts';
-import { DEFAULT_ETCD_KEY_PREFIX } from '../config/fields.ts';
-import type { Logger } from '../log.ts';
-import { sleep } from '../sleep.ts';
-import { withTimeout } from '../with-timeout.ts';
-import { sessionValidMs } from './backend.ts';
-import { createWaitList } from './wait-list.ts';
+import { backoffMs } from '../../backoff.ts';
+import type { MonotonicClock } from '../../clock.ts';
+import { DEFAULT_ETCD_KEY_PREFIX } from '../../config/fields.ts';
+import type { Logger } from '../../log.ts';
+import { sleep } from '../../sleep.ts';
+import { withTimeout } from '../../with-timeout.ts';
+import { MEMBER_VALUE_MIN_GAP_MS, sessionValidMs } from '../backend.ts';
+import { createWaitList } from '../wait-list.ts';
 
 /** Where all leadership keys live by default (`etcdKeyPrefix`); one watch over it serves every election of a replica. */
 export const ETCD_ROOT = DEFAULT_ETCD_KEY_PREFIX;
@@ -100,12 +100,6 @@ export interface EtcdSession {
  * its terms have already ended here, so nothing is deleted under it meanwhile.
  */
 export const REVOKE_TIMEOUT_MS = 2000;
-
-/**
- * The least time between two writes of the membership value, ms: a replica whose 1,000 informers sync one after
- * another writes its key a few times, not 1,000 times (every replica's watch sees each write).
- */
-export const MEMBER_VALUE_MIN_GAP_MS = 500;
 
 /** At most this many keepalives awaiting their answer are remembered (etcd3 sends one every TTL/3). */
 const MAX_PENDING_KEEPALIVES = 16;

@@ -1,6 +1,6 @@
 /**
  * Leadership of one target on ZooKeeper, as Curator's LeaderLatch does it, on the replica's **shared
- * session** (src/leadership/zookeeper-session.ts): each candidate creates a **protected** ephemeral sequential
+ * session** (src/leadership/zookeeper/session.ts): each candidate creates a **protected** ephemeral sequential
  * node `<election dir>/_c_<uuid>-<replica id>-latch-<sequence>`; the lowest sequence leads; every other
  * candidate watches only its predecessor, and reads the line again when it goes.
  * - Protected: a create whose answer was lost (connection loss) may have been applied; the next attempt on
@@ -20,18 +20,18 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { LimitFunction } from 'p-limit';
-import { backoffMs } from '../backoff.ts';
-import type { MonotonicClock } from '../clock.ts';
-import type { Logger } from '../log.ts';
-import { sleep } from '../sleep.ts';
-import { withTimeout } from '../with-timeout.ts';
-import { type BackendElection, sessionValidMs } from './backend.ts';
-import { createCandidateState } from './candidate-state.ts';
-import { FencedError } from './fenced-error.ts';
-import { createFreshRead } from './fresh-read.ts';
-import { createNode, statOf, ZK_ERR, ZK_MODE, type ZkStat, zkCode } from './zookeeper-client.ts';
-import type { ZkConnection, ZooKeeperSession } from './zookeeper-session.ts';
-import { type CandidateNode, electionDir, parseCandidateName, type ZooKeeperView } from './zookeeper-view.ts';
+import { backoffMs } from '../../backoff.ts';
+import type { MonotonicClock } from '../../clock.ts';
+import type { Logger } from '../../log.ts';
+import { sleep } from '../../sleep.ts';
+import { withTimeout } from '../../with-timeout.ts';
+import { type BackendElection, sessionValidMs } from '../backend.ts';
+import { createCandidateState } from '../candidate-state.ts';
+import { FencedError } from '../fenced-error.ts';
+import { createFreshRead } from '../fresh-read.ts';
+import { createNode, statOf, ZK_ERR, ZK_MODE, type ZkStat, zkCode } from './client.ts';
+import type { ZkConnection, ZooKeeperSession } from './session.ts';
+import { type CandidateNode, electionDir, parseCandidateName, type ZooKeeperView } from './view.ts';
 
 /** Options of {@link createZooKeeperElection}. */
 export interface ZooKeeperElectionOptions {

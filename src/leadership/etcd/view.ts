@@ -1,6 +1,6 @@
 /**
  * A replica's in-memory view of every election and of the live members of its scope, kept by **one watch**
- * over the leadership root (src/leadership/etcd-session.ts `ETCD_ROOT`) instead of a watch per target: one
+ * over the leadership root (src/leadership/etcd/session.ts `ETCD_ROOT`) instead of a watch per target: one
  * range read, then the watch from the next revision (etcd3 resumes it from its last revision after a reconnect; a watch
  * etcd cancels — compacted history — is replaced by a fresh read and watch).
  *
@@ -9,11 +9,11 @@
  * is fenced by a read of the leader key. A view that lags or stalls costs time, never safety.
  */
 import type { Etcd3, IKeyValue, Watcher } from 'etcd3';
-import { backoffMs } from '../backoff.ts';
-import type { Logger } from '../log.ts';
-import { sleep } from '../sleep.ts';
-import { withTimeout } from '../with-timeout.ts';
-import { ETCD_ROOT } from './etcd-session.ts';
+import { backoffMs } from '../../backoff.ts';
+import type { Logger } from '../../log.ts';
+import { sleep } from '../../sleep.ts';
+import { withTimeout } from '../../with-timeout.ts';
+import { ETCD_ROOT } from './session.ts';
 
 /** One candidate key of an election. */
 export interface CandidateKey {
@@ -46,7 +46,7 @@ export interface ElectionView {
   candidates(prefix: string): readonly CandidateKey[];
   /** The live member ids (replicas whose membership key exists), sorted. */
   members(): readonly string[];
-  /** The value of a live member's key (its target set, src/leadership/etcd-leadership-group.ts). */
+  /** The value of a live member's key (its target set, src/leadership/etcd/backend.ts). */
   memberValue(id: string): string | undefined;
   /**
    * The ids of the live members of release 0.1.0 (`<root>members/<id>`), sorted: a rolling update from it

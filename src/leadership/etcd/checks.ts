@@ -1,17 +1,17 @@
 /**
  * The checks of etcd, the leadership backend: each endpoint answers; etcd accepts the configured TLS files and
- * user (src/leadership/etcd-access-check.ts, the same check a replica makes at start); and the user's role
+ * user (src/leadership/etcd/access-check.ts, the same check a replica makes at start); and the user's role
  * lets the replicas work under `etcdKeyPrefix`: grant a lease, write a key on it, read it back, revoke the
  * lease (which deletes the key) — what every campaign does. The probe key is
  * `<etcdKeyPrefix>check/<random>`, never an election or membership key.
  */
 import { randomUUID } from 'node:crypto';
 import { EtcdPermissionDeniedError, GRPCGenericError } from 'etcd3';
-import type { CleanerConfig } from '../config/schema.ts';
-import { checkEtcdAccess, EtcdAccessError } from '../leadership/etcd-access-check.ts';
-import { createEtcdClient, LOGIN_TIMEOUT_MS } from '../leadership/etcd-client.ts';
-import { withTimeout } from '../with-timeout.ts';
-import { type CheckResult, firstLine, resultsOf } from './check-result.ts';
+import { type CheckResult, firstLine, resultsOf } from '../../check-result.ts';
+import type { CleanerConfig } from '../../config/schema.ts';
+import { withTimeout } from '../../with-timeout.ts';
+import { checkEtcdAccess, EtcdAccessError } from './access-check.ts';
+import { createEtcdClient, LOGIN_TIMEOUT_MS } from './client.ts';
 
 /** Runs the etcd checks; never rejects. `answered` is false when no endpoint answered. */
 export async function checkEtcd(

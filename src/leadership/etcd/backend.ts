@@ -1,19 +1,19 @@
 /**
  * The etcd backend of the balancer (src/leadership/leadership-group.ts): one session (one lease, one keepalive
- * stream, the membership key `<root>clusters/<scope>/members/<id>` on the lease, src/leadership/etcd-session.ts),
- * one watch over every election and member (src/leadership/election-view.ts), and an etcd election per target
- * (src/leadership/etcd-leadership.ts).
+ * stream, the membership key `<root>clusters/<scope>/members/<id>` on the lease, src/leadership/etcd/session.ts),
+ * one watch over every election and member (src/leadership/etcd/view.ts), and an etcd election per target
+ * (src/leadership/etcd/election.ts).
  */
 
 import type { Etcd3 } from 'etcd3';
-import type { MonotonicClock } from '../clock.ts';
-import { leaseTimers } from '../failover-timers.ts';
-import type { Logger } from '../log.ts';
-import type { LeadershipBackend } from './backend.ts';
-import { createElectionView, type ElectionView } from './election-view.ts';
-import { createEtcdLeadership, type EtcdLeadership, type EtcdLeadershipOptions } from './etcd-leadership.ts';
-import { createEtcdSession, type EtcdSession, REVOKE_TIMEOUT_MS } from './etcd-session.ts';
-import { createLeadershipGroup, type LeadershipGroup } from './leadership-group.ts';
+import type { MonotonicClock } from '../../clock.ts';
+import { leaseTimers } from '../../failover-timers.ts';
+import type { Logger } from '../../log.ts';
+import type { LeadershipBackend } from '../backend.ts';
+import { createLeadershipGroup, type LeadershipGroup } from '../leadership-group.ts';
+import { createEtcdLeadership, type EtcdLeadership, type EtcdLeadershipOptions } from './election.ts';
+import { createEtcdSession, type EtcdSession, REVOKE_TIMEOUT_MS } from './session.ts';
+import { createElectionView, type ElectionView } from './view.ts';
 
 /** Options of {@link createEtcdLeadershipGroup}. */
 export interface EtcdLeadershipGroupOptions {
@@ -33,7 +33,7 @@ export interface EtcdLeadershipGroupOptions {
   campaignConcurrency?: number;
   /** A target with no candidate for this long is campaigned for by every replica, ms (default: one TTL). */
   fallbackMs?: number;
-  /** Passed to each election (src/leadership/etcd-leadership.ts). */
+  /** Passed to each election (src/leadership/etcd/election.ts). */
   fenceTimeoutMs?: number;
   /** Tests only: passed to each election. */
   readLeaderKey?: EtcdLeadershipOptions['readLeaderKey'];
@@ -49,7 +49,7 @@ export interface EtcdLeadershipGroupOptions {
 }
 
 /** The balance as this replica sees it, for `/api/v1/leaders` (its peers, its targets). */
-export type { LeadershipBalance } from './assignment.ts';
+export type { LeadershipBalance } from '../assignment.ts';
 
 /** A replica's etcd leaderships: the balancer's group, with the etcd session and view at hand. */
 export interface EtcdLeadershipGroup extends LeadershipGroup<EtcdLeadership> {

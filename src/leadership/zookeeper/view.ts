@@ -7,13 +7,13 @@
  * view emptied meanwhile would have the balancer withdraw every campaign, and the nodes that survived the
  * reconnection would be deleted and created again at the back of their lines).
  *
- * As with etcd (src/leadership/election-view.ts), the view only tells the balancer **when to look**: who
- * leads is decided by the election's own reads (src/leadership/zookeeper-election.ts), and each DELETE is
+ * As with etcd (src/leadership/etcd/view.ts), the view only tells the balancer **when to look**: who
+ * leads is decided by the election's own reads (src/leadership/zookeeper/election.ts), and each DELETE is
  * fenced by a read of the leader's node.
  */
-import type { Logger } from '../log.ts';
-import type { Candidate, MembersView } from './backend.ts';
-import type { ZkConnection, ZooKeeperSession } from './zookeeper-session.ts';
+import type { Logger } from '../../log.ts';
+import type { Candidate, MembersView } from '../backend.ts';
+import type { ZkConnection, ZooKeeperSession } from './session.ts';
 
 /** One candidate node: `_c_<uuid>-<replica id>-latch-<sequence>` (Curator's protected names). */
 export interface CandidateNode extends Candidate {

@@ -136,7 +136,7 @@ export function zkCode(err: unknown): number | undefined {
  * `response_counter_limit`), which happens while it tries a server that was just killed: sessions the server
  * still held were ended on the client, and a new handle could not get past a dead server in the list. That
  * limit is lifted here: a session is lost when the server says it expired, or when the session
- * (src/leadership/zookeeper-session.ts) has been disconnected for a whole session timeout.
+ * (src/leadership/zookeeper/session.ts) has been disconnected for a whole session timeout.
  * @param connect `host:port,...[/chroot]`
  * @param timeoutMs the session timeout asked for, ms (the server bounds it)
  */

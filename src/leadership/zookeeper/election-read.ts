@@ -2,23 +2,18 @@
  * The read-only {@link ElectionReader} of ZooKeeper: the candidate nodes of a target's election directory
  * (lowest sequence first, the leader) and the membership nodes with their values. It reads through a handle
  * it is given: the replica's own session (`/api/v1/explain`), or a session of its own that creates no node
- * (`status`, `explain`: {@link openZooKeeperReader}).
+ * (`status`, `explain`: {@link openZooKeeperReadSession}).
  */
-import {
-  addDigestAuth,
-  createZkHandle,
-  ZK_ERR,
-  type ZkHandle,
-  zkCode,
-} from '../leadership/zookeeper-client.ts';
-import { electionDir, parseCandidateName } from '../leadership/zookeeper-view.ts';
+
 import {
   zookeeperClusterElectionsDir,
   zookeeperElectionPrefix,
   zookeeperMembersDir,
-} from '../queue/job-identity.ts';
-import { withTimeout } from '../with-timeout.ts';
-import type { ElectionReader } from './election-read.ts';
+} from '../../queue/job-identity.ts';
+import { withTimeout } from '../../with-timeout.ts';
+import type { ElectionReader } from '../election-reader.ts';
+import { addDigestAuth, createZkHandle, ZK_ERR, type ZkHandle, zkCode } from './client.ts';
+import { electionDir, parseCandidateName } from './view.ts';
 
 /** Children of `path`, [] when it does not exist. @throws {@link notAuthenticated} on ZNOAUTH. */
 async function children(h: ZkHandle, path: string): Promise<string[]> {
@@ -108,7 +103,7 @@ export interface ZooKeeperReaderSession {
  * Opens a session of its own to read (it creates no node).
  * @param connect the connect string (`zookeeper`), @param digest `user:password` or undefined
  */
-export function openZooKeeperReader(
+export function openZooKeeperReadSession(
   connect: string,
   root: string,
   digest: string | undefined,

@@ -1,22 +1,18 @@
 /**
  * The ZooKeeper backend of the balancer (src/leadership/leadership-group.ts): one session per replica
- * (src/leadership/zookeeper-session.ts) with its membership node `<root>/clusters/<scope>/members/<id>`, one
- * view of members and candidates (src/leadership/zookeeper-view.ts), and a LeaderLatch election per target
- * (src/leadership/zookeeper-election.ts) under `<root>/clusters/<cluster>/election/<namespace>`
+ * (src/leadership/zookeeper/session.ts) with its membership node `<root>/clusters/<scope>/members/<id>`, one
+ * view of members and candidates (src/leadership/zookeeper/view.ts), and a LeaderLatch election per target
+ * (src/leadership/zookeeper/election.ts) under `<root>/clusters/<cluster>/election/<namespace>`
  * (src/queue/job-identity.ts builds these paths).
  */
-import type { MonotonicClock } from '../clock.ts';
-import type { Logger } from '../log.ts';
-import type { BackendElection, LeadershipBackend } from './backend.ts';
-import { createLeadershipGroup, type LeadershipGroup } from './leadership-group.ts';
-import { statOf, ZK_ERR, zkCode } from './zookeeper-client.ts';
-import { createZooKeeperElection } from './zookeeper-election.ts';
-import {
-  createZooKeeperSession,
-  type ZooKeeperSession,
-  type ZooKeeperSettings,
-} from './zookeeper-session.ts';
-import { createZooKeeperView, electionDir, type ZooKeeperView } from './zookeeper-view.ts';
+import type { MonotonicClock } from '../../clock.ts';
+import type { Logger } from '../../log.ts';
+import type { BackendElection, LeadershipBackend } from '../backend.ts';
+import { createLeadershipGroup, type LeadershipGroup } from '../leadership-group.ts';
+import { statOf, ZK_ERR, zkCode } from './client.ts';
+import { createZooKeeperElection } from './election.ts';
+import { createZooKeeperSession, type ZooKeeperSession, type ZooKeeperSettings } from './session.ts';
+import { createZooKeeperView, electionDir, type ZooKeeperView } from './view.ts';
 
 /** Options of {@link createZooKeeperLeadershipGroup}. */
 export interface ZooKeeperLeadershipGroupOptions {

@@ -9,7 +9,9 @@
  * deleted. An ephemeral node goes with the session anyway.
  */
 import { randomUUID } from 'node:crypto';
-import type { CleanerConfig } from '../config/schema.ts';
+import { type CheckResult, firstLine, resultsOf } from '../../check-result.ts';
+import type { CleanerConfig } from '../../config/schema.ts';
+import { withTimeout } from '../../with-timeout.ts';
 import {
   addDigestAuth,
   CREATOR_ALL_ACL,
@@ -21,9 +23,7 @@ import {
   ZK_MODE,
   type ZkHandle,
   zkCode,
-} from '../leadership/zookeeper-client.ts';
-import { withTimeout } from '../with-timeout.ts';
-import { type CheckResult, firstLine, resultsOf } from './check-result.ts';
+} from './client.ts';
 
 /** The name of a Kyuubi server's (or engine's) registration node in its namespace. */
 const KYUUBI_REGISTRATION = /^serverUri=[^;]+;version=/;

@@ -2,7 +2,7 @@
  * The etcd client of a replica (and of `status` / `explain`), and how it copes with a member that is down:
  *
  * - **which member**: etcd3 picks one at random per call and per stream; our per-member policy
- *   (src/leadership/etcd-member-preference.ts) steers calls away from a member that failed recently, while
+ *   (src/leadership/etcd/member-preference.ts) steers calls away from a member that failed recently, while
  *   another has not. It replaces etcd3's default per-member circuit breaker, which counts our own watch
  *   cancellations as failures, opens on a burst of them, and is closed again by every stream opened on a dead
  *   member (the opening succeeds; the stream fails just after).
@@ -13,10 +13,10 @@
  *   call gets `callTimeoutMs`; a timed-out call is retried on the next member. Streams (watch, keepalive) get
  *   HTTP/2 pings instead: a stream to a silent member fails after `PING_INTERVAL_MS + PING_TIMEOUT_MS`.
  * - **security**: TLS files and the etcd password are read at creation and re-read when they change
- *   (src/leadership/etcd-secrets.ts): the connections are then re-opened with the new certificate and
+ *   (src/leadership/etcd/secrets.ts): the connections are then re-opened with the new certificate and
  *   log in with the new password.
  * - **auth tokens**: etcd forgets its tokens when it restarts; etcd3 logs in again for unary calls only. The
- *   watch and lease keepalive streams log in again too (src/leadership/etcd-auth-refresh.ts).
+ *   watch and lease keepalive streams log in again too (src/leadership/etcd/auth-refresh.ts).
  * - **watch reconnects**: etcd3 waits before reopening a failed watch stream, doubling the wait up to 30 s and
  *   counting each failure twice (its `error` and its `end`): a few reopenings that landed on a dead member
  *   left the election view without news for seconds. Here the wait is at most {@link WATCH_RECONNECT_MAX_MS}.
@@ -24,13 +24,13 @@
 
 import { ExponentialBackoff, type IBackoff } from 'cockatiel';
 import { Etcd3, type IOptions } from 'etcd3';
-import { type MonotonicClock, monotonicClock } from '../clock.ts';
-import type { EtcdSecurity } from '../config/schema.ts';
-import { FAILOVER_TIMERS } from '../failover-timers.ts';
-import type { Logger } from '../log.ts';
-import { type AuthRefreshCounts, installAuthRefresh } from './etcd-auth-refresh.ts';
-import { createMemberPreference, type MemberCallCounts } from './etcd-member-preference.ts';
-import { readEtcdSecrets, watchEtcdSecrets } from './etcd-secrets.ts';
+import { type MonotonicClock, monotonicClock } from '../../clock.ts';
+import type { EtcdSecurity } from '../../config/schema.ts';
+import { FAILOVER_TIMERS } from '../../failover-timers.ts';
+import type { Logger } from '../../log.ts';
+import { type AuthRefreshCounts, installAuthRefresh } from './auth-refresh.ts';
+import { createMemberPreference, type MemberCallCounts } from './member-preference.ts';
+import { readEtcdSecrets, watchEtcdSecrets } from './secrets.ts';
 
 /**
  * Deadline of one login (etcd auth), ms: longer than a call's, as etcd checks the password with bcrypt and a

@@ -11,18 +11,20 @@
  * - **user and role**: one read of a key under `etcdKeyPrefix`: etcd's "authentication failed" (wrong user
  *   or password) and "permission denied" (the user's role does not cover the prefix) are refusals.
  */
+
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:tls';
 import { EtcdAuthenticationFailedError, EtcdPermissionDeniedError, EtcdUserNotFoundError } from 'etcd3';
-import type { EtcdSecurity } from '../config/schema.ts';
-import { withTimeout } from '../with-timeout.ts';
-import type { EtcdClient } from './etcd-client.ts';
+import type { EtcdSecurity } from '../../config/schema.ts';
+import { withTimeout } from '../../with-timeout.ts';
+import { LeadershipAccessError } from '../access-error.ts';
+import type { EtcdClient } from './client.ts';
 
 /** How long one endpoint's TLS check or the read may take before etcd counts as not answering, ms. */
 export const ACCESS_CHECK_TIMEOUT_MS = 5000;
 
 /** etcd refused the configured certificate, user or password, or the user's role lacks the key prefix. */
-export class EtcdAccessError extends Error {
+export class EtcdAccessError extends LeadershipAccessError {
   override name = 'EtcdAccessError';
 }
 

@@ -21,7 +21,7 @@
  * (README, dependency notes) and test/failure/etcd-secured.test.ts restarts an etcd with auth to prove it.
  */
 import { type Etcd3, EtcdInvalidAuthTokenError } from 'etcd3';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../log.ts';
 
 /** Cancel reasons of a refused watch creation that can mean a token etcd no longer knows. */
 const TOKEN_REFUSAL = /invalid auth token|permission denied|auth token is not provided/i;

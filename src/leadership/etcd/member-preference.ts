@@ -14,7 +14,7 @@
  */
 import { type IDefaultPolicyContext, type IPolicy, noop } from 'cockatiel';
 import { GRPCCancelledError, isRecoverableError } from 'etcd3';
-import type { MonotonicClock } from '../clock.ts';
+import type { MonotonicClock } from '../../clock.ts';
 
 /** A call was not sent to this member: it failed recently and another member has not. */
 export class EtcdMemberAvoidedError extends Error {

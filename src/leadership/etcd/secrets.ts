@@ -12,8 +12,8 @@
 import { type FSWatcher, readFileSync, watch } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Etcd3, IOptions } from 'etcd3';
-import type { EtcdSecurity } from '../config/schema.ts';
-import type { Logger } from '../log.ts';
+import type { EtcdSecurity } from '../../config/schema.ts';
+import type { Logger } from '../../log.ts';
 
 /** Re-reading waits this long after the last file event, so one Secret update is read once, ms. */
 export const SECRET_RELOAD_DEBOUNCE_MS = 200;

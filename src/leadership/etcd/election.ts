@@ -1,13 +1,13 @@
 /**
  * Leadership of one target through an etcd election, as etcd's Go client does it
- * (client/v3/concurrency/election.go), on the replica's **shared session lease** (src/leadership/etcd-session.ts):
+ * (client/v3/concurrency/election.go), on the replica's **shared session lease** (src/leadership/etcd/session.ts):
  * each candidate puts a key `prefix/<lease id>` attached to its session lease; the key with the lowest create
  * revision leads; the others wait until no key created before theirs is left. The waiting is woken by the
- * replica's one watch over all elections (src/leadership/election-view.ts), confirmed by a read before a
+ * replica's one watch over all elections (src/leadership/etcd/view.ts), confirmed by a read before a
  * term starts, and re-read once per TTL anyway (a stalled watch must not hold a campaign forever).
  *
  * Whether this replica is a candidate at all is the balancer's decision (`setWanted`,
- * src/leadership/etcd-leadership-group.ts): a term that ends — stepped down, resigned, or no longer wanted —
+ * src/leadership/etcd/backend.ts): a term that ends — stepped down, resigned, or no longer wanted —
  * **deletes its own key** (if it still has the term's create revision), since the lease is shared and lives on.
  *
  * Fencing: the term ends as soon as the session's lease ends or goes stale (no successful keepalive for
@@ -18,17 +18,17 @@
  */
 import type { Etcd3 } from 'etcd3';
 import type { LimitFunction } from 'p-limit';
-import { backoffMs } from '../backoff.ts';
-import type { MonotonicClock } from '../clock.ts';
-import type { Logger } from '../log.ts';
-import { sleep } from '../sleep.ts';
-import { withTimeout } from '../with-timeout.ts';
-import type { BackendElection } from './backend.ts';
-import { createCandidateState } from './candidate-state.ts';
-import type { ElectionView } from './election-view.ts';
-import { type EtcdSession, LeaseEnd, type SessionLease } from './etcd-session.ts';
-import { FencedError } from './fenced-error.ts';
-import { abortable, createFreshRead } from './fresh-read.ts';
+import { backoffMs } from '../../backoff.ts';
+import type { MonotonicClock } from '../../clock.ts';
+import type { Logger } from '../../log.ts';
+import { sleep } from '../../sleep.ts';
+import { withTimeout } from '../../with-timeout.ts';
+import type { BackendElection } from '../backend.ts';
+import { createCandidateState } from '../candidate-state.ts';
+import { FencedError } from '../fenced-error.ts';
+import { abortable, createFreshRead } from '../fresh-read.ts';
+import { type EtcdSession, LeaseEnd, type SessionLease } from './session.ts';
+import type { ElectionView } from './view.ts';
 
 /** Options of {@link createEtcdLeadership}. */
 export interface EtcdLeadershipOptions {
