@@ -50,6 +50,15 @@ import {
 } from './assignment.ts';
 import type { BackendContext, BackendElection, LeadershipBackend } from './backend.ts';
 
+/**
+ * What every backend's group takes from its caller and passes to the balancer (`fallbackMs` optional there:
+ * each backend defaults it to its session's TTL).
+ */
+export type BackendGroupOptions = Omit<LeadershipGroupOptions<BackendElection>, 'backend' | 'fallbackMs'> & {
+  /** A target with no candidate for this long is campaigned for by every replica, ms (default: one TTL). */
+  fallbackMs?: number;
+};
+
 /** Options of {@link createLeadershipGroup}. */
 export interface LeadershipGroupOptions<E extends BackendElection> {
   /** Creates the backend, given what it needs from the balancer. */

@@ -6,33 +6,23 @@
  */
 
 import type { Etcd3 } from 'etcd3';
-import type { MonotonicClock } from '../../clock.ts';
 import { leaseTimers } from '../../failover-timers.ts';
-import type { Logger } from '../../log.ts';
 import type { LeadershipBackend } from '../backend.ts';
-import { createLeadershipGroup, type LeadershipGroup } from '../leadership-group.ts';
+import {
+  type BackendGroupOptions,
+  createLeadershipGroup,
+  type LeadershipGroup,
+} from '../leadership-group.ts';
+import { createStrayCandidates } from '../stray-candidates.ts';
 import { createEtcdLeadership, type EtcdLeadership, type EtcdLeadershipOptions } from './election.ts';
 import { createEtcdSession, type EtcdSession, REVOKE_TIMEOUT_MS } from './session.ts';
 import { createElectionView, type ElectionView } from './view.ts';
 
 /** Options of {@link createEtcdLeadershipGroup}. */
-export interface EtcdLeadershipGroupOptions {
+export interface EtcdLeadershipGroupOptions extends BackendGroupOptions {
   client: Etcd3;
-  replicaId: string;
   /** Session lease TTL, seconds (≥ 2). */
   ttlSeconds: number;
-  log: Logger;
-  /** The monotonic clock, ms (src/clock.ts). */
-  monotonicNow: MonotonicClock;
-  /**
-   * Balance leaderships over the live members (default true). False: every started election campaigns, the
-   * first candidate leads, as a plain etcd election — for tests of the election itself.
-   */
-  balanced?: boolean;
-  /** At most this many campaign calls to etcd at a time (default 16). */
-  campaignConcurrency?: number;
-  /** A target with no candidate for this long is campaigned for by every replica, ms (default: one TTL). */
-  fallbackMs?: number;
   /** Passed to each election (src/leadership/etcd/election.ts). */
   fenceTimeoutMs?: number;
   /** Tests only: passed to each election. */
@@ -44,8 +34,6 @@ export interface EtcdLeadershipGroupOptions {
    * `root`: the replica registers there and balances with the members there.
    */
   membersPrefix: string;
-  /** The `clusters` line of the membership value (src/leadership/leadership-group.ts). */
-  clusters?: () => string | undefined;
 }
 
 /** The balance as this replica sees it, for `/api/v1/leaders` (its peers, its targets). */
@@ -95,32 +83,20 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
       });
       session = s;
       view = v;
-      /** Stray keys being deleted. */
-      const deleting = new Set<string>();
-      /**
-       * Deletes a candidate key of our lease that no term holds (a put whose answer was lost after the
-       * campaign gave up): left alone, it would stand in line for a target nobody here campaigns for. Best
-       * effort: the next evaluation tries again.
-       */
-      const deleteStray = (key: string, createRevision: bigint, done: () => void) => {
-        if (deleting.has(key)) return;
-        deleting.add(key);
-        log.info({ key }, 'deleting a candidate key no term holds');
-        void ctx
-          .limit(() =>
-            client.if(key, 'Create', '==', createRevision.toString()).then(client.delete().key(key)).commit(),
-          )
-          .catch((err: unknown) =>
-            log.warn(
-              { err: { message: (err as Error).message }, key },
-              'cannot delete a stray candidate key',
-            ),
-          )
-          .finally(() => {
-            deleting.delete(key);
-            done();
-          });
-      };
+      const strays = createStrayCandidates({ limit: ctx.limit, log, entry: 'key' });
+      /** Deletes a candidate key of our lease that no term holds, if it is still the one seen (same revision). */
+      const deleteStray = (key: string, createRevision: bigint, done: () => void) =>
+        strays.delete(
+          key,
+          async () => {
+            log.info({ key }, 'deleting a candidate key no term holds');
+            await client
+              .if(key, 'Create', '==', createRevision.toString())
+              .then(client.delete().key(key))
+              .commit();
+          },
+          done,
+        );
       const backend: LeadershipBackend<EtcdLeadership> = {
         view: v,
         get live() {
@@ -148,7 +124,7 @@ export function createEtcdLeadershipGroup(opts: EtcdLeadershipGroupOptions): Etc
             for (const c of v.candidates(e.prefix))
               if (c.lease === lease.id && c.replicaId === replicaId)
                 deleteStray(c.key, c.createRevision, done);
-          return [...deleting].some((k) => k.startsWith(e.prefix));
+          return strays.deletingUnder(e.prefix);
         },
         start() {
           s.start();

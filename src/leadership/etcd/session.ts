@@ -19,7 +19,8 @@ import { DEFAULT_ETCD_KEY_PREFIX } from '../../config/fields.ts';
 import type { Logger } from '../../log.ts';
 import { sleep } from '../../sleep.ts';
 import { withTimeout } from '../../with-timeout.ts';
-import { MEMBER_VALUE_MIN_GAP_MS, sessionValidMs } from '../backend.ts';
+import { sessionValidMs } from '../backend.ts';
+import { createMemberValueWriter } from '../member-value.ts';
 import { createWaitList } from '../wait-list.ts';
 
 /** Where all leadership keys live by default (`etcdKeyPrefix`); one watch over it serves every election of a replica. */
@@ -118,13 +119,24 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
   let granted = 0;
   const listeners: ((l: SessionLease) => void)[] = [];
   const valueNow = () => opts.memberValue?.() ?? opts.replicaId;
-  /** The membership value last written on the live lease (undefined: none yet). */
-  let writtenValue: string | undefined;
-  let refreshing = false;
-  let refreshAgain = false;
-  let lastRefreshMs = Number.NEGATIVE_INFINITY;
   const waiters = createWaitList<SessionLease>();
   const stop = new AbortController();
+  const memberValue = createMemberValueWriter({
+    valueNow,
+    write(value) {
+      const c = current;
+      if (!running || !c || c.end.signal.aborted) return undefined;
+      return withTimeout(
+        opts.client.put(`${membersPrefix}${opts.replicaId}`).value(value).lease(c.id).exec(),
+        ttlMs,
+        'membership update',
+      ).then(() => current === c);
+    },
+    signal: stop.signal,
+    monotonicNow: opts.monotonicNow,
+    log,
+    entry: 'key',
+  });
 
   const keepaliveAgeMs = () =>
     current === undefined || lastKeepaliveSentMs === undefined
@@ -170,7 +182,7 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
   /** One lease: grant, register, keep until it ends. Throws when the grant or the registration fails. */
   async function oneLease(): Promise<void> {
     const end = new AbortController();
-    writtenValue = undefined;
+    memberValue.registered(undefined);
     // The grant request leaves as the lease is created: its TTL runs from about now.
     const grantSentMs = opts.monotonicNow();
     const l = opts.client.lease(opts.ttlSeconds, { autoKeepAlive: true });
@@ -189,7 +201,7 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
         ttlMs,
         'membership registration',
       );
-      writtenValue = value;
+      memberValue.registered(value);
       if (!running) throw new LeaseEnd('resigned', 'ended');
       granted += 1;
       log.info({ leaseId: id, ttlSeconds: opts.ttlSeconds }, 'etcd session lease granted');
@@ -245,51 +257,8 @@ export function createEtcdSession(opts: EtcdSessionOptions): EtcdSession {
     }
   }
 
-  /** Writes the current value on the live lease, if it differs from the one written; see refreshMemberValue. */
-  async function refresh(): Promise<void> {
-    refreshing = true;
-    try {
-      for (;;) {
-        refreshAgain = false;
-        const waitMs = lastRefreshMs + MEMBER_VALUE_MIN_GAP_MS - opts.monotonicNow();
-        if (waitMs > 0) await sleep(waitMs, stop.signal, { unref: true });
-        const c = current;
-        const value = valueNow();
-        // Not before the registration has written the key (it writes the value of its time).
-        if (!running || !c || c.end.signal.aborted || writtenValue === undefined || value === writtenValue) {
-          if (!refreshAgain) return;
-          continue;
-        }
-        lastRefreshMs = opts.monotonicNow();
-        try {
-          await withTimeout(
-            opts.client.put(`${membersPrefix}${opts.replicaId}`).value(value).lease(c.id).exec(),
-            ttlMs,
-            'membership update',
-          );
-          if (current === c) writtenValue = value;
-        } catch (err) {
-          log.warn(
-            { err: { message: (err as Error).message } },
-            'cannot update the membership key; retrying',
-          );
-          return;
-        }
-        if (!refreshAgain && valueNow() === writtenValue) return;
-      }
-    } finally {
-      refreshing = false;
-    }
-  }
-
   return {
-    refreshMemberValue() {
-      if (refreshing) {
-        refreshAgain = true;
-        return;
-      }
-      if (current && valueNow() !== writtenValue) void refresh().catch(() => undefined);
-    },
+    refreshMemberValue: () => memberValue.refresh(),
     get lease() {
       return current && !current.end.signal.aborted ? { id: current.id, ended: current.ended } : undefined;
     },

@@ -1,38 +1,22 @@
-/**
- * The ZooKeeper backend of the balancer (src/leadership/leadership-group.ts): one session per replica
- * (src/leadership/zookeeper/session.ts) with its membership node `<root>/clusters/<scope>/members/<id>`, one
- * view of members and candidates (src/leadership/zookeeper/view.ts), and a LeaderLatch election per target
- * (src/leadership/zookeeper/election.ts) under `<root>/clusters/<cluster>/election/<namespace>`
- * (src/queue/job-identity.ts builds these paths).
- */
-import type { MonotonicClock } from '../../clock.ts';
-import type { Logger } from '../../log.ts';
 import type { BackendElection, LeadershipBackend } from '../backend.ts';
-import { createLeadershipGroup, type LeadershipGroup } from '../leadership-group.ts';
+import {
+  type BackendGroupOptions,
+  createLeadershipGroup,
+  type LeadershipGroup,
+} from '../leadership-group.ts';
+import { createStrayCandidates } from '../stray-candidates.ts';
 import { statOf, ZK_ERR, zkCode } from './client.ts';
 import { createZooKeeperElection } from './election.ts';
 import { createZooKeeperSession, type ZooKeeperSession, type ZooKeeperSettings } from './session.ts';
 import { createZooKeeperView, electionDir, type ZooKeeperView } from './view.ts';
 
 /** Options of {@link createZooKeeperLeadershipGroup}. */
-export interface ZooKeeperLeadershipGroupOptions {
+export interface ZooKeeperLeadershipGroupOptions extends BackendGroupOptions {
   settings: ZooKeeperSettings;
-  replicaId: string;
-  log: Logger;
-  /** The monotonic clock, ms (src/clock.ts). */
-  monotonicNow: MonotonicClock;
-  /** Balance over the live members (default true); false: a plain election, for tests of the election. */
-  balanced?: boolean;
-  /** At most this many campaign calls at a time (default 16). */
-  campaignConcurrency?: number;
-  /** A target with no candidate for this long is campaigned for by every replica, ms (default: the session timeout). */
-  fallbackMs?: number;
   /** Timeout of the fencing read, ms (default: a third of the session timeout, at least 500). */
   fenceTimeoutMs?: number;
   /** The directory of the membership nodes of the replica's scope (src/queue/job-identity.ts `zookeeperMembersDir`). */
   membersDir: string;
-  /** The `clusters` line of the membership value (src/leadership/leadership-group.ts). */
-  clusters?: () => string | undefined;
 }
 
 /** A replica's ZooKeeper leaderships, with the session and the view at hand. */
@@ -75,30 +59,26 @@ export function createZooKeeperLeadershipGroup(
       const v = createZooKeeperView({ session: s, membersDir: opts.membersDir, log });
       session = s;
       view = v;
-      const deleting = new Set<string>();
-      /** Deletes a candidate node of our live session that no term holds (a create whose answer was lost). */
+      const strays = createStrayCandidates({
+        limit: ctx.limit,
+        log,
+        entry: 'node',
+        gone: (err) => zkCode(err) === ZK_ERR.noNode,
+      });
+      /** Deletes a candidate node of our live session that no term holds, if our session still owns it. */
       const deleteStray = (path: string, done: () => void) => {
         const c = s.connection;
-        if (!c || deleting.has(path)) return;
-        deleting.add(path);
-        void ctx
-          .limit(async () => {
+        if (!c) return;
+        strays.delete(
+          path,
+          async () => {
             const stat = await statOf(c.handle, path);
             if (stat?.ephemeralOwner !== c.sessionId) return;
             log.info({ node: path }, 'deleting a candidate node no term holds');
             await c.handle.delete_(path, -1);
-          })
-          .catch((err: unknown) => {
-            if (zkCode(err) !== ZK_ERR.noNode)
-              log.warn(
-                { err: { message: (err as Error).message }, node: path },
-                'cannot delete a stray candidate node',
-              );
-          })
-          .finally(() => {
-            deleting.delete(path);
-            done();
-          });
+          },
+          done,
+        );
       };
       const backend: LeadershipBackend<BackendElection> = {
         view: v,
@@ -125,7 +105,7 @@ export function createZooKeeperLeadershipGroup(
         tidy(e, done) {
           if (s.connection && !e.wanted && e.idle)
             for (const c of v.candidates(e.prefix)) if (c.replicaId === replicaId) deleteStray(c.key, done);
-          return [...deleting].some((k) => k.startsWith(e.prefix));
+          return strays.deletingUnder(e.prefix);
         },
         start: () => s.start(),
         async close(elections) {

@@ -22,7 +22,7 @@ import type { MonotonicClock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
 import { sleep } from '../../sleep.ts';
 import { withTimeout } from '../../with-timeout.ts';
-import { MEMBER_VALUE_MIN_GAP_MS } from '../backend.ts';
+import { createMemberValueWriter } from '../member-value.ts';
 import { createWaitList } from '../wait-list.ts';
 import {
   addDigestAuth,
@@ -149,12 +149,23 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
   let knownSession: string | undefined;
   let disconnectedAt: number | undefined;
   let opened = 0;
-  let writtenValue: string | undefined;
-  let refreshing = false;
-  let lastRefreshMs = Number.NEGATIVE_INFINITY;
   const listeners: ((c: ZkConnection) => void)[] = [];
   const waiters = createWaitList<ZkConnection>();
   const stop = new AbortController();
+  const memberValue = createMemberValueWriter({
+    valueNow,
+    write(value) {
+      const c = current;
+      if (!running || !c) return undefined;
+      return withTimeout(c.handle.set(memberPath, value, -1), timeoutMs, 'membership update').then(
+        () => true,
+      );
+    },
+    signal: stop.signal,
+    monotonicNow: opts.monotonicNow,
+    log,
+    entry: 'node',
+  });
 
   const acl = settings.digest ? CREATOR_ALL_ACL : OPEN_ACL_UNSAFE;
 
@@ -176,7 +187,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
     for (let attempt = 0; attempt < 3; attempt++) {
       try {
         await createNode(h, memberPath, value, ZK_MODE.ephemeral, acl);
-        writtenValue = value;
+        memberValue.registered(value);
         return;
       } catch (err) {
         if (zkCode(err) !== ZK_ERR.nodeExists) throw err;
@@ -184,7 +195,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
       const stat = await statOf(h, memberPath);
       if (stat?.ephemeralOwner === sessionId) {
         await h.set(memberPath, value, -1);
-        writtenValue = value;
+        memberValue.registered(value);
         return;
       }
       // A node of an earlier session of this replica (a restart within the session timeout): replace it.
@@ -300,34 +311,7 @@ export function createZooKeeperSession(opts: ZooKeeperSessionOptions): ZooKeeper
   let unreachableSaidAtMs: number | undefined;
   const UNREACHABLE_REPEAT_MS = 60_000;
 
-  async function refresh(): Promise<void> {
-    refreshing = true;
-    try {
-      for (;;) {
-        const waitMs = lastRefreshMs + MEMBER_VALUE_MIN_GAP_MS - opts.monotonicNow();
-        if (waitMs > 0) await sleep(waitMs, stop.signal, { unref: true });
-        const c = current;
-        const value = valueNow();
-        if (!running || !c || writtenValue === undefined || value === writtenValue) return;
-        lastRefreshMs = opts.monotonicNow();
-        try {
-          await withTimeout(c.handle.set(memberPath, value, -1), timeoutMs, 'membership update');
-          writtenValue = value;
-        } catch (err) {
-          log.warn(
-            { err: { message: (err as Error).message } },
-            'cannot update the membership node; retrying',
-          );
-          return;
-        }
-      }
-    } finally {
-      refreshing = false;
-    }
-  }
-  function refreshMemberValue(): void {
-    if (!refreshing && current && valueNow() !== writtenValue) void refresh().catch(() => undefined);
-  }
+  const refreshMemberValue = () => memberValue.refresh();
 
   return {
     get connection() {
