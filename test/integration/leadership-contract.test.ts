@@ -3,8 +3,10 @@
  * election, resign and stepDown hand over at once, the balance over replicas (at most ⌈T / R⌉ each, one
  * session per replica), a replica added or killed, and — all along every handover — no two replicas whose
  * `fence()` succeeds for one target in the same round; a burst of `fence()` calls costs the server a few reads,
- * not one each; the session's freshness in each backend's own measure. The etcd-only cases (lease revisions, the campaign transaction, the order of coalesced fencing
- * reads) stay in leadership.test.ts and leadership-balance.test.ts.
+ * not one each; the session's freshness in each backend's own measure. This is the suite a new backend must
+ * pass (test/helpers/leadership-backends.ts lists the backends: add one there). Cases of one backend's own
+ * mechanics stay beside it: etcd-election.test.ts and etcd-balance.test.ts (lease revisions, the campaign
+ * transaction, the order of coalesced fencing reads), zookeeper-*.test.ts (lost creates, ensembles).
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';

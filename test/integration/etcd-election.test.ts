@@ -1,3 +1,9 @@
+/**
+ * The etcd election's own behaviour on real etcd, beyond the contract every backend passes
+ * (test/integration/leadership-contract.test.ts): fencing with etcd frozen, keepalive freshness counted from
+ * when the request was sent, waiting behind a predecessor (lease revoked, watch stalled), the campaign
+ * transaction with a lost answer, and the coalesced fencing read (one read only answers calls made before it).
+ */
 import { Etcd3, type ITxnRequest, type ITxnResponse, type Lease } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalEtcd, startEtcd } from '../../harness/sandbox/local-services.ts';
@@ -24,7 +30,7 @@ afterAll(async () => {
 /**
  * These tests are of the election itself: each candidate is a replica of its own (its own client, session
  * lease and watch) with one election, unbalanced (every started election campaigns). Balancing is tested in
- * leadership-balance.test.ts.
+ * etcd-balance.test.ts.
  */
 interface Candidate {
   id: string;
@@ -73,57 +79,6 @@ async function leave(c: Candidate): Promise<void> {
 }
 
 describe('etcd leadership (real etcd)', () => {
-  it('three candidates → exactly one leader; resign → another elected on the key deletion, the session lease intact', async () => {
-    const prefix = election('election-a');
-    const cs = ['r1', 'r2', 'r3'].map((id) => candidate(id, prefix));
-    for (const c of cs) c.leadership.start();
-    const first = await waitFor('a leader', () => cs.find((c) => c.leadership.isLeader));
-    // Give the others every chance to (wrongly) become leader too.
-    await waitFor(
-      'all campaigned',
-      async () => (await cs[0]?.client.getAll().prefix(prefix).keys())?.length === 3,
-    );
-    expect(cs.filter((c) => c.leadership.isLeader)).toHaveLength(1);
-    expect(await first.leadership.currentLeader()).toBe(first.id);
-    await first.leadership.fence(new AbortController().signal);
-
-    const leaseId = first.group.session.lease?.id;
-    await first.leadership.resign();
-    const second = await waitFor('a new leader', () => cs.find((c) => c !== first && c.leadership.isLeader));
-    // Elected on the resigned key's deletion, not on a lease expiry: the first replica's session lives on.
-    expect(leaseId).toBeDefined();
-    expect(first.group.session.lease?.id).toBe(leaseId);
-    expect(first.group.session.lease?.ended.aborted).toBe(false);
-    expect(first.group.session.leasesGranted).toBe(1);
-    expect(first.leadership.isLeader).toBe(false);
-    expect(first.events).toEqual(['elected', 'lost: resigned']);
-    await expect(first.leadership.fence(new AbortController().signal)).rejects.toThrow(FencedError);
-    expect(cs.filter((c) => c.leadership.isLeader)).toEqual([second]);
-    for (const c of cs) await leave(c);
-  });
-
-  it('stepDown: the next candidate is elected, the one that stepped down campaigns again behind it', async () => {
-    const prefix = election('election-stepdown');
-    const [a, b] = ['a', 'b'].map((id) => candidate(id, prefix)) as [Candidate, Candidate];
-    a.leadership.start();
-    await waitFor('a leads', () => a.leadership.isLeader);
-    b.leadership.start();
-    await waitFor('b campaigned', async () => (await a.client.getAll().prefix(prefix).keys()).length === 2);
-    a.leadership.stepDown('stuck (test)');
-    await waitFor('b leads', () => b.leadership.isLeader);
-    expect(a.leadership.isLeader).toBe(false);
-    expect(a.events).toEqual(['elected', 'lost: stepped down: stuck (test)']);
-    // a is still a candidate: it leads again once b leaves.
-    await waitFor(
-      'a campaigned again',
-      async () => (await a.client.getAll().prefix(prefix).keys()).length === 2,
-    );
-    await b.leadership.resign();
-    await waitFor('a leads again', () => a.leadership.isLeader);
-    expect(a.events).toEqual(['elected', 'lost: stepped down: stuck (test)', 'elected']);
-    for (const c of [a, b]) await leave(c);
-  });
-
   it('fencing: with etcd frozen, the leader stops before its TTL runs out and fence() refuses', async () => {
     const prefix = election('election-b');
     const c = candidate('solo', prefix, 2);
@@ -398,25 +353,6 @@ function track(p: Promise<void>) {
 
 describe('etcd leadership: coalesced fencing reads (real etcd)', () => {
   const signal = () => new AbortController().signal;
-
-  it('50 concurrent fence() calls share at most 2 etcd reads, and all resolve', async () => {
-    let reads = 0;
-    const c = candidate('burst', election('fence-burst'), 2, {
-      readLeaderKey: (key, read) => {
-        reads += 1;
-        return read(key);
-      },
-    });
-    c.leadership.start();
-    await waitFor('elected', () => c.leadership.isLeader);
-    await Promise.all(Array.from({ length: 50 }, () => c.leadership.fence(signal())));
-    expect(reads).toBeLessThanOrEqual(2);
-    // A second burst: again at most two more.
-    await Promise.all(Array.from({ length: 50 }, () => c.leadership.fence(signal())));
-    expect(reads).toBeLessThanOrEqual(4);
-    expect(c.leadership.isLeader).toBe(true);
-    await leave(c);
-  });
 
   it('a fence() called while a read is in flight is satisfied only by a read that started after it', async () => {
     const log: string[] = [];
