@@ -239,7 +239,7 @@ export async function runBench(opts: RunBenchOptions): Promise<{ results: BenchR
           electionTtlSeconds: q ? 3 : 5,
           ...(opts.scaleScope ? { informerScope: opts.scaleScope } : {}),
           ...(opts.scaleAsDeployed ? { asDeployed: true } : {}),
-          // A full idle cycle of a leader's worker (60 s: src/queue/cleanup-worker.ts IDLE_CHECKS).
+          // A full idle cycle of a leader's worker (60 s: src/queue/queue-consumer.ts IDLE_CHECKS).
           idleWindowMs: q ? 5000 : 65_000,
           steadyAfterMs: q ? 1000 : 35_000,
           podsPerTarget: 2,

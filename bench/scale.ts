@@ -382,7 +382,7 @@ async function oneSize(
 
     // --- idle window: nothing asks anything of the replicas or etcd ---
     // Past the first 30 s of every term, when a new leader checks for stalled jobs every 5 s
-    // (src/queue/cleanup-worker.ts IDLE_CHECKS): what is measured is the steady idle cost.
+    // (src/queue/queue-consumer.ts IDLE_CHECKS): what is measured is the steady idle cost.
     await sleep(opts.steadyAfterMs);
     const cmdBefore = await redisCommandCalls(env.redisClient);
     const renewedBefore = await etcdMetric(env, 'etcd_debugging_lease_renewed_total');

@@ -34,7 +34,7 @@ export const FAILOVER_TIMERS = {
   /** A BullMQ job lock (`lockDuration`): a frozen leader's jobs not taken over return this long after it froze. */
   jobLockMs: 10_000,
   /** A term's end waits this long for the worker to close (in-flight DELETEs answered, jobs put back). */
-  workerCloseTimeoutMs: 4_000,
+  consumerCloseTimeoutMs: 4_000,
   /** etcd: calls and streams avoid a member that failed a call this recently (while another has not). */
   avoidFailedMemberMs: 5_000,
   /** The self-check runs this often (overdue pods, a stuck leader, fenced jobs). */

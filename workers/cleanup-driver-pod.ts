@@ -21,7 +21,7 @@
  *
  * The deadline stored with the job only says when to wake up (the enqueuing replica computed it, maybe with
  * another retention, and the dashboard can edit it). The handler's own deadline is the re-checked pod's finish
- * time (src/cleanup/decision.ts `finishTime`: `finishedAt`, else its last condition change, else when this
+ * time (src/rules/decision.ts `finishTime`: `finishedAt`, else its last condition change, else when this
  * replica first saw it terminal) plus **this replica's** retention; a job that is early by it goes back
  * (`not-yet`, with the deadline to store). A pod with no time of its own that this replica never saw keeps the
  * stored deadline.
@@ -33,14 +33,14 @@
  * A UID whose DELETE this replica saw accepted (`acceptedBefore`) is `already-deleting` before any of that:
  * Redis may have lost the job that remembered it, and the cache may not show the deletion yet.
  * No no-op is ever a warning.
- * The handler never touches BullMQ: `src/queue/cleanup-worker.ts` maps outcomes onto it. Its contract
- * (`CleanupDeps`, `CleanupHandler`) and the `Outcome` type live in src/cleanup/.
+ * The handler never touches BullMQ: `src/queue/queue-consumer.ts` maps outcomes onto it. Its contract
+ * (`CleanupDeps`, `CleanupHandler`) and the `Outcome` type live in src/rules/.
  */
 
-import { deadlineMs, decide, finishTime } from '../src/cleanup/decision.ts';
-import type { CleanupDeps } from '../src/cleanup/handler.ts';
-import type { CleanupJobData } from '../src/cleanup/job-data.ts';
-import type { Outcome } from '../src/cleanup/outcome.ts';
+import { deadlineMs, decide, finishTime } from '../src/rules/decision.ts';
+import type { CleanupDeps } from '../src/rules/handler.ts';
+import type { CleanupJobData } from '../src/rules/job-data.ts';
+import type { Outcome } from '../src/rules/outcome.ts';
 import { KubeApiError } from '../src/kube/api-status.ts';
 import { KYUUBI_STATE_DEFAULTS, podState } from '../src/kube/application-state.ts';
 import type { DriverPod } from '../src/kube/driver-pod.ts';

@@ -2,7 +2,7 @@
  * The verdict on one canary pod (src/check/canary.ts): did the fleet delete it once, after its retention and not
  * before? Pure: what the watch saw of the pod and what the fleet's record says come in, one result goes out.
  *
- * - The deadline is the driver container's `finishedAt` + retention (src/cleanup/decision.ts), both cluster
+ * - The deadline is the driver container's `finishedAt` + retention (src/rules/decision.ts), both cluster
  *   timestamps. Out of dry run, the time of the DELETE is the `deletionTimestamp` the API server stamped (1 s
  *   resolution: early only when even its whole second ends before the deadline). In dry run the fleet sends no
  *   DELETE: its job's completion time (`finishedOn`, the leader's clock, ±1 s of tolerance) stands for it.

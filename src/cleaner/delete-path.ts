@@ -12,13 +12,14 @@
  * Rules: Kubernetes DeleteOptions `preconditions` (the API server answers 409 when the UID or
  * resourceVersion differ), BullMQ's at-least-once job delivery (a job may run twice).
  */
-import type { CleanupDeps } from '../cleanup/handler.ts';
+
 import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy, RecheckMode } from '../config/schema.ts';
 import type { AppStateSettings } from '../kube/application-state.ts';
 import type { PodApi } from '../kube/pod-api.ts';
 import type { PodInformer } from '../kube/pod-informer.ts';
 import type { Leadership } from '../leadership/leadership.ts';
+import type { CleanupDeps } from '../rules/handler.ts';
 import type { AcceptedDeletes } from './accepted-deletes.ts';
 import type { CacheTrust } from './cache-trust.ts';
 import type { FollowerSide } from './follower-side.ts';

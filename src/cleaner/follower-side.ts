@@ -1,6 +1,6 @@
 /**
  * The follower side of one target, run on every replica whether it leads or not: each pod event the informer
- * delivers is classified (src/cleanup/decision.ts) and becomes at most one Redis call — a delayed cleanup job
+ * delivers is classified (src/rules/decision.ts) and becomes at most one Redis call — a delayed cleanup job
  * keyed by the pod's UID for a terminal pod, a cancel (tombstone) for a pod being deleted, an unschedule for a
  * pod that left the selector. It makes no API calls. The leader's reconcile enqueues through the same path.
  *
@@ -8,15 +8,15 @@
  * carries no finish time, and the once-per-pod warnings; all of it goes with the pod's DELETED event.
  */
 import pLimit from 'p-limit';
-import { type DecisionRules, deadlineMs, decide, finishTime, malformedReason } from '../cleanup/decision.ts';
-import type { CleanupJobData } from '../cleanup/job-data.ts';
 import type { PodState } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import type { PodEvent, PodInformer } from '../kube/pod-informer.ts';
 import type { Logger } from '../log.ts';
 import { type CleanupQueue, type EnqueueResult, jobDataFor } from '../queue/cleanup-queue.ts';
-import type { RefusedJob } from '../queue/cleanup-worker.ts';
 import { isCleanupJobId, type TargetRef } from '../queue/job-identity.ts';
+import type { RefusedJob } from '../queue/queue-consumer.ts';
+import { type DecisionRules, deadlineMs, decide, finishTime, malformedReason } from '../rules/decision.ts';
+import type { CleanupJobData } from '../rules/job-data.ts';
 import type { EnqueueTrigger, TargetTelemetry } from '../telemetry/target-telemetry.ts';
 import type { AcceptedDeletes } from './accepted-deletes.ts';
 import { createPodNotes } from './pod-notes.ts';
@@ -128,7 +128,7 @@ export function createFollowerSide(opts: FollowerSideOptions): FollowerSide {
   }
 
   /**
-   * The pod's finish time (src/cleanup/decision.ts `finishTime`), else when this replica first saw it terminal
+   * The pod's finish time (src/rules/decision.ts `finishTime`), else when this replica first saw it terminal
    * (stamped now on `stampNow` the first time), and the deadline from it. A finish time that cannot be one
    * (before the pod's creation, or far in the future) or one in the future is warned about once per pod.
    */
@@ -269,7 +269,7 @@ export function createFollowerSide(opts: FollowerSideOptions): FollowerSide {
   }
 
   /**
-   * A job refused for its data was removed (src/queue/cleanup-worker.ts): its pod gets a new job from the
+   * A job refused for its data was removed (src/queue/queue-consumer.ts): its pod gets a new job from the
    * informer's copy, classified as any event is. Not in the cache (gone, or not listed yet): nothing to do, the
    * next reconcile enqueues it if it is there.
    */

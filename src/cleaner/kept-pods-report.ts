@@ -1,14 +1,15 @@
 /**
  * One target's driver pods kept by Kyuubi's `POD` state source although their driver container has ended
- * (src/cleanup/kept-by-pod-phase.ts): counted from this replica's informer whenever asked (a scrape:
+ * (src/rules/kept-by-pod-phase.ts): counted from this replica's informer whenever asked (a scrape:
  * `sdc_pods_kept_by_pod_phase`), and recorded in Redis by the target's leader for `status`
  * (src/queue/kept-pods.ts) — when the count or the names change, else every `refreshMs`: one write per
  * target per change, not per check.
  */
-import type { DecisionRules } from '../cleanup/decision.ts';
-import { findKeptByPodPhase, type KeptReport, NONE_KEPT } from '../cleanup/kept-by-pod-phase.ts';
+
 import type { DriverPod } from '../kube/driver-pod.ts';
 import type { KeptPods } from '../queue/kept-pods.ts';
+import type { DecisionRules } from '../rules/decision.ts';
+import { findKeptByPodPhase, type KeptReport, NONE_KEPT } from '../rules/kept-by-pod-phase.ts';
 
 /** What the reporter reads and writes. */
 export interface KeptPodsReportOptions {

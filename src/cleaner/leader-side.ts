@@ -3,7 +3,7 @@
  *
  * A **term** runs from `elected` to `lost` (src/cleaner/leader-terms.ts: terms run strictly one after another,
  * a new term starts once the previous worker has closed). A term waits for the informer's first list, then runs
- * the **worker** (the BullMQ Worker of src/queue/cleanup-worker.ts, with the handler and its DELETE path) and
+ * the **worker** (the BullMQ Worker of src/queue/queue-consumer.ts, with the handler and its DELETE path) and
  * the **reconcile** (enqueue what is missing, retry failed jobs) side by side, and reconciles periodically and
  * whenever the queue's Redis data is lost (src/cleaner/data-loss-watch.ts). Its end aborts in-flight jobs before
  * their DELETE and closes the worker.
@@ -11,21 +11,22 @@
  * It also keeps what the self-check (src/cleaner/self-check.ts) judges a leader by: since when it leads, its
  * last progress, and a stretch of fenced jobs.
  */
-import type { DecisionRules } from '../cleanup/decision.ts';
-import { decide } from '../cleanup/decision.ts';
-import type { CleanupDeps, CleanupHandler } from '../cleanup/handler.ts';
+
 import type { PodInformer } from '../kube/pod-informer.ts';
 import type { Leadership } from '../leadership/leadership.ts';
 import type { Logger } from '../log.ts';
 import type { CleanupQueue } from '../queue/cleanup-queue.ts';
-import {
-  type CleanupWorker,
-  type CleanupWorkerOptions,
-  createCleanupWorker,
-} from '../queue/cleanup-worker.ts';
 import type { DataMarker } from '../queue/data-marker.ts';
 import type { TargetRef } from '../queue/job-identity.ts';
+import {
+  createQueueConsumer,
+  type QueueConsumer,
+  type QueueConsumerOptions,
+} from '../queue/queue-consumer.ts';
 import type { RedisClient } from '../queue/redis-client.ts';
+import type { DecisionRules } from '../rules/decision.ts';
+import { decide } from '../rules/decision.ts';
+import type { CleanupDeps, CleanupHandler } from '../rules/handler.ts';
 import { sleep } from '../sleep.ts';
 import type { TargetTelemetry } from '../telemetry/target-telemetry.ts';
 import { createDataLossWatch, type DataLossWatchOptions } from './data-loss-watch.ts';
@@ -70,7 +71,7 @@ export interface LeaderSideOptions {
   leaderStuckMs: number;
   /** Called on every job that made progress: the stuck hold's evidence (src/cleaner/stuck-hold.ts). */
   onProgress: () => void;
-  createWorker?: (opts: CleanupWorkerOptions) => CleanupWorker;
+  createWorker?: (opts: QueueConsumerOptions) => QueueConsumer;
   warnIfNotAlone?: boolean;
   backoffMs?: number;
   maxBackoffMs?: number;
@@ -116,7 +117,7 @@ export function createLeaderSide(opts: LeaderSideOptions): LeaderSide {
   /** Jobs fenced one after another with none making progress in between (the self-check). */
   let fenced: SelfCheckSubject['fenced'];
 
-  const worker: CleanupWorker = (opts.createWorker ?? createCleanupWorker)({
+  const worker: QueueConsumer = (opts.createWorker ?? createQueueConsumer)({
     target: opts.target,
     connection: opts.connection,
     prefix: opts.prefix,

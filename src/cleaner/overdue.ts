@@ -2,7 +2,7 @@
  * Overdue driver pods: the outcome check every replica makes from its own informer, whether or not it
  * leads. A pod is **overdue** when the cleaner should have deleted it and has not: terminal, selected,
  * eligible under the policy, not being deleted, and past `deadline + grace` (deadline = finish time +
- * retention, as the enqueue side and the handler compute it: src/cleanup/decision.ts `finishTime`, else when
+ * retention, as the enqueue side and the handler compute it: src/rules/decision.ts `finishTime`, else when
  * this replica first saw it terminal). Pure: "now" is an argument. In dry run the same rule counts the pods the
  * cleaner *would* have deleted by now (their would-delete deadline passed) and that are still present: nothing
  * else deleted them either.
@@ -13,11 +13,11 @@
  * counts as overdue, while a target that stops being cleaned shows up within a minute.
  */
 
-import { deadlineMs, decide, finishTime } from '../cleanup/decision.ts';
 import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy } from '../config/schema.ts';
 import { type AppStateSettings, KYUUBI_STATE_DEFAULTS } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
+import { deadlineMs, decide, finishTime } from '../rules/decision.ts';
 
 /** One overdue pod. Times are epoch ms. */
 export interface OverduePod {

@@ -3,11 +3,12 @@
  * update): the fields Kyuubi's state rule could not read (warn), and a driver kept by the `POD` state source
  * although its container has ended (debug). Each UID is forgotten when its pod goes.
  */
-import type { Decision, DecisionRules } from '../cleanup/decision.ts';
-import { keptByPodPhase } from '../cleanup/kept-by-pod-phase.ts';
+
 import type { DriverPod } from '../kube/driver-pod.ts';
 import type { PodEvent } from '../kube/pod-informer.ts';
 import type { Logger } from '../log.ts';
+import type { Decision, DecisionRules } from '../rules/decision.ts';
+import { keptByPodPhase } from '../rules/kept-by-pod-phase.ts';
 
 /** The once-per-pod log lines of one target. */
 export interface PodNotes {

@@ -12,8 +12,6 @@
  * start/stop order.
  */
 
-import type { CleanupHandler } from '../cleanup/handler.ts';
-import type { KeptReport } from '../cleanup/kept-by-pod-phase.ts';
 import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy, RecheckMode } from '../config/schema.ts';
 import { FAILOVER_TIMERS } from '../failover-timers.ts';
@@ -24,12 +22,14 @@ import type { PodEvent, PodInformer } from '../kube/pod-informer.ts';
 import type { Leadership } from '../leadership/leadership.ts';
 import type { Logger } from '../log.ts';
 import type { CleanupQueue } from '../queue/cleanup-queue.ts';
-import type { CleanupWorker, CleanupWorkerOptions } from '../queue/cleanup-worker.ts';
 import type { DataMarker } from '../queue/data-marker.ts';
 import type { TargetRef } from '../queue/job-identity.ts';
 import { recordKeptPods } from '../queue/kept-pods.ts';
+import type { QueueConsumer, QueueConsumerOptions } from '../queue/queue-consumer.ts';
 import { lookAtQueue } from '../queue/queue-look.ts';
 import type { RedisClient } from '../queue/redis-client.ts';
+import type { CleanupHandler } from '../rules/handler.ts';
+import type { KeptReport } from '../rules/kept-by-pod-phase.ts';
 import type { TargetTelemetry } from '../telemetry/target-telemetry.ts';
 import { ACCEPTED_DELETES_MAX, createAcceptedDeletes } from './accepted-deletes.ts';
 import { cacheTrusted, createCacheTrust } from './cache-trust.ts';
@@ -100,8 +100,8 @@ export interface TargetCleanerOptions {
    * an outage does (src/cleaner/cache-trust.ts).
    */
   staleCacheAfterMs?: number;
-  /** Builds the worker (default {@link createCleanupWorker}); tests pass a double of the same interface. */
-  createWorker?: (opts: CleanupWorkerOptions) => CleanupWorker;
+  /** Builds the worker (default {@link createQueueConsumer}); tests pass a double of the same interface. */
+  createWorker?: (opts: QueueConsumerOptions) => QueueConsumer;
   /** Single-server mode: warn when another worker consumes the same queue (replicas are uncoordinated). */
   warnIfNotAlone?: boolean;
   /** Retry backoff of failed DELETEs, ms (defaults in the worker). */
@@ -170,7 +170,7 @@ export interface TargetCleaner {
   overdue(): OverdueReport;
   /**
    * The pods of the target kept by Kyuubi's `POD` state source although their driver container has ended
-   * (src/cleanup/kept-by-pod-phase.ts), as this replica's informer sees them.
+   * (src/rules/kept-by-pod-phase.ts), as this replica's informer sees them.
    */
   keptByPodPhase(): KeptReport;
 }

@@ -1,7 +1,7 @@
 /**
  * Pod → application state (the state view every replica keeps), exactly as Kyuubi computes it, so that the
  * cleaner deletes a driver pod when, and only when, Kyuubi's own cleanup would have. Pure functions, no I/O.
- * The cleanup decision built on it is src/cleanup/decision.ts.
+ * The cleanup decision built on it is src/rules/decision.ts.
  *
  * The rule is Kyuubi's `KubernetesApplicationOperation.getApplicationStateAndErrorFromPod` (kyuubi-server,
  * org/apache/kyuubi/engine/KubernetesApplicationOperation.scala, lines 636–711 in v1.12.0), driven by two

@@ -68,7 +68,7 @@ export interface DriverPod {
     readonly containerStatuses?: readonly (TrimmedContainerStatus | null)[];
     /**
      * Only the condition that changed last (the latest `lastTransitionTime`): a terminal pod's finish time
-     * when its containers carry none (src/cleanup/decision.ts `finishTime`).
+     * when its containers carry none (src/rules/decision.ts `finishTime`).
      */
     readonly conditions?: readonly TrimmedCondition[];
   };

@@ -7,9 +7,9 @@
  * interleaving, a tombstoned pod ends with no pending job. The handler's re-check covers the rest.
  */
 import { Job, type JobJson, type JobProgress, type JobsOptions, Queue } from 'bullmq';
-import type { CleanupJobData } from '../cleanup/job-data.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import type { Logger } from '../log.ts';
+import type { CleanupJobData } from '../rules/job-data.ts';
 import {
   cleanupJobId,
   isCleanupJobId,

@@ -1,6 +1,6 @@
 /**
  * A target's driver pods kept by Kyuubi's `POD` state source although their driver container has ended
- * (src/cleanup/kept-by-pod-phase.ts), as its leader last counted them from its informer, kept in one Redis key
+ * (src/rules/kept-by-pod-phase.ts), as its leader last counted them from its informer, kept in one Redis key
  * ({@link keptPodsKey}) so that `status` (which reads Redis, not the API server) can show them. The leader
  * writes it when the count or the names change, and at least every few minutes so that its age says how
  * current it is; a write that fails is only a stale `status` line, so it is not retried.

@@ -3,9 +3,10 @@
  * an accepted DELETE at info, no-ops at debug, real failures at warn with the API Status step, code, reason
  * and message (docs/operations.md, "Logs and outcomes").
  */
-import type { CleanupJobData } from '../cleanup/job-data.ts';
-import type { Outcome } from '../cleanup/outcome.ts';
+
 import type { Logger } from '../log.ts';
+import type { CleanupJobData } from '../rules/job-data.ts';
+import type { Outcome } from '../rules/outcome.ts';
 
 /** Epoch ms as RFC 3339, or the number itself when no date has it (a stored deadline edited by hand). */
 const iso = (ms: number): string | number => {

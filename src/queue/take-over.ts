@@ -9,7 +9,7 @@
  * so its jobs are safe to take at once: at the start of a term, before its Worker runs, the new leader moves
  * every job of the target's active list that none of its own locks holds back to the wait list, in one script.
  *
- * Each job taken is marked `liveRecheck` (src/cleanup/job-data.ts): the old leader may have sent its DELETE
+ * Each job taken is marked `liveRecheck` (src/rules/job-data.ts): the old leader may have sent its DELETE
  * just before it froze, and the new leader's informer may not show that deletion yet, so the next run GETs the
  * pod. Taking a job is not a stall: its stalled counter and its attempts are left as they were.
  *

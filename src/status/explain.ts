@@ -8,13 +8,13 @@
  * for it, and does a replica lead the target to run it? what did the job end with?
  */
 
-import { deadlineMs, decide, finishTime } from '../cleanup/decision.ts';
-import { type KeptByPodPhase, keptByPodPhase } from '../cleanup/kept-by-pod-phase.ts';
 import type { LabelSelector } from '../config/label-selector.ts';
 import type { Policy } from '../config/schema.ts';
 import { type AppStateSettings, podState } from '../kube/application-state.ts';
 import type { DriverPod } from '../kube/driver-pod.ts';
 import { type TargetRef, targetLabel } from '../queue/job-identity.ts';
+import { deadlineMs, decide, finishTime } from '../rules/decision.ts';
+import { type KeptByPodPhase, keptByPodPhase } from '../rules/kept-by-pod-phase.ts';
 import { when } from './status-format.ts';
 
 /** A pod's cleanup job as Redis has it. Times are epoch ms. */

@@ -10,9 +10,9 @@
  * from Redis by each target's leader only, at most every {@link QUEUE_COUNTS_MAX_AGE_MS} (see there).
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import type { Outcome } from '../cleanup/outcome.ts';
 import type { SessionHealth } from '../leadership/leadership.ts';
 import type { TargetRef } from '../queue/job-identity.ts';
+import type { Outcome } from '../rules/outcome.ts';
 import { VERSION } from '../version.ts';
 
 /**
@@ -56,7 +56,7 @@ export interface MetricsSource {
    * dry run, the pods past their would-delete deadline.
    */
   overdue(): { readonly count: number; readonly oldestAgeMs: number };
-  /** Pods kept by Kyuubi's `POD` state source although their driver has ended (src/cleanup/kept-by-pod-phase.ts). */
+  /** Pods kept by Kyuubi's `POD` state source although their driver has ended (src/rules/kept-by-pod-phase.ts). */
   keptByPodPhase?(): { readonly count: number };
 }
 

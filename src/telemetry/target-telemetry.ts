@@ -20,13 +20,13 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
-import type { CleanupJobData } from '../cleanup/job-data.ts';
-import type { Outcome } from '../cleanup/outcome.ts';
 import { type MonotonicClock, monotonicClock } from '../clock.ts';
 import type { PodCall, PodCallObserver } from '../kube/pod-api.ts';
 import type { EnqueueResult } from '../queue/cleanup-queue.ts';
 import type { DataLossReason } from '../queue/data-marker.ts';
 import { queueName, type TargetRef } from '../queue/job-identity.ts';
+import type { CleanupJobData } from '../rules/job-data.ts';
+import type { Outcome } from '../rules/outcome.ts';
 import type { CleanerMetrics, DeletedByOthersSeen } from './metrics.ts';
 import { contextFromTraceparent, traceparentOf } from './tracing.ts';
 

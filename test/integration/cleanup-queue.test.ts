@@ -2,11 +2,11 @@ import { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalService, startRedis } from '../../harness/sandbox/local-services.ts';
-import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
 import { cleanupJobDataOf, createCleanupQueue, JOB_FORMAT } from '../../src/queue/cleanup-queue.ts';
-import { createCleanupWorker } from '../../src/queue/cleanup-worker.ts';
+import { createQueueConsumer } from '../../src/queue/queue-consumer.ts';
+import type { CleanupJobData } from '../../src/rules/job-data.ts';
 import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -172,7 +172,7 @@ describe('compact jobs (Redis memory)', () => {
     await q.enqueue({ ...data(old), deadlineMs: Date.now() - 10 });
 
     const seen: CleanupJobData[] = [];
-    const worker = createCleanupWorker({
+    const worker = createQueueConsumer({
       handler: cleanupDriverPod,
       target,
       connection: connect(),

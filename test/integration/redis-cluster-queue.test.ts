@@ -13,12 +13,12 @@
 import { Cluster, type Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalRedisCluster, startRedisCluster } from '../../harness/sandbox/redis-cluster.ts';
-import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
 import { createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
-import { createCleanupWorker } from '../../src/queue/cleanup-worker.ts';
 import { queueName } from '../../src/queue/job-identity.ts';
+import { createQueueConsumer } from '../../src/queue/queue-consumer.ts';
+import type { CleanupJobData } from '../../src/rules/job-data.ts';
 import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -102,7 +102,7 @@ describe('cleanup queue on a 3-master Redis Cluster', () => {
     expect(await q.enqueue(data(uid, deadlineMs))).toBe('added');
     expect(await q.bullQueue.getJobState(uid)).toBe('delayed');
     const processedAt: number[] = [];
-    const worker = createCleanupWorker({
+    const worker = createQueueConsumer({
       handler: cleanupDriverPod,
       target,
       connection: asRedis(connect()),

@@ -25,7 +25,7 @@ import { createPodApi, type PodApi } from '../../src/kube/pod-api.ts';
 import { createPodInformer } from '../../src/kube/pod-informer.ts';
 import { createRateLimiter } from '../../src/kube/rate-limiter.ts';
 import { type CleanupQueue, createCleanupQueue, jobDataFor } from '../../src/queue/cleanup-queue.ts';
-import { createCleanupWorker } from '../../src/queue/cleanup-worker.ts';
+import { createQueueConsumer } from '../../src/queue/queue-consumer.ts';
 import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { type DrivenLeadership, drivenLeadership } from '../helpers/driven-leadership.ts';
 import { memoryLogger } from '../helpers/log.ts';
@@ -174,7 +174,7 @@ describe('term transitions (real worker, Redis, sandbox)', () => {
   }, 60_000);
 
   it('worker: run() while a stop() is closing → a Worker runs once the close has finished', async () => {
-    const worker = createCleanupWorker({
+    const worker = createQueueConsumer({
       handler: cleanupDriverPod,
       target: { cluster: 'tc', context: CONTEXT, namespace: 'tc-worker' },
       connection: connect(),

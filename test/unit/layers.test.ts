@@ -4,7 +4,7 @@
  * workers/ goes to its own layer or a lower one. Layers, highest first:
  *
  *   cli → composition root (replica, its supervisor, commands) → check → http → status → workers → cleaner → telemetry → queue, leadership
- *     → cleanup (the decision's types and rules) → kube → config → base (clock, log: src/*.ts)
+ *     → rules (the cleanup rules: the decision, the job, its outcome) → kube → config → base (clock, log: src/*.ts)
  *
  * - http sits above the cleaner, not beside kube: it serves the state of the replica's target cleaners.
  * - workers/ imports the domain (cleaner and below); nothing in src/ imports workers/ except the composition
@@ -30,7 +30,7 @@ const LAYERS: readonly { name: string; paths: readonly string[] }[] = [
   { name: 'cleaner', paths: ['src/cleaner/'] },
   { name: 'telemetry', paths: ['src/telemetry/'] },
   { name: 'queue, leadership', paths: ['src/queue/', 'src/leadership/'] },
-  { name: 'cleanup', paths: ['src/cleanup/'] },
+  { name: 'rules', paths: ['src/rules/'] },
   { name: 'kube', paths: ['src/kube/'] },
   { name: 'config', paths: ['src/config/'] },
   // Anything else directly in src/: small helpers every layer may use (clock, log, backoff, sleep).

@@ -9,14 +9,14 @@ import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { createTargetCleaner } from '../../src/cleaner/target-cleaner.ts';
-import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import { KYUUBI_STATE_DEFAULTS } from '../../src/kube/application-state.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
 import type { PodEventHandler, PodInformer } from '../../src/kube/pod-informer.ts';
 import type { CleanupQueue, EnqueueOptions, StoredJobData } from '../../src/queue/cleanup-queue.ts';
-import type { CleanupWorker, CleanupWorkerOptions } from '../../src/queue/cleanup-worker.ts';
+import type { QueueConsumer, QueueConsumerOptions } from '../../src/queue/queue-consumer.ts';
+import type { CleanupJobData } from '../../src/rules/job-data.ts';
 import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { drivenLeadership } from '../helpers/driven-leadership.ts';
 import { memoryLogger } from '../helpers/log.ts';
@@ -98,8 +98,8 @@ function setup(opts: { stampNow?: () => number; now?: () => number } = {}) {
     workerNames: async () => [],
     close: async () => undefined,
   };
-  let deps: CleanupWorkerOptions['deps'] | undefined;
-  const createWorker = (o: CleanupWorkerOptions): CleanupWorker => {
+  let deps: QueueConsumerOptions['deps'] | undefined;
+  const createWorker = (o: QueueConsumerOptions): QueueConsumer => {
     deps = o.deps;
     return { run: async () => undefined, stop: async () => undefined, running: false };
   };

@@ -15,7 +15,7 @@ import type { DriverPod } from '../../src/kube/driver-pod.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
 import type { PodEventHandler, PodInformer } from '../../src/kube/pod-informer.ts';
 import type { CleanupQueue, StoredJobData } from '../../src/queue/cleanup-queue.ts';
-import type { CleanupWorker, CleanupWorkerOptions } from '../../src/queue/cleanup-worker.ts';
+import type { QueueConsumer, QueueConsumerOptions } from '../../src/queue/queue-consumer.ts';
 import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { drivenLeadership } from '../helpers/driven-leadership.ts';
 import { memoryLogger } from '../helpers/log.ts';
@@ -126,11 +126,11 @@ function fakeWorker() {
     alive: 0,
     maxAlive: 0,
     running: false,
-    deps: undefined as CleanupWorkerOptions['deps'] | undefined,
-    onProcessed: undefined as CleanupWorkerOptions['onProcessed'],
+    deps: undefined as QueueConsumerOptions['deps'] | undefined,
+    onProcessed: undefined as QueueConsumerOptions['onProcessed'],
   };
   let hold: PromiseWithResolvers<void> | undefined;
-  const create = (opts: CleanupWorkerOptions): CleanupWorker => {
+  const create = (opts: QueueConsumerOptions): QueueConsumer => {
     state.deps = opts.deps;
     state.onProcessed = opts.onProcessed;
     return {

@@ -1,5 +1,5 @@
 /**
- * The BullMQ adapter (src/queue/cleanup-worker.ts) on real Redis: what it does with BullMQ's own events, with
+ * The BullMQ adapter (src/queue/queue-consumer.ts) on real Redis: what it does with BullMQ's own events, with
  * jobs whose stored data cannot be trusted, with jobs a previous leader still holds when a term starts, and
  * with a DELETE whose answer was given up.
  */
@@ -7,19 +7,19 @@ import { Job, Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalService, startRedis } from '../../harness/sandbox/local-services.ts';
-import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
 import { FencedError } from '../../src/leadership/fenced-error.ts';
 import { createCleanupQueue } from '../../src/queue/cleanup-queue.ts';
-import {
-  type CleanupWorkerOptions,
-  createCleanupWorker,
-  type RefusedJob,
-} from '../../src/queue/cleanup-worker.ts';
 import { closingWorkerKeyPrefix, jobKey } from '../../src/queue/job-identity.ts';
+import {
+  createQueueConsumer,
+  type QueueConsumerOptions,
+  type RefusedJob,
+} from '../../src/queue/queue-consumer.ts';
 import { markWorkerClosing, takeOverActiveJobs } from '../../src/queue/take-over.ts';
+import type { CleanupJobData } from '../../src/rules/job-data.ts';
 import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { memoryLogger } from '../helpers/log.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -52,12 +52,12 @@ const due = (i: number): CleanupJobData => ({
 
 function worker(
   prefix: string,
-  log: CleanupWorkerOptions['log'],
-  over: Partial<CleanupWorkerOptions['deps']>,
-  onRefused?: CleanupWorkerOptions['onRefused'],
-  extra: Partial<CleanupWorkerOptions> = {},
+  log: QueueConsumerOptions['log'],
+  over: Partial<QueueConsumerOptions['deps']>,
+  onRefused?: QueueConsumerOptions['onRefused'],
+  extra: Partial<QueueConsumerOptions> = {},
 ) {
-  return createCleanupWorker({
+  return createQueueConsumer({
     handler: cleanupDriverPod,
     onRefused,
     ...extra,

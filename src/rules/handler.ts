@@ -45,7 +45,7 @@ export interface CleanupDeps {
   policy: Policy;
   /**
    * This replica's retention, ms: the handler's own deadline is the re-checked pod's finish time plus this
-   * (src/cleanup/decision.ts `finishTime`), whatever retention the replica that enqueued the job had.
+   * (src/rules/decision.ts `finishTime`), whatever retention the replica that enqueued the job had.
    */
   retentionMs: number;
   /**

@@ -1,6 +1,8 @@
 /**
- * The thin adapter between BullMQ and the cleanup handler (workers/cleanup-driver-pod.ts, passed in as
- * `handler`): it runs a Worker on a target's queue while this replica leads, maps each {@link Outcome}
+ * The queue consumer of one target: the thin adapter between BullMQ and the cleanup handler
+ * (workers/cleanup-driver-pod.ts, passed in as `handler`; "workers/" is the folder of job handlers, while here
+ * a Worker is BullMQ's class that takes jobs from a queue). It runs a BullMQ Worker on a target's queue while
+ * this replica leads, maps each {@link Outcome}
  * onto BullMQ, and writes the outcome's log line.
  *
  * - final outcomes → the job completes with the outcome as its return value;
@@ -26,17 +28,17 @@
  * each processor's AbortSignal. `run()` and `stop()` take effect one after another, in call order: a `run()`
  * made while a close is in progress starts a new Worker once the close has finished, so a leader re-elected
  * during the close still consumes (docs/failure-modes.md). A close waits at most
- * {@link WORKER_CLOSE_TIMEOUT_MS}: with Redis unreachable the old Worker finishes closing in the background, its
+ * {@link CONSUMER_CLOSE_TIMEOUT_MS}: with Redis unreachable the old Worker finishes closing in the background, its
  * jobs in flight left to their locks (a job run twice meanwhile is harmless: fencing, re-check, `deleteOnce`).
  */
 
 import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
 import { backoffMs } from '../backoff.ts';
-import type { CleanupDeps, CleanupHandler } from '../cleanup/handler.ts';
-import type { CleanupJobData } from '../cleanup/job-data.ts';
-import type { Outcome } from '../cleanup/outcome.ts';
 import { FAILOVER_TIMERS } from '../failover-timers.ts';
 import type { Logger } from '../log.ts';
+import type { CleanupDeps, CleanupHandler } from '../rules/handler.ts';
+import type { CleanupJobData } from '../rules/job-data.ts';
+import type { Outcome } from '../rules/outcome.ts';
 import { withTimeout } from '../with-timeout.ts';
 import { cleanupJobDataOf, InvalidJobDataError, type StoredJobData } from './cleanup-queue.ts';
 import { closingWorkerKeyPrefix, queueName, type TargetRef } from './job-identity.ts';
@@ -108,7 +110,7 @@ export class RefusedJobError extends UnrecoverableError {
   override name = 'RefusedJobError';
 }
 
-/** A refused job, as {@link CleanupWorkerOptions.onRefused} is told about it once it is removed. */
+/** A refused job, as {@link QueueConsumerOptions.onRefused} is told about it once it is removed. */
 export interface RefusedJob {
   /** The job id: the pod's UID when the id is one at all. */
   readonly uid: string | undefined;
@@ -124,8 +126,8 @@ export interface ProcessTelemetry {
   process(data: CleanupJobData, run: () => Promise<Outcome>): Promise<Outcome>;
 }
 
-/** Options of {@link createCleanupWorker}. */
-export interface CleanupWorkerOptions {
+/** Options of {@link createQueueConsumer}. */
+export interface QueueConsumerOptions {
   target: TargetRef;
   connection: RedisClient;
   prefix: string;
@@ -173,7 +175,7 @@ export interface CleanupWorkerOptions {
 }
 
 /** The leadership term a worker consumes for (src/cleaner/leader-terms.ts `Term`). */
-export interface WorkerTerm {
+export interface ConsumerTerm {
   /** 1 for the first term of this process, then 2, 3… */
   readonly id: number;
   /** When this replica was elected, monotonic ms. */
@@ -181,15 +183,15 @@ export interface WorkerTerm {
 }
 
 /**
- * A worker that can be started and stopped any number of times (a new BullMQ Worker per term). Calls take
+ * A consumer that can be started and stopped any number of times (a new BullMQ Worker per term). Calls take
  * effect in order: each waits for the previous `run()` or `stop()` to finish.
  */
-export interface CleanupWorker {
+export interface QueueConsumer {
   /**
    * Starts consuming, after a close in progress has finished; resolves once started. Idempotent. `term`, when
    * given, is written on each accepted or would-delete log line (`term`, `sinceElectionMs`).
    */
-  run(term?: WorkerTerm): Promise<void>;
+  run(term?: ConsumerTerm): Promise<void>;
   /** Aborts in-flight jobs before their DELETE, then closes; resolves once closed. Idempotent. */
   stop(reason: string): Promise<void>;
   /** True while a Worker consumes (false while it closes). */
@@ -221,7 +223,7 @@ export function retryDelayMs(
  * job back. With Redis unreachable that call never ends; past this bound the stop goes on (src/commands/run.ts
  * gives the whole shutdown 15 s) and the jobs are left active, to come back when their locks lapse.
  */
-export const WORKER_CLOSE_TIMEOUT_MS = FAILOVER_TIMERS.workerCloseTimeoutMs;
+export const CONSUMER_CLOSE_TIMEOUT_MS = FAILOVER_TIMERS.consumerCloseTimeoutMs;
 
 /**
  * How long a term's takeover of the previous leader's jobs may hold up the start of the Worker, ms. Past it the
@@ -230,8 +232,8 @@ export const WORKER_CLOSE_TIMEOUT_MS = FAILOVER_TIMERS.workerCloseTimeoutMs;
  */
 export const TAKE_OVER_TIMEOUT_MS = FAILOVER_TIMERS.takeOverTimeoutMs;
 
-/** Creates the worker of one target; call `run()` when elected. */
-export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
+/** Creates the queue consumer of one target; call `run()` when elected. */
+export function createQueueConsumer(opts: QueueConsumerOptions): QueueConsumer {
   const base = opts.backoffMs ?? 1000;
   const max = opts.maxBackoffMs ?? 300_000;
   const wallNow = opts.now ?? (() => Date.now());
@@ -240,7 +242,7 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
   let closing = false;
   const monotonicNow = opts.monotonicNow ?? (() => performance.now());
   /** The term of the current `run()`, if given. */
-  let term: WorkerTerm | undefined;
+  let term: ConsumerTerm | undefined;
   const termFields = () =>
     term && { term: term.id, sinceElectionMs: Math.round(monotonicNow() - term.electedMs) };
   /** The last `run()`/`stop()`: the next one starts after it (a failed step does not block the next). */
@@ -474,21 +476,23 @@ export function createCleanupWorker(opts: CleanupWorkerOptions): CleanupWorker {
           // A term ended on purpose (handover, shutdown): the next leader, elected at once, leaves our jobs to this
           // close, which puts them back (a DELETE already sent is awaited here, not sent twice). A frozen or dead
           // leader writes no such mark: its jobs are taken over.
-          markWorkerClosing(opts.connection, closingKeyPrefix, w.id, WORKER_CLOSE_TIMEOUT_MS + 1_000);
+          markWorkerClosing(opts.connection, closingKeyPrefix, w.id, CONSUMER_CLOSE_TIMEOUT_MS + 1_000);
           w.cancelAllJobs(reason);
-          await withTimeout(w.close(), WORKER_CLOSE_TIMEOUT_MS, 'closing the worker').catch((err: Error) => {
-            // Redis unreachable: the aborted jobs cannot be put back. Left active, their locks lapse and the
-            // next leader takes them over (stalled-jobs check); the close goes on in the background.
-            opts.log.warn(
-              {
-                ...where,
-                reason,
-                why: err.message,
-                lockDurationMs: LOCK_DURATION_MS,
-              },
-              'worker close timed out (Redis unreachable?): its jobs in flight are left to their locks, which lapse; the next leader takes them over',
-            );
-          });
+          await withTimeout(w.close(), CONSUMER_CLOSE_TIMEOUT_MS, 'closing the worker').catch(
+            (err: Error) => {
+              // Redis unreachable: the aborted jobs cannot be put back. Left active, their locks lapse and the
+              // next leader takes them over (stalled-jobs check); the close goes on in the background.
+              opts.log.warn(
+                {
+                  ...where,
+                  reason,
+                  why: err.message,
+                  lockDurationMs: LOCK_DURATION_MS,
+                },
+                'worker close timed out (Redis unreachable?): its jobs in flight are left to their locks, which lapse; the next leader takes them over',
+              );
+            },
+          );
           lockLoss.flush();
         } finally {
           worker = undefined;
