@@ -15,7 +15,7 @@
  * pending pods early (Kyuubi does on shutdown), so that stopping the demo does not skew its counts.
  */
 
-import { deadlineMs, decide, malformedReason } from '../../src/cleanup/decision.ts';
+import { deadlineMs, decide, malformedReason } from '../../src/rules/decision.ts';
 import { NODE_TIMER_MAX_MS } from '../../src/config/fields.ts';
 import type { LabelSelector } from '../../src/config/label-selector.ts';
 import type { Policy } from '../../src/config/schema.ts';

@@ -7,7 +7,7 @@
  * `outcome` accepted / a no-op name / failed, `latenessMs`, 'elected leader', 'leadership lost' (warn)
  * and 'leadership ended' (info: resigned) with `context` and `namespace`, and 'http server listening' with `url`.
  */
-import { NOOP_OUTCOMES } from '../../src/cleanup/outcome.ts';
+import { NOOP_OUTCOMES } from '../../src/rules/outcome.ts';
 import type { LogLine } from '../sandbox/replica-process.ts';
 
 const NOOPS = new Set<string>(NOOP_OUTCOMES);

@@ -27,11 +27,11 @@ import {
 } from '../../harness/sandbox/local-services.ts';
 import { type LocalZooKeeper, startZooKeeper } from '../../harness/sandbox/local-zookeeper.ts';
 import { CLI_PATH, type ReplicaProcess, spawnReplica } from '../../harness/sandbox/replica-process.ts';
-import { decide } from '../../src/cleanup/decision.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import { KYUUBI_STATE_DEFAULTS } from '../../src/kube/application-state.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
 import { clusterClaimsKey } from '../../src/queue/job-identity.ts';
+import { decide } from '../../src/rules/decision.ts';
 import {
   CLEAN,
   checkInvariants,

@@ -32,11 +32,11 @@ import {
   spawnReplica,
 } from '../../harness/sandbox/replica-process.ts';
 import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
-import { decide } from '../../src/cleanup/decision.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import { type AppStateSettings, KYUUBI_STATE_DEFAULTS } from '../../src/kube/application-state.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
 import type { TargetRef } from '../../src/queue/job-identity.ts';
+import { decide } from '../../src/rules/decision.ts';
 import { serviceEnv, tempFile } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
 

@@ -5,10 +5,10 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { SandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
 import type { ReplicaProcess } from '../../harness/sandbox/replica-process.ts';
-import { decide } from '../../src/cleanup/decision.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import { KYUUBI_STATE_DEFAULTS } from '../../src/kube/application-state.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
+import { decide } from '../../src/rules/decision.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { createDrivers, SELECTOR, uidOf } from './helpers.ts';
 

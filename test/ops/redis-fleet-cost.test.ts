@@ -17,8 +17,8 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
-import { IDLE_CHECKS } from '../../src/queue/cleanup-worker.ts';
 import { queueName } from '../../src/queue/job-identity.ts';
+import { IDLE_CHECKS } from '../../src/queue/queue-consumer.ts';
 import { QUEUE_COUNTS_MAX_AGE_MS } from '../../src/telemetry/metrics.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { http, type OpsEnv, type OpsReplica, startOpsEnv } from './ops-env.ts';

@@ -6,8 +6,8 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
 import { traceFields } from '../../src/log.ts';
+import type { CleanupJobData } from '../../src/rules/job-data.ts';
 import { createTelemetry } from '../../src/telemetry/telemetry.ts';
 import { createTracing, tracingRequested } from '../../src/telemetry/tracing.ts';
 import { samplerFromEnv } from '../../src/telemetry/tracing-sdk.ts';

@@ -5,12 +5,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createAcceptedDeletes } from '../../src/cleaner/accepted-deletes.ts';
-import type { CleanupDeps } from '../../src/cleanup/handler.ts';
-import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { RecheckMode } from '../../src/config/schema.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
+import type { CleanupDeps } from '../../src/rules/handler.ts';
+import type { CleanupJobData } from '../../src/rules/job-data.ts';
 import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 
 const A = '4720771f-8ca8-4811-a6d2-287672fdf202';

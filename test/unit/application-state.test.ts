@@ -18,8 +18,6 @@
  *   FAILED, KILLED).
  */
 import { describe, expect, it } from 'vitest';
-import { deadlineMs, decide, FINISH_TIME_MAX_AHEAD_MS, finishTime } from '../../src/cleanup/decision.ts';
-import { findKeptByPodPhase, keptByPodPhase } from '../../src/cleanup/kept-by-pod-phase.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import {
   type ApplicationState,
@@ -31,6 +29,8 @@ import {
   type StateSource,
 } from '../../src/kube/application-state.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
+import { deadlineMs, decide, FINISH_TIME_MAX_AHEAD_MS, finishTime } from '../../src/rules/decision.ts';
+import { findKeptByPodPhase, keptByPodPhase } from '../../src/rules/kept-by-pod-phase.ts';
 import { expected, type FixturePod, fixturePods, kyuubiStatePods } from '../helpers/fixtures.ts';
 
 const selector = parseLabelSelector('spark-role=driver,kyuubi-unique-tag');

@@ -4,12 +4,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import { cacheTrusted } from '../../src/cleaner/cache-trust.ts';
-import type { CleanupDeps } from '../../src/cleanup/handler.ts';
-import type { Outcome } from '../../src/cleanup/outcome.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import type { RecheckMode } from '../../src/config/schema.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
 import type { PodApi } from '../../src/kube/pod-api.ts';
+import type { CleanupDeps } from '../../src/rules/handler.ts';
+import type { Outcome } from '../../src/rules/outcome.ts';
 import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 
 describe('cacheTrusted(downSinceMs, nowMs, staleAfterMs)', () => {

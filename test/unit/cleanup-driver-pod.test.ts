@@ -1,6 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import type { CleanupDeps } from '../../src/cleanup/handler.ts';
-import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import { KubeApiError } from '../../src/kube/api-status.ts';
 import type { DriverPod } from '../../src/kube/driver-pod.ts';
@@ -12,6 +10,8 @@ import {
   type PodApi,
 } from '../../src/kube/pod-api.ts';
 import { FencedError } from '../../src/leadership/fenced-error.ts';
+import type { CleanupDeps } from '../../src/rules/handler.ts';
+import type { CleanupJobData } from '../../src/rules/job-data.ts';
 import { cleanupDriverPod } from '../../workers/cleanup-driver-pod.ts';
 import { waitFor } from '../helpers/wait.ts';
 

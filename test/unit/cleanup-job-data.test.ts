@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
 import {
   cleanupJobDataOf,
   finishedWithoutDeleting,
@@ -7,6 +6,7 @@ import {
   JOB_FORMAT,
   storedJobData,
 } from '../../src/queue/cleanup-queue.ts';
+import type { CleanupJobData } from '../../src/rules/job-data.ts';
 
 const target = { cluster: 'prod-eu-1', context: 'prod-eu', namespace: 'spark-jobs' };
 const UID = '4720771f-8ca8-4811-a6d2-287672fdf202';

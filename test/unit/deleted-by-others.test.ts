@@ -4,8 +4,8 @@
  */
 import { trace } from '@opentelemetry/api';
 import { describe, expect, it } from 'vitest';
-import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
-import type { Outcome } from '../../src/cleanup/outcome.ts';
+import type { CleanupJobData } from '../../src/rules/job-data.ts';
+import type { Outcome } from '../../src/rules/outcome.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
 import { createTargetTelemetry } from '../../src/telemetry/target-telemetry.ts';
 

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
-import { decide, malformedReason } from '../../src/cleanup/decision.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import { type AppStateSettings, KYUUBI_STATE_DEFAULTS, podState } from '../../src/kube/application-state.ts';
 import { DRIVER_CONTAINER, trimPod } from '../../src/kube/driver-pod.ts';
+import { decide, malformedReason } from '../../src/rules/decision.ts';
 import { allFixturePods, expected } from '../helpers/fixtures.ts';
 
 const selectors = [parseLabelSelector('spark-role=driver,kyuubi-unique-tag'), parseLabelSelector('')];

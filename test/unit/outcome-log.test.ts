@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { CleanupJobData } from '../../src/cleanup/job-data.ts';
-import type { Outcome } from '../../src/cleanup/outcome.ts';
 import { logOutcome } from '../../src/queue/outcome-log.ts';
+import type { CleanupJobData } from '../../src/rules/job-data.ts';
+import type { Outcome } from '../../src/rules/outcome.ts';
 import { memoryLogger } from '../helpers/log.ts';
 
 const job: CleanupJobData = {

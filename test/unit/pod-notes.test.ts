@@ -4,10 +4,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createPodNotes } from '../../src/cleaner/pod-notes.ts';
-import { decide } from '../../src/cleanup/decision.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import { KYUUBI_STATE_DEFAULTS } from '../../src/kube/application-state.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
+import { decide } from '../../src/rules/decision.ts';
 import { expected, fixturePods, kyuubiStatePods } from '../helpers/fixtures.ts';
 import { memoryLogger } from '../helpers/log.ts';
 

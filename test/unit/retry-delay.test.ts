@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { retryDelayMs } from '../../src/queue/cleanup-worker.ts';
+import { retryDelayMs } from '../../src/queue/queue-consumer.ts';
 
 // Jitter U(0.5, 1): random() = 0 takes the lower bound (half the backoff), random() = 1 the whole backoff.
 const LOW = () => 0;

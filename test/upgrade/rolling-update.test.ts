@@ -15,12 +15,12 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { LogLine, ReplicaProcess } from '../../harness/sandbox/replica-process.ts';
-import { decide } from '../../src/cleanup/decision.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import { KYUUBI_STATE_DEFAULTS } from '../../src/kube/application-state.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
 import { JOB_FORMAT } from '../../src/queue/cleanup-queue.ts';
 import { jobKey, previousReleaseQueueName } from '../../src/queue/job-identity.ts';
+import { decide } from '../../src/rules/decision.ts';
 import {
   CLEAN,
   checkInvariants,
@@ -54,7 +54,7 @@ afterAll(() => {
 });
 
 /**
- * The outcomes that end a job's run for good, not put back nor retried (src/cleanup/outcome.ts, and the
+ * The outcomes that end a job's run for good, not put back nor retried (src/rules/outcome.ts, and the
  * worker's `refused` for data it cannot read).
  */
 const FINAL = new Set(['accepted', 'already-absent', 'replaced', 'already-deleting', 'skipped', 'refused']);
