@@ -226,7 +226,7 @@ describe('the application state follows Kyuubi’s settings', () => {
       expect(
         checkInvariants(cluster().server, ns, [uidOf(ok), uidOf(failed)], {
           retentionMs: 1000,
-          appState: { source: 'CONTAINER', container: 'spark-kubernetes-driver' },
+          appState: { source: 'CONTAINER' },
         }),
       ).toEqual(CLEAN);
       for (const r of replicas) expect(await metric(r, 'sdc_pods_kept_by_pod_phase', ns)).toBe(0);

@@ -10,7 +10,7 @@ import { globSync, renameSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { LogLine, ReplicaProcess } from '../../harness/sandbox/replica-process.ts';
 import { deletesPer, tempFile } from '../helpers/cluster.ts';
-import { judgePod } from '../nemesis/invariants.ts';
+import { judgePod } from '../helpers/invariants.ts';
 import {
   createDrivers,
   firstLeader,

@@ -1,6 +1,7 @@
 /**
- * A test cluster: real Redis and etcd, sandbox API servers (one per context) and a merged kubeconfig,
- * plus helpers to start replica processes against them and to read the sandbox's request log.
+ * The test cluster, started one way for every suite ({@link startTestServices}): real Redis (and etcd),
+ * sandbox API servers (one per context) and a merged kubeconfig; {@link startTestCluster} adds replica
+ * processes against them, and helpers to read the sandbox's request log.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -8,8 +9,10 @@ import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
+import type { PermissionTable } from '../../harness/sandbox/apiserver/authorization.ts';
 import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
 import {
+  type EtcdTlsOptions,
   type LocalEtcd,
   type LocalService,
   startEtcd,
@@ -21,6 +24,58 @@ import { type CleanupQueue, createCleanupQueue } from '../../src/queue/cleanup-q
 import { electionPrefix } from '../../src/queue/job-identity.ts';
 import { memoryLogger } from './log.ts';
 
+/** What {@link startTestServices} starts besides Redis. */
+export interface TestServicesOptions {
+  /** etcd: its members (default 1) and TLS; undefined: no etcd (single-server mode, ZooKeeper tests). */
+  etcd?: { members?: number; tls?: EtcdTlsOptions };
+  /** RBAC of every sandbox API server: its permission table and the token its kubeconfig carries. */
+  rbac?: { permissions: PermissionTable; token: string };
+}
+
+/** The servers of a test: real Redis (and etcd), one sandbox API server per context, one kubeconfig. */
+export interface TestServices {
+  redis: LocalService;
+  etcd: LocalEtcd | undefined;
+  servers: Record<string, SandboxApiServer>;
+  /** Every server's kubeconfig, as a `KUBECONFIG` list (the replicas merge them). */
+  kubeconfig: string;
+  /** The cluster name replicas derive for a context's server (src/kube/cluster-identity.ts). */
+  clusterOf(context: string): string;
+  /** Stops the servers, Redis and etcd. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the servers of a test: the one way every suite starts them (this file's {@link startTestCluster} for
+ * replica processes, test/failure/helpers.ts for one context, test/ops/ops-env.ts for in-process replicas).
+ */
+export async function startTestServices(
+  contexts: string[],
+  opts: TestServicesOptions = {},
+): Promise<TestServices> {
+  const [redis, etcd] = await Promise.all([startRedis(), opts.etcd ? startEtcd(opts.etcd) : undefined]);
+  const servers: Record<string, SandboxApiServer> = {};
+  for (const name of contexts)
+    servers[name] = await startSandboxApiServer({ contextName: name, ...(opts.rbac ?? {}) });
+  return {
+    redis,
+    etcd,
+    servers,
+    kubeconfig: Object.values(servers)
+      .map((s) => s.kubeconfigPath)
+      .join(':'),
+    clusterOf(context) {
+      const server = servers[context];
+      if (!server) throw new Error(`no sandbox server for context ${context}`);
+      return server.clusterName;
+    },
+    async stop() {
+      await Promise.all(Object.values(servers).map((s) => s.close()));
+      await Promise.all([redis.stop(), etcd?.stop()]);
+    },
+  };
+}
+
 export interface TestCluster {
   redis: LocalService;
   etcd: LocalEtcd;
@@ -28,7 +83,11 @@ export interface TestCluster {
   /** One file listing every server's context (KUBECONFIG may name several files; we merge them). */
   kubeconfig: string;
   replicas: ReplicaProcess[];
-  startReplica(id: string, env: Record<string, string>): ReplicaProcess;
+  /**
+   * Spawns a replica (`src/cli.ts run`) with the cluster's services; `env` overrides anything. `cliPath`:
+   * another entry point (a previous release's `src/cli.ts`).
+   */
+  startReplica(id: string, env: Record<string, string>, cliPath?: string): ReplicaProcess;
   /** A target's cleanup queue as the replicas see it, on a Redis connection of its own. */
   queueOf(
     context: string,
@@ -37,6 +96,7 @@ export interface TestCluster {
   ): CleanupQueue & { redis: Redis; dispose(): Promise<void> };
   /** The replica id holding the target's leader key in etcd right now (lowest create revision). */
   leaderOf(context: string, namespace: string): Promise<string | undefined>;
+  /** Kills the replicas (a frozen one is continued first), then stops the services. */
   stop(): Promise<void>;
 }
 
@@ -51,29 +111,30 @@ export function serviceEnv(kubeconfig: string, redis: LocalService, etcd: LocalE
   };
 }
 
-/** Starts Redis, etcd and one sandbox API server per context name. */
-export async function startTestCluster(contexts: string[]): Promise<TestCluster> {
-  const [redis, etcd] = await Promise.all([startRedis(), startEtcd()]);
-  const servers: Record<string, SandboxApiServer> = {};
-  for (const name of contexts) servers[name] = await startSandboxApiServer({ contextName: name });
-  const kubeconfig = Object.values(servers)
-    .map((s) => s.kubeconfigPath)
-    .join(':');
+/**
+ * Starts Redis, etcd (one member unless `opts.etcd` says otherwise) and one sandbox API server per context
+ * name, and spawns replica processes against them.
+ */
+export async function startTestCluster(
+  contexts: string[],
+  opts: Omit<TestServicesOptions, 'etcd'> & { etcd?: { members?: number; tls?: EtcdTlsOptions } } = {},
+): Promise<TestCluster> {
+  const services = await startTestServices(contexts, { ...opts, etcd: opts.etcd ?? {} });
+  const { redis, servers, kubeconfig, clusterOf } = services;
+  const etcd = services.etcd as LocalEtcd;
   const replicas: ReplicaProcess[] = [];
-  /** The cluster name replicas derive for a context's server (src/kube/cluster-identity.ts). */
-  const clusterOf = (context: string) => {
-    const server = servers[context];
-    if (!server) throw new Error(`no sandbox server for context ${context}`);
-    return server.clusterName;
-  };
   return {
     redis,
     etcd,
     servers,
     kubeconfig,
     replicas,
-    startReplica(id, env) {
-      const r = spawnReplica({ id, env: { ...serviceEnv(kubeconfig, redis, etcd), ...env } });
+    startReplica(id, env, cliPath) {
+      const r = spawnReplica({
+        id,
+        env: { ...serviceEnv(kubeconfig, redis, etcd), ...env },
+        ...(cliPath ? { cliPath } : {}),
+      });
       replicas.push(r);
       return r;
     },
@@ -106,10 +167,12 @@ export async function startTestCluster(contexts: string[]): Promise<TestCluster>
       }
     },
     async stop() {
-      for (const r of replicas) r.kill('SIGKILL');
+      for (const r of replicas) {
+        r.kill('SIGCONT');
+        r.kill('SIGKILL');
+      }
       await Promise.all(replicas.map((r) => r.exited));
-      await Promise.all(Object.values(servers).map((s) => s.close()));
-      await Promise.all([redis.stop(), etcd.stop()]);
+      await services.stop();
     },
   };
 }

@@ -9,7 +9,7 @@
 import type { FaultSpec } from '../../harness/sandbox/apiserver/faults.ts';
 import type { ReplicaProcess } from '../../harness/sandbox/replica-process.ts';
 import { queueName } from '../../src/queue/job-identity.ts';
-import type { LeaderSample } from './invariants.ts';
+import type { LeaderSample } from '../helpers/invariants.ts';
 import type { NemesisEvent } from './schedule.ts';
 import type { NemesisWorkload } from './workload.ts';
 import type { NemesisWorld, ReplicaSlot } from './world.ts';

@@ -6,7 +6,7 @@
  * that cluster's replicas.
  */
 import type { V1Pod } from '@kubernetes/client-node';
-import { type OverdueSample, overduePods } from './invariants.ts';
+import { type OverdueSample, overduePods } from '../helpers/invariants.ts';
 import type { NemesisWorld, ReplicaSlot } from './world.ts';
 
 /** The self-check gauge the replicas export (per context and namespace). */

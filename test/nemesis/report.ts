@@ -7,7 +7,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DeleteRecord } from '../../harness/sandbox/apiserver/request-log.ts';
 import type { FaultRecord } from './injectors.ts';
-import type { OverdueSample, Violation } from './invariants.ts';
+import type { OverdueSample, Violation } from '../helpers/invariants.ts';
 import {
   describeEvent,
   type FaultKind,

@@ -15,7 +15,7 @@ import {
   judgePod,
   type OverdueSample,
   type Violation,
-} from './invariants.ts';
+} from '../helpers/invariants.ts';
 import { OVERDUE_METRIC, startOverdueSampler } from './overdue-sampler.ts';
 import { createPrng } from './prng.ts';
 import { type RunRecord, writeArtifacts } from './report.ts';

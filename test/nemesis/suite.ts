@@ -3,7 +3,7 @@
  * faults against three replica processes, judged by invariants.ts; docs/failure-modes.md has the details.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { checkOverdueMetric } from './invariants.ts';
+import { checkOverdueMetric } from '../helpers/invariants.ts';
 import { OVERDUE_METRIC } from './overdue-sampler.ts';
 import { seedFromEnv } from './prng.ts';
 import { CI_DURATION_MS, failureMessage, replayCommand } from './report.ts';

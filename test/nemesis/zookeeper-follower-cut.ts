@@ -7,7 +7,7 @@
  * side, for the stale-leader-delete invariant (invariants.ts).
  */
 import type { FrontedZooKeeper } from './fronts.ts';
-import type { LeaderSample } from './invariants.ts';
+import type { LeaderSample } from '../helpers/invariants.ts';
 import type { NemesisEvent } from './schedule.ts';
 import type { NemesisWorld } from './world.ts';
 

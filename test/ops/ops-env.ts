@@ -6,13 +6,8 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
 import { afterAll, beforeAll } from 'vitest';
-import { type SandboxApiServer, startSandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
-import {
-  type LocalEtcd,
-  type LocalService,
-  startEtcd,
-  startRedis,
-} from '../../harness/sandbox/local-services.ts';
+import type { SandboxApiServer } from '../../harness/sandbox/apiserver/server.ts';
+import type { LocalEtcd, LocalService } from '../../harness/sandbox/local-services.ts';
 import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
 import { monotonicClock, systemClock } from '../../src/clock.ts';
 import { loadConfig } from '../../src/config/load.ts';
@@ -20,6 +15,7 @@ import type { CleanerConfig } from '../../src/config/schema.ts';
 import { type HttpServer, startHttpServer } from '../../src/http/server.ts';
 import { type Replica, startReplica } from '../../src/replica.ts';
 import { createTelemetry, type Telemetry } from '../../src/telemetry/telemetry.ts';
+import { startTestServices } from '../helpers/cluster.ts';
 import { type MemoryLog, memoryLogger } from '../helpers/log.ts';
 
 export interface OpsEnv {
@@ -46,12 +42,8 @@ export interface OpsReplica {
 
 /** Starts Redis, optionally etcd, and one sandbox API server per context name. */
 export async function startOpsEnv(contexts: string[], opts: { etcd?: boolean } = {}): Promise<OpsEnv> {
-  const [redis, etcd] = await Promise.all([startRedis(), opts.etcd ? startEtcd() : undefined]);
-  const servers: Record<string, SandboxApiServer> = {};
-  for (const name of contexts) servers[name] = await startSandboxApiServer({ contextName: name });
-  const kubeconfig = Object.values(servers)
-    .map((s) => s.kubeconfigPath)
-    .join(':');
+  const services = await startTestServices(contexts, opts.etcd ? { etcd: {} } : {});
+  const { redis, etcd, servers, kubeconfig } = services;
   const started: OpsReplica[] = [];
   return {
     redis,
@@ -120,8 +112,7 @@ export async function startOpsEnv(contexts: string[], opts: { etcd?: boolean } =
     },
     async stop() {
       await Promise.allSettled(started.map((r) => r.stop()));
-      await Promise.all(Object.values(servers).map((s) => s.close()));
-      await Promise.all([redis.stop(), etcd?.stop()]);
+      await services.stop();
     },
   };
 }

@@ -34,7 +34,7 @@ import {
 } from '../failure/helpers.ts';
 import { serviceEnv } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { judgePod } from '../nemesis/invariants.ts';
+import { judgePod } from '../helpers/invariants.ts';
 
 const cluster = useFailureCluster({ context: 'why' });
 const NS = 'why-here';

@@ -1,5 +1,5 @@
 /**
- * The nemesis's invariant checks (test/nemesis/invariants.ts) and its metrics parser, table-driven:
+ * The nemesis's invariant checks (test/helpers/invariants.ts) and its metrics parser, table-driven:
  * what each DELETE log, store and sample series must be found to violate — or not.
  */
 import type { V1Pod } from '@kubernetes/client-node';
@@ -16,7 +16,7 @@ import {
   judgePod,
   type OverdueSample,
   overdueWindows,
-} from '../nemesis/invariants.ts';
+} from '../helpers/invariants.ts';
 import { parseGauge } from '../nemesis/overdue-sampler.ts';
 
 const RETENTION = 3000;
