@@ -11,6 +11,9 @@
  *   each namespace the selector matches now (infra/k8s/overlays/namespace-discovery).
  *
  * A context that does not answer gets `unreachable` and its other checks are skipped.
+ *
+ * One file, long, because every check of one context (API reachable, version, access reviews per verb, clock skew)
+ * shares its client and its result list, and reads in the order `check` prints them.
  */
 
 import { type CheckResult, firstLine, resultsOf } from '../check-result.ts';

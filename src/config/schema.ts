@@ -2,6 +2,9 @@
  * The validated configuration of one replica (zod). Input values may be strings (environment, flags) or
  * typed (YAML); every field is coerced and checked here, and each failure names the field and what is
  * expected. Defaults live in {@link FIELDS}.
+ *
+ * One file, long, because the schema of every setting and the rules between settings are read together (the field
+ * table itself is src/config/fields.ts).
  */
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';

@@ -20,6 +20,9 @@
  *
  * As client-go, a user with a token, Basic credentials or a client certificate ignores its exec plugin, and
  * `token` + `tokenFile` prefer the file's content (the token is the fallback while the file is unreadable).
+ *
+ * One file, long, because kubeconfig merging, context resolution and every credential kind (token, token file,
+ * client certificate, exec plugin, in-cluster) follow client-go's one loader.
  */
 import { X509Certificate } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';

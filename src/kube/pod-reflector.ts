@@ -27,6 +27,9 @@
  * Only trimmed pods are kept (src/kube/driver-pod.ts): list pages and watch objects are dropped once
  * trimmed. The cache is indexed by namespace, then name: consumers compare UIDs themselves. Events are
  * delivered synchronously, in order; a throwing handler is logged and does not break the reflector.
+ *
+ * One file, long, because list, watch, relist on 410, bookmarks, backoff and the cache are one loop, as
+ * client-go's Reflector is.
  */
 
 import { StringDecoder } from 'node:string_decoder';

@@ -5,6 +5,9 @@
  * Races between replicas are closed by ordering, not locks: `cancel` writes the tombstone *then* removes
  * the job; `enqueue` adds the job *then* checks the tombstone and removes what it added. Whatever the
  * interleaving, a tombstoned pod ends with no pending job. The handler's re-check covers the rest.
+ *
+ * One file, long, because the enqueue, cancel, unschedule and tombstone operations are one protocol whose
+ * race-freedom is argued across them: split, no file would show why any interleaving is safe.
  */
 import { Job, type JobJson, type JobProgress, type JobsOptions, Queue } from 'bullmq';
 import type { DriverPod } from '../kube/driver-pod.ts';

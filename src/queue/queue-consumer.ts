@@ -30,6 +30,9 @@
  * during the close still consumes (docs/failure-modes.md). A close waits at most
  * {@link CONSUMER_CLOSE_TIMEOUT_MS}: with Redis unreachable the old Worker finishes closing in the background, its
  * jobs in flight left to their locks (a job run twice meanwhile is harmless: fencing, re-check, `deleteOnce`).
+ *
+ * One file, long, because the Worker's lifecycle (run, take over, stalled checks, close) and the outcome mapping
+ * share the Worker's state; the handler and the rules it applies live elsewhere (workers/, src/rules/).
  */
 
 import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';

@@ -8,6 +8,9 @@
  * Read at scrape time from the replica ({@link CleanerMetrics.watch}): leadership, the leadership session's
  * freshness (one gauge per backend), informer restarts and sync — so a scrape shows the state *now*, not a stale copy. Queue job counts are read
  * from Redis by each target's leader only, at most every {@link QUEUE_COUNTS_MAX_AGE_MS} (see there).
+ *
+ * One file, long, because it is the whole metrics surface, one definition after another, so that a name, its
+ * labels and its help text are found in one place (docs/operations.md lists the same).
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { SessionHealth } from '../leadership/leadership.ts';

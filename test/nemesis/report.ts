@@ -6,8 +6,8 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DeleteRecord } from '../../harness/sandbox/apiserver/request-log.ts';
-import type { FaultRecord } from './injectors.ts';
 import type { OverdueSample, Violation } from '../helpers/invariants.ts';
+import type { FaultRecord } from './injectors.ts';
 import {
   describeEvent,
   type FaultKind,

@@ -4,8 +4,6 @@
  * sandbox's records (invariants.ts). The test (nemesis.test.ts) only asserts what this returns.
  */
 import { SELECTOR } from '../failure/helpers.ts';
-import { waitFor } from '../helpers/wait.ts';
-import { type FaultRecord, runSchedule } from './injectors.ts';
 import {
   checkDeletes,
   checkSent,
@@ -16,6 +14,8 @@ import {
   type OverdueSample,
   type Violation,
 } from '../helpers/invariants.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { type FaultRecord, runSchedule } from './injectors.ts';
 import { OVERDUE_METRIC, startOverdueSampler } from './overdue-sampler.ts';
 import { createPrng } from './prng.ts';
 import { type RunRecord, writeArtifacts } from './report.ts';

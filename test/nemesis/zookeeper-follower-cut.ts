@@ -6,8 +6,9 @@
  * (3 s) and elects another. All along the cut, the harness samples every target's leader from the quorum's
  * side, for the stale-leader-delete invariant (invariants.ts).
  */
-import type { FrontedZooKeeper } from './fronts.ts';
+
 import type { LeaderSample } from '../helpers/invariants.ts';
+import type { FrontedZooKeeper } from './fronts.ts';
 import type { NemesisEvent } from './schedule.ts';
 import type { NemesisWorld } from './world.ts';
 

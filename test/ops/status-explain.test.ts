@@ -33,8 +33,8 @@ import {
   waitGone,
 } from '../failure/helpers.ts';
 import { serviceEnv } from '../helpers/cluster.ts';
-import { waitFor } from '../helpers/wait.ts';
 import { judgePod } from '../helpers/invariants.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 const cluster = useFailureCluster({ context: 'why' });
 const NS = 'why-here';
