@@ -137,13 +137,20 @@ export function createCandidateState(opts: CandidateStateOptions): CandidateStat
         continue;
       }
       busy = true;
+      const woke = wake.signal;
       let s: S;
       try {
-        s = await steps.next(wake.signal);
+        s = await steps.next(woke);
       } catch {
         busy = false;
         if (steps.closed()) break;
         continue; // woken (no longer wanted, resigned): the loop decides
+      }
+      // Withdrawn or resigned while the session answered (a live one answers within a microtask): no term on
+      // it, or a withdrawn candidate would stand in line, and could be elected, with nothing to end its term.
+      if (woke.aborted || !running || !wanted) {
+        busy = false;
+        continue;
       }
       try {
         termEnd = new AbortController();
@@ -172,6 +179,8 @@ export function createCandidateState(opts: CandidateStateOptions): CandidateStat
       return leader;
     },
     async lead(term, fields) {
+      // A term that ended before it was led (a backend that did not check): no phantom `elected`.
+      if (term.aborted) return;
       leader = true;
       log.info(fields, 'elected leader');
       events.onElected();

@@ -18,10 +18,14 @@ export interface LeadershipEvents {
  * The freshness of a replica's session with its leadership backend, as each backend measures it (exported as
  * one gauge per backend: src/telemetry/metrics.ts). Times in ms, monotonic.
  * - `etcd`: `keepaliveAgeMs`, how long ago the last successful keepalive of the lease was sent. Keepalives go
- *   every TTL/3; a leader fences itself once TTL − 1 s have passed without one, and etcd expires the lease at TTL.
+ *   every TTL/3; a leader fences itself once TTL − min(1 s, TTL/5) has passed without one (src/failover-timers.ts),
+ *   and etcd expires the lease at TTL.
  * - `zookeeper`: `disconnectedMs`, how long the session has been without a connection; 0 while connected (the
  *   client's pings keep a connected session alive). A leader stops its DELETEs as soon as the connection drops;
  *   the server expires the session after its timeout, and the replica gives it up then and opens a new one.
+ *
+ * A new backend adds its own variant here, and its gauge beside the others in src/telemetry/metrics.ts: one
+ * name per measure, each meaning what it says.
  */
 export type SessionHealth =
   | { readonly backend: 'etcd'; readonly keepaliveAgeMs: number }
@@ -45,7 +49,12 @@ export interface Leadership {
   readyWhen(probe: () => boolean): void;
   /** Starts campaigning (idempotent). */
   start(): void;
-  /** Leaves: revokes the lease so another replica is elected at once, and stops campaigning. Idempotent. */
+  /**
+   * Leaves: ends the term, deletes this replica's candidate entry and stops campaigning. Idempotent. The next
+   * candidate in line is elected at once; balanced, a target whose assigned replica resigned while it stays a
+   * member has no candidate until the balancer's fallback (one TTL), which is why a replica leaves by closing
+   * its whole group (the session ends: every target reassigned at once, src/leadership/leadership-group.ts).
+   */
   resign(): Promise<void>;
   /**
    * Ends the current term so that another replica may lead: the etcd election deletes this term's candidate

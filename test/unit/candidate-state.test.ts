@@ -61,3 +61,48 @@ describe('the campaign loop', () => {
     await election.resign();
   });
 });
+
+describe('the campaign loop decides again after the session answers', () => {
+  it.each([
+    ['withdrawn', 'setWanted(false)'],
+    ['resigned', 'resign()'],
+  ] as const)(
+    '%s one microtask after setWanted(true), while next() answers → no term begins',
+    async (_name, how) => {
+      const state = createCandidateState({ log: memoryLogger('warn').log });
+      let terms = 0;
+      const never = new AbortController().signal;
+      const election = state.election<number>({
+        prefix: 'p/',
+        campaign: {
+          // A live session answers at once: the window between its answer and the term is one microtask.
+          next: async () => 1,
+          closed: () => false,
+          term: async (_s, end) => {
+            terms += 1;
+            await new Promise<void>((resolve) =>
+              end.addEventListener('abort', () => resolve(), { once: true }),
+            );
+          },
+          lost: () => never,
+          afterTerm: async () => undefined,
+          backoffUntil: () => undefined,
+        },
+        onResign: () => async () => undefined,
+        session: () => undefined,
+        stillLeader: () => false,
+        fence: async () => undefined,
+        currentLeader: async () => undefined,
+      });
+      election.start();
+      await new Promise((resolve) => setImmediate(resolve));
+      election.setWanted(true);
+      await Promise.resolve();
+      if (how === 'resign()') void election.resign();
+      else election.setWanted(false);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect({ terms, idle: election.idle }).toEqual({ terms: 0, idle: true });
+      await election.resign();
+    },
+  );
+});
