@@ -19,7 +19,7 @@
  * The pod is judged here on its own terms (labels, phase, the driver container's `finishedAt`), not with
  * the product's classification code, so a bug there cannot hide itself.
  */
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1ContainerStatus, V1Pod } from '@kubernetes/client-node';
 import type { DeleteRecord } from '../../harness/sandbox/apiserver/request-log.ts';
 
 /** The invariant a violation breaks. */
@@ -59,7 +59,7 @@ export interface PodJudgement {
   terminal: boolean;
   /**
    * The finish time + retention, epoch ms: the driver container's finishedAt when it decides (`CONTAINER`), else
-   * the last container's; undefined when not terminal or unknown.
+   * the last container's; undefined when not terminal, unknown, or the pod has no UID (never deleted).
    */
   deadlineMs: number | undefined;
 }
@@ -69,9 +69,12 @@ export interface PodJudgement {
  * (default `POD`, Kyuubi's).
  */
 export function judgePod(pod: V1Pod, retentionMs: number, source: 'POD' | 'CONTAINER' = 'POD'): PodJudgement {
-  const labels = pod.metadata?.labels ?? {};
+  // A malformed object (a test's on purpose: labels or statuses of the wrong type) is judged by what it has.
+  const rawLabels: unknown = pod.metadata?.labels;
+  const labels = (typeof rawLabels === 'object' && rawLabels !== null ? rawLabels : {}) as Record<string, string>;
   const selected = labels['spark-role'] === 'driver' && 'kyuubi-unique-tag' in labels;
-  const statuses = pod.status?.containerStatuses ?? [];
+  const rawStatuses: unknown = pod.status?.containerStatuses;
+  const statuses = (Array.isArray(rawStatuses) ? rawStatuses : []) as V1ContainerStatus[];
   const driver = statuses.find((c) => c?.name === DRIVER_CONTAINER);
   const phase = pod.status?.phase;
   const byDriver = source === 'CONTAINER' && driver?.state?.terminated !== undefined;
@@ -81,10 +84,13 @@ export function judgePod(pod: V1Pod, retentionMs: number, source: 'POD' | 'CONTA
     .filter((t) => t !== undefined)
     .map((t) => Date.parse(String(t)));
   const finishedMs = ends.length ? Math.max(...ends) : Number.NaN;
+  // No UID, no DELETE: the cleaner deletes only under a UID precondition, so such a pod is never due.
+  const uid: unknown = pod.metadata?.uid;
+  const deletable = typeof uid === 'string' && uid !== '';
   return {
     selected,
     terminal,
-    deadlineMs: terminal && Number.isFinite(finishedMs) ? finishedMs + retentionMs : undefined,
+    deadlineMs: terminal && deletable && Number.isFinite(finishedMs) ? finishedMs + retentionMs : undefined,
   };
 }
 
