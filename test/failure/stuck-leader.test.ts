@@ -201,14 +201,17 @@ it('a replica that starts with its own path to Redis refused is not ready for th
   const relays = await startRelays(c.redis.port, ids);
   const cutRelay = relays.get(cutId) as TcpProxy;
   await cutRelay.refuse();
-  const replicas = ids.map((id) =>
-    c.startReplica(id, { ...env, SDC_REDIS_URL: `redis://127.0.0.1:${relays.get(id)?.port}` }),
-  );
-  const [cut, other] = [cutId, otherId].map((id) => replicas.find((r) => r.id === id)) as [
-    (typeof replicas)[number],
-    (typeof replicas)[number],
-  ];
+  const start = (id: string) =>
+    c.startReplica(id, { ...env, SDC_REDIS_URL: `redis://127.0.0.1:${relays.get(id)?.port}` });
+  // The other replica first, ready for the target before the cut one starts: were neither ready (the other's
+  // informer still listing on a loaded machine), the target would be assigned as if both were, and the cut
+  // replica, its owner, elected (gated: it would not consume).
+  const other = start(otherId);
+  const replicas = [other];
   try {
+    await other.waitForLine((l) => l.namespace === ns && l.msg === 'elected leader', LOAD_MS);
+    const cut = start(cutId);
+    replicas.push(cut);
     const url = await httpUrl(cut);
     await waitFor(
       'the cut replica not ready for the target: its Redis has not answered',
@@ -217,7 +220,6 @@ it('a replica that starts with its own path to Redis refused is not ready for th
         (await gaugeByNamespace(url, 'sdc_target_ready')).get(ns) === 0,
       LOAD_MS,
     );
-    await other.waitForLine((l) => l.namespace === ns && l.msg === 'elected leader', LOAD_MS);
     const pods = createDrivers(c.server, ns, 4, 'at-start');
     const uids = pods.map(uidOf);
     await waitFor(

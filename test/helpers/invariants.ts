@@ -71,7 +71,10 @@ export interface PodJudgement {
 export function judgePod(pod: V1Pod, retentionMs: number, source: 'POD' | 'CONTAINER' = 'POD'): PodJudgement {
   // A malformed object (a test's on purpose: labels or statuses of the wrong type) is judged by what it has.
   const rawLabels: unknown = pod.metadata?.labels;
-  const labels = (typeof rawLabels === 'object' && rawLabels !== null ? rawLabels : {}) as Record<string, string>;
+  const labels = (typeof rawLabels === 'object' && rawLabels !== null ? rawLabels : {}) as Record<
+    string,
+    string
+  >;
   const selected = labels['spark-role'] === 'driver' && 'kyuubi-unique-tag' in labels;
   const rawStatuses: unknown = pod.status?.containerStatuses;
   const statuses = (Array.isArray(rawStatuses) ? rawStatuses : []) as V1ContainerStatus[];
