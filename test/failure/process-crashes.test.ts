@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { monotonicClock } from '../../src/clock.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
+import { FAILOVER_TIMERS } from '../../src/failover-timers.ts';
 import { KYUUBI_STATE_DEFAULTS, podState } from '../../src/kube/application-state.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
 import { createKubeHttp } from '../../src/kube/kube-http.ts';
@@ -36,6 +37,8 @@ import {
 } from './helpers.ts';
 
 const cluster = useFailureCluster();
+/** The replicas' election TTL (replicaEnv's `SDC_ELECTION_TTL_SECONDS`), ms. */
+const TTL_MS = 3000;
 
 const deletedCount = (uids: string[]) => {
   const m = cluster().server.requests.deletesByUid();
@@ -65,8 +68,14 @@ describe('process crashes and fencing', () => {
     expect(checkInvariants(cluster().server, ns, uids, { retentionMs: 1000 })).toEqual(CLEAN);
     expect(deletesPer(cluster().server, uids)).toEqual(uids.map(() => 1));
     expect(bystandersIntact(cluster().server, bystanders)).toBe(true);
-    // In-flight jobs of the dead leader come back through BullMQ's stall detection (lock 10 s, check 5 s).
-    expect(doneAt - killedAt).toBeLessThan(45_000);
+    // The dead leader's in-flight jobs follow the new term at once (taken over), not when their locks lapse.
+    const tookOver = survivor?.lines.find(
+      (l) => String(l.msg).startsWith('took over ') && timeOf(l) >= killedAt,
+    );
+    expect(tookOver?.jobs).toBeGreaterThan(0);
+    // Measured 5.0–5.7 s; bound: the TTL plus the job lock, the time the survivor needed when the dead
+    // leader's jobs waited for their locks (12.9–14.6 s measured then; docs/failure-modes.md).
+    expect(doneAt - killedAt).toBeLessThan(TTL_MS + FAILOVER_TIMERS.jobLockMs);
     console.info(
       `[failure] SIGKILL burst: ${n} pods, ${deletedAtKill} deleted at kill; new leader after ` +
         `${timeOf(elected) - killedAt} ms; all deleted ${doneAt - killedAt} ms after the kill`,
