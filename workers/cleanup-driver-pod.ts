@@ -37,15 +37,15 @@
  * (`CleanupDeps`, `CleanupHandler`) and the `Outcome` type live in src/rules/.
  */
 
-import { deadlineMs, decide, finishTime } from '../src/rules/decision.ts';
-import type { CleanupDeps } from '../src/rules/handler.ts';
-import type { CleanupJobData } from '../src/rules/job-data.ts';
-import type { Outcome } from '../src/rules/outcome.ts';
 import { KubeApiError } from '../src/kube/api-status.ts';
 import { KYUUBI_STATE_DEFAULTS, podState } from '../src/kube/application-state.ts';
 import type { DriverPod } from '../src/kube/driver-pod.ts';
 import { DeleteAnswerAbandonedError, type DeletePreconditions } from '../src/kube/pod-api.ts';
 import { FencedError } from '../src/leadership/fenced-error.ts';
+import { deadlineMs, decide, finishTime } from '../src/rules/decision.ts';
+import type { CleanupDeps } from '../src/rules/handler.ts';
+import type { CleanupJobData } from '../src/rules/job-data.ts';
+import type { Outcome } from '../src/rules/outcome.ts';
 
 function failure(step: 'get' | 'delete', err: unknown): Outcome {
   if (err instanceof KubeApiError) {

@@ -15,7 +15,6 @@
  * pending pods early (Kyuubi does on shutdown), so that stopping the demo does not skew its counts.
  */
 
-import { deadlineMs, decide, malformedReason } from '../../src/rules/decision.ts';
 import { NODE_TIMER_MAX_MS } from '../../src/config/fields.ts';
 import type { LabelSelector } from '../../src/config/label-selector.ts';
 import type { Policy } from '../../src/config/schema.ts';
@@ -26,6 +25,7 @@ import type { PodApi } from '../../src/kube/pod-api.ts';
 import type { PodEvent, PodInformer } from '../../src/kube/pod-informer.ts';
 import type { Logger } from '../../src/log.ts';
 import type { TargetRef } from '../../src/queue/job-identity.ts';
+import { deadlineMs, decide, malformedReason } from '../../src/rules/decision.ts';
 
 /** Options of {@link createKyuubiLikeCleaner}. */
 export interface KyuubiLikeCleanerOptions {
