@@ -294,7 +294,7 @@ export async function startReplica(
       stampNow: clients.serverClock.notBehindNow,
       monotonicNow,
       selfCheck: selfCheckSettings(config.electionTtlSeconds, config.overdueGraceMs),
-      redisAnswered: () => claims.refusal(ref.cluster) !== 'unchecked',
+      redisAnswered: () => claims.checked(ref.cluster),
       backoffMs: config.retryBaseDelayMs,
       maxBackoffMs: config.retryMaxDelayMs,
       warnIfNotAlone: !leaderships,

@@ -121,6 +121,8 @@ export interface ClusterClaims {
   fingerprints(cluster: ClusterIdentity): readonly string[];
   /** Why `cluster` is refused now; `unchecked` before Redis has answered once; undefined when free. */
   refusal(cluster: string): Refusal | 'unchecked' | undefined;
+  /** Redis has answered the first look at `cluster`'s claims (this replica's Redis works, at least once). */
+  checked(cluster: string): boolean;
   /**
    * Why `cluster` is refused for a live claim through another leadership backend (one sentence); undefined
    * when there is none (or before Redis has answered: {@link ClusterClaims.refusal} says `unchecked` then).
@@ -307,6 +309,7 @@ export function createClusterClaims(opts: ClusterClaimsOptions): ClusterClaims {
       return refused.get(cluster);
     },
     backendConflict: (cluster) => backendConflicts.get(cluster),
+    checked: (cluster) => fromRedis.has(cluster),
     onChange(cb) {
       listeners.push(cb);
     },

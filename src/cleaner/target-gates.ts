@@ -61,7 +61,7 @@ export function targetGates(
     stateGate(
       'cluster-name-unchecked',
       () =>
-        claims.refusal(target.cluster) === 'unchecked'
+        !claims.checked(target.cluster)
           ? `checking in Redis that no other cluster uses the name ${target.cluster}`
           : undefined,
       onClaims,
