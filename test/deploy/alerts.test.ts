@@ -108,7 +108,6 @@ describe('alerting rules (infra/monitoring/alerts.yaml, kube-state-metrics-alert
       'SparkDriverCleanerFinishedDriversNotDeleted',
       'SparkDriverCleanerInformerNotSynced',
       'SparkDriverCleanerInformerRestarting',
-      'SparkDriverCleanerLeadershipBackendConflict',
       'SparkDriverCleanerLeadershipBackendUnreachable',
       'SparkDriverCleanerLeadershipSessionAtRisk',
       'SparkDriverCleanerNoLeader',
