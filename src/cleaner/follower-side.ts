@@ -68,7 +68,7 @@ export interface FollowerSide {
    * events of the deletion may arrive before its answer, and need no cancel round trip meanwhile.
    */
   whileDeleting<R>(uid: string, send: () => Promise<R>): Promise<R>;
-  /** How many UIDs per-UID state is kept for (see {@link TargetCleaner.trackedUids}). */
+  /** How many UIDs per-UID state is kept for (src/cleaner/target-cleaner.ts `trackedUids`). */
   readonly trackedUids: number;
 }
 

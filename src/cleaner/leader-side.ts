@@ -24,8 +24,7 @@ import {
   type QueueConsumerOptions,
 } from '../queue/queue-consumer.ts';
 import type { RedisClient } from '../queue/redis-client.ts';
-import type { DecisionRules } from '../rules/decision.ts';
-import { decide } from '../rules/decision.ts';
+import { type DecisionRules, decide } from '../rules/decision.ts';
 import type { CleanupDeps, CleanupHandler } from '../rules/handler.ts';
 import { sleep } from '../sleep.ts';
 import type { TargetTelemetry } from '../telemetry/target-telemetry.ts';
