@@ -41,11 +41,13 @@ interface TestReplica {
   group: EtcdLeadershipGroup;
   election: EtcdLeadership;
   startedAt: number;
+  /** The replica's log lines (debug and up), printed when the test fails. */
+  lines: string[];
 }
 
 function startReplica(id: string): TestReplica {
-  const client = createEtcdClient(etcd.endpoints);
-  const log = memoryLogger().log;
+  const { log, raw } = memoryLogger();
+  const client = createEtcdClient(etcd.endpoints, { log });
   const group = createEtcdLeadershipGroup({
     membersPrefix: membersPrefix('test'),
     client,
@@ -57,7 +59,7 @@ function startReplica(id: string): TestReplica {
   const election = group.election(targetKey(target), electionPrefix(target), log);
   election.start();
   group.start();
-  return { id, client, group, election, startedAt: performance.now() };
+  return { id, client, group, election, startedAt: performance.now(), lines: raw };
 }
 
 describe('one etcd member down, tried first by every call', () => {
@@ -106,6 +108,13 @@ describe('one etcd member down, tried first by every call', () => {
         const sent = (r.client.memberCalls().get(dead)?.sent ?? 0) - (sentBefore.get(r.id) ?? 0);
         expect(sent, `${r.id}: calls sent to the dead member`).toBeLessThanOrEqual(3 * periods);
       }
+    } catch (err) {
+      // What each replica saw: its session, view and election lines, and its calls per member.
+      for (const r of [...gone, ...live]) {
+        console.log(`--- ${r.id}: calls per member ${JSON.stringify([...r.client.memberCalls()])}`);
+        console.log(r.lines.slice(-60).join('\n'));
+      }
+      throw err;
     } finally {
       await Promise.all(live.map((r) => r.group.close()));
       for (const r of [...gone, ...live]) r.client.close();
