@@ -20,6 +20,11 @@ export const FAILOVER_TIMERS = {
    * pod) and the replica is not ready for the target (a leader hands it over).
    */
   staleCacheAfterMs: 10_000,
+  /**
+   * A replica whose own connection to Redis has been down this long is not ready for its targets (a leader
+   * hands them over to a replica that reaches Redis; src/queue/redis-outage.ts).
+   */
+  redisDownNotReadyMs: 10_000,
   /** The informer's list+watch restart: first backoff (then ×2 per failure, with jitter ×U(0.5, 1)). */
   informerBackoffBaseMs: 500,
   /** The informer's longest restart backoff. */

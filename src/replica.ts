@@ -19,6 +19,7 @@ import { type PreviousReleaseWait, targetGates } from './cleaner/target-gates.ts
 import type { Clock, MonotonicClock } from './clock.ts';
 import { parseLabelSelector } from './config/label-selector.ts';
 import type { CleanerConfig } from './config/schema.ts';
+import { FAILOVER_TIMERS } from './failover-timers.ts';
 import { type ClusterIdentity, fingerprintsNow } from './kube/cluster-identity.ts';
 import { openContexts } from './kube/context-clients.ts';
 import { kubeconfigPath, loadClusterEndpoint } from './kube/kubeconfig.ts';
@@ -44,6 +45,7 @@ import {
 import { createPreviousReleaseWorkers } from './queue/previous-release-workers.ts';
 import { checkRedisAccess, redisRefusal } from './queue/redis-access-check.ts';
 import { createRedisClient, duplicateClient, type RedisClient } from './queue/redis-client.ts';
+import { watchRedisOutage } from './queue/redis-outage.ts';
 import type { Telemetry } from './telemetry/telemetry.ts';
 import { VERSION } from './version.ts';
 
@@ -143,6 +145,7 @@ export async function startReplica(
     }
     redisDownLogged = kind;
   });
+  const redisOutage = watchRedisOutage(redis, monotonicNow);
   redis.on('ready', () => {
     if (redisDownLogged) log.info('redis reachable again');
     redisDownLogged = undefined;
@@ -293,7 +296,8 @@ export async function startReplica(
       stampNow: clients.serverClock.notBehindNow,
       monotonicNow,
       selfCheck: selfCheckSettings(config.electionTtlSeconds, config.overdueGraceMs),
-      redisAnswered: () => claims.checked(ref.cluster),
+      redisReachable: () =>
+        claims.checked(ref.cluster) && redisOutage.downForMs() < FAILOVER_TIMERS.redisDownNotReadyMs,
       backoffMs: config.retryBaseDelayMs,
       maxBackoffMs: config.retryMaxDelayMs,
       warnIfNotAlone: !leaderships,

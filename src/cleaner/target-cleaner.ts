@@ -112,11 +112,13 @@ export interface TargetCleanerOptions {
   /** The self-check's thresholds (src/cleaner/self-check.ts; default: those of a 10 s election TTL). */
   selfCheck?: SelfCheckSettings;
   /**
-   * This replica's Redis has answered since it started (the first look at its cluster name's claims,
-   * src/cleaner/cluster-claims.ts); default always true. Until then it is not ready for the target: a replica
-   * that starts with its own path to Redis cut would be assigned the target, elected, and wait there forever.
+   * This replica can reach its Redis: it has answered since the replica started (the first look at its cluster
+   * name's claims, src/cleaner/cluster-claims.ts) and its connection has not been down for
+   * `redisDownNotReadyMs` since (src/queue/redis-outage.ts); default always true. Otherwise it is not ready for
+   * the target: a replica whose own path to Redis is cut would be assigned the target (or take it as a
+   * fallback), be elected, and hold it without taking a job.
    */
-  redisAnswered?: () => boolean;
+  redisReachable?: () => boolean;
   /**
    * The target's data marker (src/queue/data-marker.ts): with it, the leader reconciles as soon as the queue's
    * Redis data is lost (src/cleaner/data-loss-watch.ts); without it, only the periodic reconcile heals a loss.
@@ -148,7 +150,7 @@ export interface TargetCleaner {
    * This replica can clean the target now: its informer has listed the pods and has not been down (unable to
    * list or watch) for longer than `staleCacheAfterMs`, and it has not stepped down from the target for want of
    * progress without having shown since that it can make progress (src/cleaner/stuck-hold.ts), and its Redis
-   * has answered since it started (`redisAnswered`). Only a ready
+   * can be reached (`redisReachable`). Only a ready
    * replica campaigns for the target (unless no replica is ready for it), and a leader that stops being ready
    * hands the target over.
    */
@@ -179,7 +181,7 @@ export interface TargetCleaner {
  * Why a replica cannot clean a target now: `informer` — its informer has not listed the pods, or has been
  * unable to list or watch them for longer than `staleCacheAfterMs`; `stepped-down` — the self-check stepped
  * it down for want of progress and it has not shown since that it can make progress; `redis` — its Redis has
- * not answered since it started.
+ * not answered since it started, or its connection to Redis has been down for `redisDownNotReadyMs`.
  */
 export type NotReadyReason = 'informer' | 'stepped-down' | 'redis';
 
@@ -209,7 +211,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     if (!informer.synced || !cacheTrusted(informer.downSinceMs, monotonicNow(), staleAfterMs))
       out.push('informer');
     if (hold.reason !== undefined) out.push('stepped-down');
-    if (opts.redisAnswered && !opts.redisAnswered()) out.push('redis');
+    if (opts.redisReachable && !opts.redisReachable()) out.push('redis');
     return out;
   };
   const ready = () => notReadyReasons().length === 0;

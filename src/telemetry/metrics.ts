@@ -405,7 +405,7 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
   });
   new Gauge({
     name: 'sdc_target_not_ready',
-    help: 'Why this replica cannot clean the target, one series of value 1 per reason that holds (none while it can): reason="informer" (its informer has not listed the pods, or has been unable to list or watch them for more than 10 s), reason="stepped-down" (the self-check stepped it down for want of progress; it stays out of the target until its queue answers again), reason="redis" (its Redis has not answered since it started).',
+    help: 'Why this replica cannot clean the target, one series of value 1 per reason that holds (none while it can): reason="informer" (its informer has not listed the pods, or has been unable to list or watch them for more than 10 s), reason="stepped-down" (the self-check stepped it down for want of progress; it stays out of the target until its queue answers again), reason="redis" (its Redis has not answered since it started, or its connection to Redis has been down for more than 10 s).',
     labelNames: [...TARGET, 'reason'],
     registers,
     collect() {

@@ -1,15 +1,19 @@
 /**
  * A leader whose own path to Redis fails while the other replicas' paths work: three replicas, each reaching
  * Redis through its own TCP relay (test/nemesis/tcp-proxy.ts); only the leader's relay is cut — wedged
- * (connections accepted, nothing answers) or refused (nothing listens). The leader cannot take a job; the
- * self-check steps it down; it then reports the target not ready (as a replica whose informer cannot list
- * does) and stays out of the target's line while its own queue does not answer, so the next replica by the
- * assignment rule takes the target and deletes every pod once. It says why on every surface: its error line,
- * `/readyz` (`notReady`, `steppedDown`; the probe itself does not fail), `sdc_target_ready` 0, `sdc_target_not_ready{reason="stepped-down"}`,
- * and `status` (`not ready on`). Once its path heals it shows its queue answers and is ready again.
+ * (connections accepted, nothing answers) or refused (nothing listens). The leader cannot take a job.
+ * - Wedged: its connection looks up, so the self-check finds it stuck and steps it down; it then reports the
+ *   target not ready (as a replica whose informer cannot list does) and stays out of the target's line while
+ *   its own queue does not answer.
+ * - Refused: its connection is down; past `redisDownNotReady` it reports the target not ready (reason `redis`)
+ *   and hands it over, whether or not the self-check has found it stuck by then.
+ * Either way the next replica by the assignment rule takes the target and deletes every pod once. It says why
+ * on every surface: its log, `/readyz` (`notReady`; the probe itself does not fail), `sdc_target_ready` 0,
+ * `sdc_target_not_ready{reason}`, and `status` (`not ready on`). Once its path heals it is ready again.
  */
 import { expect, it } from 'vitest';
 import { QUEUE_LOOK_TIMEOUT_MS, selfCheckSettings } from '../../src/cleaner/self-check.ts';
+import { FAILOVER_TIMERS } from '../../src/failover-timers.ts';
 import { assignTargets } from '../../src/leadership/assignment.ts';
 import { targetKey } from '../../src/queue/job-identity.ts';
 import { deletesPer, linesWhere, serviceEnv } from '../helpers/cluster.ts';
@@ -66,7 +70,7 @@ async function closeRelays(relays: ReadonlyMap<string, TcpProxy>): Promise<void>
 }
 
 it.each(['wedged', 'refused'] as const)(
-  "the leader's own path to Redis %s, the others' working → it steps down, reports the target not ready and stays out; the next replica by the assignment deletes every pod once",
+  "the leader's own path to Redis %s, the others' working → it reports the target not ready, leaves and stays out; the next replica by the assignment deletes every pod once",
   async (how) => {
     const c = cluster();
     const ns = `stuck-${how}`;
@@ -115,26 +119,28 @@ it.each(['wedged', 'refused'] as const)(
       // the target to its owner).
       expect(accepted.map((l) => l.replica)).not.toContain(leader.id);
 
-      // The leader said why it left, once, and was not elected again while its path was cut.
-      const stuck = leader.lines.filter(
-        (l) => l.namespace === ns && String(l.msg).startsWith('self-check: leader is stuck'),
-      );
-      expect(stuck).toHaveLength(1);
-      expect(stuck[0]).toMatchObject({ level: 'error' });
-      expect(String(stuck[0]?.why)).toMatch(/cannot be read/);
-      const steppedDownAt = timeOf(stuck[0]);
+      // Wedged: the leader said why it left, once. Either way it was not elected again while its path was cut.
+      let leftAt = cutAt;
+      if (how === 'wedged') {
+        const stuck = leader.lines.filter(
+          (l) => l.namespace === ns && String(l.msg).startsWith('self-check: leader is stuck'),
+        );
+        expect(stuck).toHaveLength(1);
+        expect(stuck[0]).toMatchObject({ level: 'error' });
+        expect(String(stuck[0]?.why)).toMatch(/cannot be read/);
+        leftAt = timeOf(stuck[0]);
+      }
       expect(
-        leader.lines.filter(
-          (l) => l.namespace === ns && l.msg === 'elected leader' && timeOf(l) > steppedDownAt,
-        ),
+        leader.lines.filter((l) => l.namespace === ns && l.msg === 'elected leader' && timeOf(l) > cutAt),
       ).toEqual([]);
-      // Another replica was elected within a TTL (and the machine's load) of the step-down; the target settles
-      // on the next replica by the assignment.
+      // Another replica was elected within a TTL (and the machine's load) of the step-down (refused: of the
+      // connection's outage making it not ready); the target settles on the next replica by the assignment.
       const elected = linesWhere(
         others,
         (l) => l.namespace === ns && l.msg === 'elected leader' && timeOf(l) >= cutAt,
       ).sort((a, b) => timeOf(a) - timeOf(b));
-      expect(timeOf(elected[0]) - steppedDownAt).toBeLessThan(TTL_MS + LOAD_MS);
+      const leaveMs = how === 'wedged' ? 0 : FAILOVER_TIMERS.redisDownNotReadyMs;
+      expect(timeOf(elected[0]) - leftAt).toBeLessThan(leaveMs + TTL_MS + LOAD_MS);
       const otherUrl = await httpUrl(others[0] ?? leader);
       await waitFor(
         `${target} led by ${next}`,
@@ -153,22 +159,32 @@ it.each(['wedged', 'refused'] as const)(
       const url = await httpUrl(leader);
       const ready = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(5000) });
       expect(ready.status).toBe(200);
-      expect(await ready.json()).toMatchObject({ notReady: [target], steppedDown: [target] });
+      const reason = how === 'wedged' ? 'stepped-down' : 'redis';
+      expect(await ready.json()).toMatchObject({
+        notReady: [target],
+        ...(how === 'wedged' ? { steppedDown: [target] } : {}),
+      });
       expect((await gaugeByNamespace(url, 'sdc_target_ready')).get(ns)).toBe(0);
-      expect((await gaugeByNamespace(url, 'sdc_target_not_ready', 'reason="stepped-down"')).get(ns)).toBe(1);
+      await waitFor(
+        `sdc_target_not_ready{reason="${reason}"} 1 on the old leader`,
+        async () => (await gaugeByNamespace(url, 'sdc_target_not_ready', `reason="${reason}"`)).get(ns) === 1,
+        FAILOVER_TIMERS.redisDownNotReadyMs + LOAD_MS,
+      );
       const s = await runStatus({ ...serviceEnv(c.server.kubeconfigPath, c.redis, c.etcd), ...env });
       const row = s.json.targets.find((t) => t.target === target);
       expect(row?.notReadyOn).toEqual([leader.id]);
       expect(row?.leader).toBe(next);
 
-      // Healed: its queue answers, it is ready again (its hold, the grace, has passed), and cleaning goes on.
+      // Healed: its queue answers, it is ready again (after a step-down, once its hold has passed), and
+      // cleaning goes on.
       await relay.heal();
       await waitFor(
         'the old leader ready again',
         async () => (await gaugeByNamespace(url, 'sdc_target_ready')).get(ns) === 1,
         CHECK.graceMs + 2 * CHECK.intervalMs + QUEUE_LOOK_TIMEOUT_MS + LOAD_MS,
       );
-      await leader.waitForLine((l) => l.namespace === ns && l.msg === 'ready again for this target');
+      if (how === 'wedged')
+        await leader.waitForLine((l) => l.namespace === ns && l.msg === 'ready again for this target');
       const later = createDrivers(c.server, ns, 3, `${how}-later`);
       await waitFor(
         'the later pods deleted',
