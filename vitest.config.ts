@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import LongFilesFirst from './test/long-files-first.ts';
 
 // Integration tests start real redis-server / etcd processes; two cores, so keep parallelism low.
 export default defineConfig({
@@ -9,5 +10,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     reporters: ['default', './test/summary-reporter.ts'],
+    // The long files first, so that none runs alone at the end (test/long-files-first.ts).
+    sequence: { sequencer: LongFilesFirst },
   },
 });

@@ -96,6 +96,8 @@ export interface LeaderSide {
   readonly progress: Pick<SelfCheckSubject, 'leaderSinceMs' | 'lastProgressMs' | 'fenced' | 'workerRunning'>;
   /** Shutdown: no new term; `resign` hands the leadership over; resolves once the last term has ended. */
   stop(resign: () => Promise<void>): Promise<void>;
+  /** True once `stop` was called: no term begins any more. */
+  readonly stopped: boolean;
 }
 
 /** Creates the leader side of one target; subscribe `elected`/`lost` to its leadership. */
@@ -325,6 +327,9 @@ export function createLeaderSide(opts: LeaderSideOptions): LeaderSide {
       get workerRunning() {
         return worker.running;
       },
+    },
+    get stopped() {
+      return stopped;
     },
     async stop(resign) {
       stopped = true;

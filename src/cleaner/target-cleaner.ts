@@ -195,7 +195,6 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
   const cacheTrust = createCacheTrust({ informer, monotonicNow, staleAfterMs, log });
   const checkSettings = opts.selfCheck ?? selfCheckSettings(10);
   let selfCheckTimer: NodeJS.Timeout | undefined;
-  let stopped = false;
 
   /** Out of the target after a self-check step-down, until its own queue answers (src/cleaner/stuck-hold.ts). */
   const hold = createStuckHold({
@@ -268,7 +267,7 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
     rules,
     pods: () => informer.list(),
     synced: () => informer.synced,
-    isLeader: () => leadership.isLeader && !stopped,
+    isLeader: () => leadership.isLeader && !leader.stopped,
     record: (k) => recordKeptPods(opts.connection, opts.prefix, opts.target, k),
     replicaId: opts.replicaId,
     now: opts.now,
@@ -359,7 +358,6 @@ export function createTargetCleaner(opts: TargetCleanerOptions): TargetCleaner {
       selfCheckTimer.unref();
     },
     async stop() {
-      stopped = true;
       clearInterval(selfCheckTimer);
       await leader.stop(() => leadership.resign());
       await informer.stop();

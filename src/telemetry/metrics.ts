@@ -395,7 +395,7 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
   });
   new Gauge({
     name: 'sdc_target_ready',
-    help: '1 when this replica can clean the target (its informer has listed the pods and has not been unable to list or watch for more than 10 s, the self-check has not stepped it down for want of progress without it showing progress since, and its Redis has answered since it started), else 0. Only a ready replica campaigns for the target.',
+    help: '1 when this replica can clean the target (its informer has listed the pods and has not been unable to list or watch for more than 10 s, the self-check has not stepped it down for want of progress without it showing progress since, and its Redis has answered since it started and its connection to Redis has not been down for more than 10 s), else 0. Only a ready replica campaigns for the target.',
     labelNames: TARGET,
     registers,
     collect() {
