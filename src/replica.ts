@@ -30,7 +30,7 @@ import type { ElectionReader, LeadershipBackendKind } from './leadership/electio
 import { createGatedLeadership } from './leadership/gated-leadership.ts';
 import type { LeadershipBalance } from './leadership/leadership-group.ts';
 import { createLocalLeadership } from './leadership/local-leadership.ts';
-import { openReplicaLeadership } from './leadership/open-backend.ts';
+import { leadershipMarker, openReplicaLeadership } from './leadership/open-backend.ts';
 import { previousReleaseWorkerGates } from './leadership/previous-release-gate.ts';
 import type { Logger } from './log.ts';
 import { createCleanupQueue } from './queue/cleanup-queue.ts';
@@ -197,6 +197,7 @@ export async function startReplica(
     clusters: [...clusters.values()].map((c) => c.identity),
     fingerprintsNow: (c) => rereads.get(c.name)?.() ?? c.fingerprints,
     members: () => memberClaims(),
+    leadership: leadershipMarker(config),
     log,
   });
   const clusterClaimsLine = () =>

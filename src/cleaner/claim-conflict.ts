@@ -27,6 +27,45 @@ export interface Claim {
   readonly from: 'redis' | 'member';
   /** The member's replica id, for a claim seen in the membership. */
   readonly replica?: string;
+  /**
+   * The leadership backend the claiming replica elects through ({@link claimField}); undefined for a claim
+   * seen in the membership (the same backend as ours, by definition) or written without one.
+   */
+  readonly leadership?: string;
+}
+
+/** The separator of a claim's fingerprints and its leadership backend in its Redis field. */
+const LEADERSHIP_SEPARATOR = '|';
+
+/**
+ * A claim's field in the name's Redis hash: its fingerprints (comma-separated) and, after `|`, the leadership
+ * backend its replica elects through (src/leadership/open-backend.ts `leadershipMarker`): the marker every
+ * release from this one on reads, so that replicas of one cluster that elect through different backends (a
+ * rollback to a release without this backend, a fleet configured in two ways) see each other.
+ */
+export function claimField(fingerprints: readonly string[], leadership: string): string {
+  return `${fingerprints.join(',')}${LEADERSHIP_SEPARATOR}${leadership}`;
+}
+
+/** Reads a claim's field ({@link claimField}); a field without a backend has `leadership` undefined. */
+export function parseClaimField(field: string): { fingerprints: string[]; leadership: string | undefined } {
+  const at = field.indexOf(LEADERSHIP_SEPARATOR);
+  const fps = at < 0 ? field : field.slice(0, at);
+  return {
+    fingerprints: fps.split(',').filter(Boolean),
+    leadership: at < 0 ? undefined : field.slice(at + 1),
+  };
+}
+
+/**
+ * The live claims on a cluster name made through another leadership backend than `ours`, most recently seen
+ * first. Whatever their fingerprints: replicas that serve one cluster name on one Redis share its queues, so
+ * two fleets electing through two backends would both consume them.
+ */
+export function otherBackendClaims(ours: string, claims: readonly Claim[]): Claim[] {
+  return claims
+    .filter((c) => c.live && c.leadership !== undefined && c.leadership !== ours)
+    .sort((a, b) => a.ageMs - b.ageMs);
 }
 
 /**

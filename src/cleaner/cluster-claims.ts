@@ -18,13 +18,25 @@
  *
  * Until the first look at Redis has answered, a name counts as unchecked and its targets wait: two fleets
  * starting together must not both consume before either has looked.
+ *
+ * Each Redis claim also names the leadership backend its replica elects through (src/cleaner/claim-conflict.ts
+ * `claimField`). A live claim on the name through another backend — a rollback to a release that does not run
+ * this one's backend, or half a fleet configured otherwise — would make two leaders of every target, each
+ * consuming its queue: the name's targets are refused on both sides the same way, with their own error line
+ * and reason (`leadership-backend-conflict`), until the other claim is no longer live.
  */
 import type { ClusterIdentity } from '../kube/cluster-identity.ts';
 import type { Logger } from '../log.ts';
 import { clusterClaimsKey } from '../queue/job-identity.ts';
 import type { RedisClient } from '../queue/redis-client.ts';
 import { sleep } from '../sleep.ts';
-import { type Claim, foreignClaims } from './claim-conflict.ts';
+import {
+  type Claim,
+  claimField,
+  foreignClaims,
+  otherBackendClaims,
+  parseClaimField,
+} from './claim-conflict.ts';
 
 /** How often a replica refreshes its claims and reads the others', ms. */
 export const CLAIM_INTERVAL_MS = 30_000;
@@ -93,6 +105,11 @@ export interface ClusterClaimsOptions {
   fingerprintsNow?: (cluster: ClusterIdentity) => readonly string[];
   /** The live members of the replica's scope with their claims (undefined: no etcd or ZooKeeper). */
   members?: () => Iterable<MemberClaims>;
+  /**
+   * The leadership backend this replica elects through (src/leadership/open-backend.ts `leadershipMarker`),
+   * written with each claim and compared with the others'.
+   */
+  leadership: string;
   log: Logger;
   /** Refresh period, ms (default {@link CLAIM_INTERVAL_MS}); the live window is three of them. */
   intervalMs?: number;
@@ -106,6 +123,11 @@ export interface ClusterClaims {
   refusal(cluster: string): Refusal | 'unchecked' | undefined;
   /** Redis has answered the first look at `cluster`'s claims (this replica's Redis works, at least once). */
   checked(cluster: string): boolean;
+  /**
+   * Why `cluster` is refused for a live claim through another leadership backend (one sentence); undefined
+   * when there is none (or before Redis has answered: {@link ClusterClaims.refusal} says `unchecked` then).
+   */
+  backendConflict(cluster: string): string | undefined;
   /** Calls `cb` after each change of a refusal (or of the checked state). */
   onChange(cb: () => void): void;
   /** Looks again at the members (their claims changed): cheap, no I/O. */
@@ -141,6 +163,18 @@ export function refusalMessage(
   );
 }
 
+/** The sentence of a live claim on `name` through another leadership backend than `ours`. */
+export function backendConflictMessage(name: string, ours: string, others: readonly Claim[]): string {
+  const other = others[0];
+  return (
+    `cluster ${name} is cleaned by replicas that elect their leaders through two backends: this replica ` +
+    `through ${ours}, a replica seen ${Math.round((other?.ageMs ?? 0) / 1000)} s ago in Redis through ` +
+    `${other?.leadership ?? '?'}; both would lead every target and consume its queue: not cleaning its targets ` +
+    'until every replica of the cluster elects through one (a rollback to a release without this backend, or ' +
+    'replicas configured with different etcdEndpoints/etcdKeyPrefix or zookeeper/zookeeperRoot)'
+  );
+}
+
 /** Creates the claims of a replica; `start()` makes the first claim. */
 export function createClusterClaims(opts: ClusterClaimsOptions): ClusterClaims {
   const { log } = opts;
@@ -150,6 +184,8 @@ export function createClusterClaims(opts: ClusterClaimsOptions): ClusterClaims {
   /** The Redis claims of each name, as last read (undefined: not read yet). */
   const fromRedis = new Map<string, Claim[]>();
   const refused = new Map<string, Refusal>();
+  /** Cluster name → the sentence of its conflict of leadership backends. */
+  const backendConflicts = new Map<string, string>();
   const listeners: (() => void)[] = [];
   const stop = new AbortController();
   let running = false;
@@ -169,6 +205,7 @@ export function createClusterClaims(opts: ClusterClaimsOptions): ClusterClaims {
         const fps = m.clusters[c.name];
         return fps ? [{ fingerprints: fps, live: true, ageMs: 0, from: 'member', replica: m.replica }] : [];
       });
+      changed = evaluateBackends(c.name, redisClaims) || changed;
       const others = foreignClaims(ours, [...redisClaims, ...memberClaims]);
       const was = refused.get(c.name);
       if (others.length > 0) {
@@ -197,21 +234,50 @@ export function createClusterClaims(opts: ClusterClaimsOptions): ClusterClaims {
     if (changed) for (const cb of listeners) cb();
   }
 
+  /** Updates the backend conflict of `name` from its Redis claims; true when it changed. */
+  function evaluateBackends(name: string, redisClaims: readonly Claim[]): boolean {
+    const others = otherBackendClaims(opts.leadership, redisClaims);
+    const was = backendConflicts.get(name);
+    if (others.length > 0) {
+      const message = backendConflictMessage(name, opts.leadership, others);
+      if (!was)
+        log.error(
+          { cluster: name, leadership: opts.leadership, otherLeadership: others.map((o) => o.leadership) },
+          message,
+        );
+      backendConflicts.set(name, message);
+      return was !== message;
+    }
+    if (!was) return false;
+    backendConflicts.delete(name);
+    log.info(
+      { cluster: name, leadership: opts.leadership },
+      'no replica of this cluster elects through another backend any more: cleaning its targets again',
+    );
+    return true;
+  }
+
   /** Refreshes our claim on `c` and reads the others'. @throws the Redis error. */
   async function claim(c: ClusterIdentity): Promise<void> {
     const reply = (await opts.redis.eval(
       CLAIM_SCRIPT,
       1,
       clusterClaimsKey(opts.prefix, c.name),
-      ourFingerprints(c).join(','),
+      claimField(ourFingerprints(c), opts.leadership),
       String(CLAIM_HORIZON_MS),
     )) as (string | number)[];
     const now = Number(reply[0]);
     const claims: Claim[] = [];
     for (let i = 1; i + 1 < reply.length; i += 2) {
       const ageMs = Math.max(0, now - Number(reply[i + 1]));
-      const fingerprints = String(reply[i]).split(',').filter(Boolean);
-      claims.push({ fingerprints, live: ageMs <= liveMs, ageMs, from: 'redis' });
+      const { fingerprints, leadership } = parseClaimField(String(reply[i]));
+      claims.push({
+        fingerprints,
+        live: ageMs <= liveMs,
+        ageMs,
+        from: 'redis',
+        ...(leadership === undefined ? {} : { leadership }),
+      });
     }
     const first = !fromRedis.has(c.name);
     fromRedis.set(c.name, claims);
@@ -242,6 +308,7 @@ export function createClusterClaims(opts: ClusterClaimsOptions): ClusterClaims {
       if (!fromRedis.has(cluster)) return 'unchecked';
       return refused.get(cluster);
     },
+    backendConflict: (cluster) => backendConflicts.get(cluster),
     checked: (cluster) => fromRedis.has(cluster),
     onChange(cb) {
       listeners.push(cb);

@@ -16,6 +16,11 @@ import type { ClusterClaims } from './cluster-claims.ts';
 
 /** The reason of the gate that refuses a cluster name claimed by another cluster (`sdc_target_refused`). */
 export const CLUSTER_NAME_CONFLICT = 'cluster-name-conflict';
+/**
+ * The reason of the gate that refuses a cluster whose replicas elect through two leadership backends
+ * (`sdc_target_refused`).
+ */
+export const LEADERSHIP_BACKEND_CONFLICT = 'leadership-backend-conflict';
 
 /**
  * How a replica waits for release 0.1.0: `election` — on a leadership backend 0.1.0 ran on, its old election
@@ -62,6 +67,7 @@ export function targetGates(
       onClaims,
       BRIEF_WAIT_MS,
     ),
+    stateGate(LEADERSHIP_BACKEND_CONFLICT, () => claims.backendConflict(target.cluster), onClaims),
     stateGate(
       CLUSTER_NAME_CONFLICT,
       () => {

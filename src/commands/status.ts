@@ -12,6 +12,7 @@ import type { Command } from 'commander';
 import { selfCheckSettings } from '../cleaner/self-check.ts';
 import { systemClock } from '../clock.ts';
 import { KubeconfigError } from '../kube/kubeconfig.ts';
+import { leadershipMarker } from '../leadership/open-backend.ts';
 import { membershipScope, targetKey } from '../queue/job-identity.ts';
 import { readBalance } from '../status/balance-read.ts';
 import { readRefusal } from '../status/claims-read.ts';
@@ -83,7 +84,8 @@ async function status(flags: Record<string, unknown>): Promise<number> {
     const refusals = new Map(
       await Promise.all(
         [...identities.values()].map(
-          async (c) => [c.name, await readRefusal(store.redis, store.prefix, c)] as const,
+          async (c) =>
+            [c.name, await readRefusal(store.redis, store.prefix, c, leadershipMarker(config))] as const,
         ),
       ),
     );

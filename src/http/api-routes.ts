@@ -24,7 +24,9 @@
  *
  * An application is {@link ApplicationView}; an unknown tag or pod is 404 `{ error }`.
  */
+
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { CLUSTER_NAME_CONFLICT, LEADERSHIP_BACKEND_CONFLICT } from '../cleaner/target-gates.ts';
 import { type MonotonicClock, monotonicClock, systemClock } from '../clock.ts';
 import { parseLabelSelector } from '../config/label-selector.ts';
 import type { CleanerConfig } from '../config/schema.ts';
@@ -40,6 +42,9 @@ import { type Explanation, explain } from '../status/explain.ts';
 import { gatherFacts } from '../status/explain-facts.ts';
 import { createRequestBudget } from './request-budget.ts';
 import type { ServedReplica } from './served-replica.ts';
+
+/** The gates' reasons that refuse a target (the rest make an elected replica wait). */
+const REFUSED = new Set<string>([CLUSTER_NAME_CONFLICT, LEADERSHIP_BACKEND_CONFLICT]);
 
 /**
  * Explains a replica answers: 5 at once after a quiet period, 1 per second sustained, 2 in flight. Enough for
@@ -142,8 +147,8 @@ export function registerApiRoutes(
         const overdue = c.overdue();
         const target = targetLabel(c.target);
         const held = c.leadership.heldBy?.() ?? [];
-        const refused = held.find((h) => h.reason === 'cluster-name-conflict');
-        const waiting = held.find((h) => h.elected && h.reason !== 'cluster-name-conflict');
+        const refused = held.find((h) => REFUSED.has(h.reason));
+        const waiting = held.find((h) => h.elected && !REFUSED.has(h.reason));
         return {
           target,
           cluster: c.target.cluster,

@@ -88,6 +88,26 @@ export function leadershipBackendOf(config: LeadershipSettings): LeadershipBacke
   return undefined;
 }
 
+/**
+ * Where this replica's leaders are elected, as one string two replicas of one cluster must agree on:
+ * `etcd <etcdKeyPrefix>`, `zookeeper <chroot><zookeeperRoot>`, or `none` (single-server mode). Endpoints and
+ * hosts are left out (one store is reached under several names). Written with each cluster-name claim in Redis
+ * (src/cleaner/cluster-claims.ts): the marker a replica of another configuration, or of a release without this
+ * backend that reads it, finds.
+ */
+export function leadershipMarker(config: LeadershipSettings): string {
+  switch (leadershipBackendOf(config)) {
+    case 'etcd':
+      return `etcd ${config.etcdKeyPrefix}`;
+    case 'zookeeper': {
+      const chroot = /(\/[^,]*)$/.exec(config.zookeeper?.connect ?? '')?.[1] ?? '';
+      return `zookeeper ${chroot}${config.zookeeper?.root ?? ''}`;
+    }
+    default:
+      return 'none';
+  }
+}
+
 /** The configured backend in one phrase, for `check`'s configuration line (no secrets). */
 export function describeLeadership(config: LeadershipSettings): string {
   switch (leadershipBackendOf(config)) {

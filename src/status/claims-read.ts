@@ -5,36 +5,42 @@
  * members' claims in etcd or ZooKeeper) is not read here: the replicas report a refusal they see there in
  * `/api/v1/leaders` and `sdc_target_refused`.
  */
-import { type Claim, foreignClaims } from '../cleaner/claim-conflict.ts';
-import { CLAIM_LIVE_MS, refusalMessage } from '../cleaner/cluster-claims.ts';
+import { type Claim, foreignClaims, otherBackendClaims, parseClaimField } from '../cleaner/claim-conflict.ts';
+import { backendConflictMessage, CLAIM_LIVE_MS, refusalMessage } from '../cleaner/cluster-claims.ts';
 import type { ClusterIdentity } from '../kube/cluster-identity.ts';
 import { clusterClaimsKey } from '../queue/job-identity.ts';
 import type { RedisClient } from '../queue/redis-client.ts';
 
 /**
- * The refusal of `cluster`'s name as the replicas would see it now, or undefined when no other cluster claims
- * it. Ages by Redis's clock, as the replicas'.
+ * The refusal of `cluster`'s name as the replicas would see it now — another cluster claims the name, or a
+ * replica of it elects through another leadership backend than `leadership` (this configuration's:
+ * src/leadership/open-backend.ts `leadershipMarker`) — or undefined. Ages by Redis's clock, as the replicas'.
  * @throws the Redis client's error when Redis cannot be reached.
  */
 export async function readRefusal(
   redis: RedisClient,
   prefix: string,
   cluster: ClusterIdentity,
+  leadership: string,
 ): Promise<string | undefined> {
   const [time, all] = await Promise.all([
     redis.time(),
     redis.hgetall(clusterClaimsKey(prefix, cluster.name)),
   ]);
   const now = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
-  const claims: Claim[] = Object.entries(all ?? {}).map(([fps, seen]) => {
+  const claims: Claim[] = Object.entries(all ?? {}).map(([field, seen]) => {
     const ageMs = Math.max(0, now - Number(seen));
+    const { fingerprints, leadership: theirs } = parseClaimField(field);
     return {
-      fingerprints: fps.split(',').filter(Boolean),
+      fingerprints,
       live: ageMs <= CLAIM_LIVE_MS,
       ageMs,
       from: 'redis',
+      ...(theirs === undefined ? {} : { leadership: theirs }),
     };
   });
+  const backends = otherBackendClaims(leadership, claims);
+  if (backends.length > 0) return backendConflictMessage(cluster.name, leadership, backends);
   const others = foreignClaims(cluster.fingerprints, claims);
   return others.length > 0 ? refusalMessage(cluster, cluster.fingerprints, others) : undefined;
 }

@@ -27,6 +27,7 @@ import {
 } from '../../harness/sandbox/local-services.ts';
 import { type LocalZooKeeper, startZooKeeper } from '../../harness/sandbox/local-zookeeper.ts';
 import { CLI_PATH, type ReplicaProcess, spawnReplica } from '../../harness/sandbox/replica-process.ts';
+import { parseClaimField } from '../../src/cleaner/claim-conflict.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import { KYUUBI_STATE_DEFAULTS } from '../../src/kube/application-state.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
@@ -298,7 +299,10 @@ describe('two fleets given one explicit cluster name for two clusters', () => {
         await stopAll(fleetB);
         const probe = new Redis(redis.url);
         conns.push(probe);
-        await probe.hdel(clusterClaimsKey(prefix, 'prod'), fpB.join(','));
+        const claimsKey = clusterClaimsKey(prefix, 'prod');
+        for (const field of await probe.hkeys(claimsKey))
+          if (parseClaimField(field).fingerprints.join(',') === fpB.join(','))
+            await probe.hdel(claimsKey, field);
         fleetB = ['r0'].map((id) =>
           start(id, b, { etcd: etcdB }, ns, prefix, { SDC_CLUSTER_NAME: 'prod-b' }),
         );

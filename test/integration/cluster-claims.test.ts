@@ -1,12 +1,14 @@
 /**
  * Claims on a cluster name in a real Redis (src/cleaner/cluster-claims.ts), with a short refresh period: two
- * clusters under one name refuse it on both sides and resume once one stops claiming; a CA rotation's claims
+ * clusters under one name refuse it on both sides and resume once one stops claiming; so do replicas of one
+ * cluster that elect through two leadership backends; a CA rotation's claims
  * (old, bundle, new) refuse nothing; a live member's claim in the membership refuses too; nothing is decided
  * before Redis answered once.
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalService, startRedis } from '../../harness/sandbox/local-services.ts';
+import { claimField } from '../../src/cleaner/claim-conflict.ts';
 import {
   type ClusterClaims,
   createClusterClaims,
@@ -30,6 +32,8 @@ afterAll(async () => {
 });
 
 const INTERVAL_MS = 200;
+/** The leadership backend the test's replicas claim with, unless a case says otherwise. */
+const LEADERSHIP = 'etcd spark-driver-cleaner/';
 const id = (name: string, ...fingerprints: string[]): ClusterIdentity => ({
   name,
   source: 'clusterName',
@@ -39,7 +43,7 @@ const id = (name: string, ...fingerprints: string[]): ClusterIdentity => ({
 function claims(
   prefix: string,
   cluster: ClusterIdentity,
-  opts: { members?: () => MemberClaims[]; url?: string } = {},
+  opts: { members?: () => MemberClaims[]; url?: string; leadership?: string } = {},
 ) {
   const conn = new Redis(opts.url ?? redis.url, { maxRetriesPerRequest: 1, retryStrategy: () => 200 });
   conn.on('error', () => undefined);
@@ -50,6 +54,7 @@ function claims(
     prefix,
     clusters: [cluster],
     members: opts.members,
+    leadership: opts.leadership ?? LEADERSHIP,
     log: mem.log,
     intervalMs: INTERVAL_MS,
   });
@@ -88,6 +93,43 @@ describe('cluster name claims (real Redis)', () => {
     );
   });
 
+  it('replicas of one cluster electing through two backends: both refuse it; the other stops → cleaning resumes', async () => {
+    const cluster = id('shared', 'ca:cccccccccccc');
+    const onEtcd = claims('cc-backend', cluster, { leadership: 'etcd spark-driver-cleaner/' });
+    await waitFor('the etcd replica looked', () => onEtcd.c.refusal('shared') !== 'unchecked');
+    expect(onEtcd.c.backendConflict('shared')).toBeUndefined();
+    // Same cluster, same name: a rollback whose replicas elect through ZooKeeper, or none.
+    const onZk = claims('cc-backend', cluster, { leadership: 'zookeeper /spark-driver-cleaner' });
+    await waitFor('the ZooKeeper replica refuses', () => onZk.c.backendConflict('shared') !== undefined);
+    await waitFor(
+      'the etcd replica refuses at its next look',
+      () => onEtcd.c.backendConflict('shared') !== undefined,
+    );
+    // Not a name conflict: one cluster.
+    expect(onEtcd.c.refusal('shared')).toBeUndefined();
+    expect(onEtcd.c.backendConflict('shared')).toContain('through zookeeper /spark-driver-cleaner');
+    expect(onEtcd.lines.filter((l) => l.level === 'error')).toEqual([
+      expect.objectContaining({
+        cluster: 'shared',
+        leadership: 'etcd spark-driver-cleaner/',
+        otherLeadership: ['zookeeper /spark-driver-cleaner'],
+      }),
+    ]);
+    // A replica of the same backend refuses nothing.
+    const sameBackend = claims('cc-backend', cluster, { leadership: 'etcd spark-driver-cleaner/' });
+    await waitFor('the second etcd replica looked', () => sameBackend.c.refusal('shared') !== 'unchecked');
+    expect(sameBackend.c.backendConflict('shared')).toContain('through zookeeper');
+    onZk.c.stop();
+    await waitFor(
+      'the etcd replicas resume',
+      () => [onEtcd, sameBackend].every((r) => r.c.backendConflict('shared') === undefined),
+      10_000,
+    );
+    expect(onEtcd.lines.at(-1)?.msg).toBe(
+      'no replica of this cluster elects through another backend any more: cleaning its targets again',
+    );
+  });
+
   it('a CA rotation (old CA, then the bundle, then the new CA alone) refuses nothing', async () => {
     const old = claims('cc2', id('rot', 'ca:000000000001'));
     await waitFor('old looked', () => old.c.refusal('rot') !== 'unchecked');
@@ -105,7 +147,8 @@ describe('cluster name claims (real Redis)', () => {
       const [s, us] = await probe.time();
       return Number(s) * 1000 + Math.floor(Number(us) / 1000);
     };
-    const bundleSeen = Number(await probe.hget(key, 'ca:000000000001,ca:000000000002'));
+    const field = (...fps: string[]) => claimField(fps, LEADERSHIP);
+    const bundleSeen = Number(await probe.hget(key, field('ca:000000000001', 'ca:000000000002')));
     await waitFor(
       'the bundle claim no longer live',
       async () => (await redisNow()) - bundleSeen > 4 * INTERVAL_MS,
@@ -113,13 +156,15 @@ describe('cluster name claims (real Redis)', () => {
     const since = await redisNow();
     await waitFor('both looked again since', async () => {
       const all = await probe.hgetall(key);
-      return ['ca:000000000001', 'ca:000000000002'].every((f) => Number(all[f]) > since);
+      return [field('ca:000000000001'), field('ca:000000000002')].every((f) => Number(all[f]) > since);
     });
     expect([old.c.refusal('rot'), fresh.c.refusal('rot')]).toEqual([undefined, undefined]);
     expect(Object.keys(await probe.hgetall(clusterClaimsKey('cc2', 'rot'))).sort()).toEqual([
-      'ca:000000000001',
-      'ca:000000000001,ca:000000000002',
-      'ca:000000000002',
+      ...[
+        field('ca:000000000001'),
+        field('ca:000000000001', 'ca:000000000002'),
+        field('ca:000000000002'),
+      ].sort(),
     ]);
     expect(await probe.pttl(clusterClaimsKey('cc2', 'rot'))).toBeGreaterThan(6 * 24 * 3600 * 1000);
   });

@@ -5,7 +5,13 @@
  * (no CA) prove nothing.
  */
 import { describe, expect, it } from 'vitest';
-import { type Claim, foreignClaims } from '../../src/cleaner/claim-conflict.ts';
+import {
+  type Claim,
+  claimField,
+  foreignClaims,
+  otherBackendClaims,
+  parseClaimField,
+} from '../../src/cleaner/claim-conflict.ts';
 import { refusalMessage } from '../../src/cleaner/cluster-claims.ts';
 
 const live = (fps: string[], ageMs = 1000): Claim => ({
@@ -79,5 +85,34 @@ describe('refusalMessage', () => {
         'a distinct clusterName (--cluster-name, SDC_CLUSTER_NAME) or clusterNames (--cluster-names, ' +
         'SDC_CLUSTER_NAMES) on one of the fleets',
     );
+  });
+});
+
+describe('the leadership backend in a claim', () => {
+  it('a claim field carries the fingerprints and the backend; one without a backend reads as unknown', () => {
+    const field = claimField(['ca:aa', 'ca:bb'], 'zookeeper /kyuubi-sdc');
+    expect(field).toBe('ca:aa,ca:bb|zookeeper /kyuubi-sdc');
+    expect(parseClaimField(field)).toEqual({
+      fingerprints: ['ca:aa', 'ca:bb'],
+      leadership: 'zookeeper /kyuubi-sdc',
+    });
+    expect(parseClaimField('ca:aa')).toEqual({ fingerprints: ['ca:aa'], leadership: undefined });
+  });
+
+  it.each([
+    ['the same backend', 'etcd spark-driver-cleaner/', true, 0],
+    ['another backend, live', 'zookeeper /sdc', true, 1],
+    ['another backend, no longer live', 'zookeeper /sdc', false, 0],
+    ['another etcd prefix', 'etcd other/', true, 1],
+    ['no backend written', undefined, true, 0],
+  ] as const)('%s → %i conflicting claim(s)', (_name, leadership, isLive, n) => {
+    const claim: Claim = {
+      fingerprints: ['ca:aa'],
+      live: isLive,
+      ageMs: 1000,
+      from: 'redis',
+      ...(leadership === undefined ? {} : { leadership }),
+    };
+    expect(otherBackendClaims('etcd spark-driver-cleaner/', [claim])).toHaveLength(n);
   });
 });
