@@ -108,6 +108,7 @@ describe('alerting rules (infra/monitoring/alerts.yaml, kube-state-metrics-alert
       'SparkDriverCleanerFinishedDriversNotDeleted',
       'SparkDriverCleanerInformerNotSynced',
       'SparkDriverCleanerInformerRestarting',
+      'SparkDriverCleanerLeadershipBackendConflict',
       'SparkDriverCleanerLeadershipBackendUnreachable',
       'SparkDriverCleanerLeadershipSessionAtRisk',
       'SparkDriverCleanerNoLeader',
