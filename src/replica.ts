@@ -198,6 +198,7 @@ export async function startReplica(
     fingerprintsNow: (c) => rereads.get(c.name)?.() ?? c.fingerprints,
     members: () => memberClaims(),
     leadership: leadershipMarker(config),
+    namespaces: (name) => targets.filter((t) => t.ref.cluster === name).map((t) => t.ref.namespace),
     log,
   });
   const clusterClaimsLine = () =>

@@ -32,39 +32,70 @@ export interface Claim {
    * seen in the membership (the same backend as ours, by definition) or written without one.
    */
   readonly leadership?: string;
+  /**
+   * The namespaces of the cluster its replica serves ({@link claimField}); undefined for a claim that does not
+   * say (it counts as serving all of them).
+   */
+  readonly namespaces?: readonly string[];
 }
 
-/** The separator of a claim's fingerprints and its leadership backend in its Redis field. */
-const LEADERSHIP_SEPARATOR = '|';
+/** The separator of a claim's parts in its Redis field. */
+const PART_SEPARATOR = '|';
 
 /**
- * A claim's field in the name's Redis hash: its fingerprints (comma-separated) and, after `|`, the leadership
- * backend its replica elects through (src/leadership/open-backend.ts `leadershipMarker`): the marker every
- * release from this one on reads, so that replicas of one cluster that elect through different backends (a
- * rollback to a release without this backend, a fleet configured in two ways) see each other.
+ * A claim's field in the name's Redis hash: its fingerprints (comma-separated), the leadership backend its
+ * replica elects through (src/leadership/open-backend.ts `leadershipMarker`) and the namespaces of the cluster
+ * it serves (sorted, comma-separated), separated by `|`: the marker every release from this one on reads, so
+ * that replicas of one cluster that elect through different backends for the same namespaces (a rollback to a
+ * release without this backend, a fleet configured in two ways) see each other. Replicas of one fleet write the
+ * same field; a field unseen for the claims' horizon is forgotten.
  */
-export function claimField(fingerprints: readonly string[], leadership: string): string {
-  return `${fingerprints.join(',')}${LEADERSHIP_SEPARATOR}${leadership}`;
+export function claimField(
+  fingerprints: readonly string[],
+  leadership: string,
+  namespaces: readonly string[],
+): string {
+  const ns = [...new Set(namespaces)].sort().join(',');
+  return [fingerprints.join(','), leadership, ns].join(PART_SEPARATOR);
 }
 
-/** Reads a claim's field ({@link claimField}); a field without a backend has `leadership` undefined. */
-export function parseClaimField(field: string): { fingerprints: string[]; leadership: string | undefined } {
-  const at = field.indexOf(LEADERSHIP_SEPARATOR);
-  const fps = at < 0 ? field : field.slice(0, at);
+/**
+ * Reads a claim's field ({@link claimField}); a field without a backend has `leadership` undefined, one
+ * without namespaces has `namespaces` undefined.
+ */
+export function parseClaimField(field: string): {
+  fingerprints: string[];
+  leadership: string | undefined;
+  namespaces: string[] | undefined;
+} {
+  const [fps = '', leadership, namespaces] = field.split(PART_SEPARATOR);
   return {
     fingerprints: fps.split(',').filter(Boolean),
-    leadership: at < 0 ? undefined : field.slice(at + 1),
+    leadership,
+    namespaces: namespaces === undefined ? undefined : namespaces.split(',').filter(Boolean),
   };
 }
 
 /**
- * The live claims on a cluster name made through another leadership backend than `ours`, most recently seen
- * first. Whatever their fingerprints: replicas that serve one cluster name on one Redis share its queues, so
- * two fleets electing through two backends would both consume them.
+ * The live claims on a cluster name made through another leadership backend than `ours` by replicas that serve
+ * one of `namespaces` (a claim that does not name its namespaces serves them all), most recently seen first.
+ * Whatever their fingerprints: replicas that serve one namespace of one cluster name on one Redis share its
+ * queue, so two fleets electing through two backends would both consume it. Fleets that serve other
+ * namespaces of the cluster share no queue with ours: they do not conflict.
  */
-export function otherBackendClaims(ours: string, claims: readonly Claim[]): Claim[] {
+export function otherBackendClaims(
+  ours: string,
+  claims: readonly Claim[],
+  namespaces: readonly string[],
+): Claim[] {
   return claims
-    .filter((c) => c.live && c.leadership !== undefined && c.leadership !== ours)
+    .filter(
+      (c) =>
+        c.live &&
+        c.leadership !== undefined &&
+        c.leadership !== ours &&
+        (c.namespaces === undefined || c.namespaces.some((n) => namespaces.includes(n))),
+    )
     .sort((a, b) => a.ageMs - b.ageMs);
 }
 

@@ -19,11 +19,13 @@
  * Until the first look at Redis has answered, a name counts as unchecked and its targets wait: two fleets
  * starting together must not both consume before either has looked.
  *
- * Each Redis claim also names the leadership backend its replica elects through (src/cleaner/claim-conflict.ts
- * `claimField`). A live claim on the name through another backend — a rollback to a release that does not run
- * this one's backend, or half a fleet configured otherwise — would make two leaders of every target, each
- * consuming its queue: the name's targets are refused on both sides the same way, with their own error line
- * and reason (`leadership-backend-conflict`), until the other claim is no longer live.
+ * Each Redis claim also names the leadership backend its replica elects through and the namespaces it serves
+ * (src/cleaner/claim-conflict.ts `claimField`). A live claim on the name through another backend for a
+ * namespace this replica serves — a rollback to a release that does not run this one's backend, or half a
+ * fleet configured otherwise — would make two leaders of that target, each consuming its queue: the targets
+ * both serve are refused on both sides the same way, with their own error line and reason
+ * (`leadership-backend-conflict`), until the other claim is no longer live. Fleets that elect through two
+ * backends for different namespaces of one cluster share no queue and go on.
  */
 import type { ClusterIdentity } from '../kube/cluster-identity.ts';
 import type { Logger } from '../log.ts';
@@ -110,6 +112,8 @@ export interface ClusterClaimsOptions {
    * written with each claim and compared with the others'.
    */
   leadership: string;
+  /** The namespaces this replica serves in the cluster of that name, written with each claim. */
+  namespaces: (clusterName: string) => readonly string[];
   log: Logger;
   /** Refresh period, ms (default {@link CLAIM_INTERVAL_MS}); the live window is three of them. */
   intervalMs?: number;
@@ -124,10 +128,11 @@ export interface ClusterClaims {
   /** Redis has answered the first look at `cluster`'s claims (this replica's Redis works, at least once). */
   checked(cluster: string): boolean;
   /**
-   * Why `cluster` is refused for a live claim through another leadership backend (one sentence); undefined
-   * when there is none (or before Redis has answered: {@link ClusterClaims.refusal} says `unchecked` then).
+   * Why the target (`cluster`, `namespace`) is refused for a live claim through another leadership backend by
+   * replicas that serve that namespace too (one sentence); undefined when there is none (or before Redis has
+   * answered: {@link ClusterClaims.refusal} says `unchecked` then).
    */
-  backendConflict(cluster: string): string | undefined;
+  backendConflict(cluster: string, namespace: string): string | undefined;
   /** Calls `cb` after each change of a refusal (or of the checked state). */
   onChange(cb: () => void): void;
   /** Looks again at the members (their claims changed): cheap, no I/O. */
@@ -163,15 +168,34 @@ export function refusalMessage(
   );
 }
 
-/** The sentence of a live claim on `name` through another leadership backend than `ours`. */
-export function backendConflictMessage(name: string, ours: string, others: readonly Claim[]): string {
+/**
+ * The namespaces of `ours` that a claim of `others` serves too (a claim that does not name its namespaces
+ * serves them all), sorted.
+ */
+export function sharedNamespaces(ours: readonly string[], others: readonly Claim[]): string[] {
+  return [...new Set(ours)]
+    .filter((n) => others.some((c) => c.namespaces === undefined || c.namespaces.includes(n)))
+    .sort();
+}
+
+/**
+ * The sentence of live claims on `name` through another leadership backend than `ours` for the namespaces
+ * `shared` this replica serves too.
+ */
+export function backendConflictMessage(
+  name: string,
+  ours: string,
+  others: readonly Claim[],
+  shared: readonly string[],
+): string {
   const other = others[0];
   return (
-    `cluster ${name} is cleaned by replicas that elect their leaders through two backends: this replica ` +
-    `through ${ours}, a replica seen ${Math.round((other?.ageMs ?? 0) / 1000)} s ago in Redis through ` +
-    `${other?.leadership ?? '?'}; both would lead every target and consume its queue: not cleaning its targets ` +
-    'until every replica of the cluster elects through one (a rollback to a release without this backend, or ' +
-    'replicas configured with different etcdEndpoints/etcdKeyPrefix or zookeeper/zookeeperRoot)'
+    `namespaces ${shared.join(', ')} of cluster ${name} are cleaned by replicas that elect their leaders through ` +
+    `two backends: this replica through ${ours}, a replica seen ${Math.round((other?.ageMs ?? 0) / 1000)} s ` +
+    `ago in Redis through ${other?.leadership ?? '?'}; both would lead those targets and consume their queues: ` +
+    'not cleaning them until every replica that serves them elects through one (a rollback to a release ' +
+    'without this backend, or replicas configured with different etcdEndpoints/etcdKeyPrefix or ' +
+    'zookeeper/zookeeperRoot)'
   );
 }
 
@@ -184,8 +208,8 @@ export function createClusterClaims(opts: ClusterClaimsOptions): ClusterClaims {
   /** The Redis claims of each name, as last read (undefined: not read yet). */
   const fromRedis = new Map<string, Claim[]>();
   const refused = new Map<string, Refusal>();
-  /** Cluster name → the sentence of its conflict of leadership backends. */
-  const backendConflicts = new Map<string, string>();
+  /** Cluster name → its conflict of leadership backends: the namespaces both sides serve, and the sentence. */
+  const backendConflicts = new Map<string, { namespaces: ReadonlySet<string>; message: string }>();
   const listeners: (() => void)[] = [];
   const stop = new AbortController();
   let running = false;
@@ -236,23 +260,31 @@ export function createClusterClaims(opts: ClusterClaimsOptions): ClusterClaims {
 
   /** Updates the backend conflict of `name` from its Redis claims; true when it changed. */
   function evaluateBackends(name: string, redisClaims: readonly Claim[]): boolean {
-    const others = otherBackendClaims(opts.leadership, redisClaims);
+    const ours = opts.namespaces(name);
+    const others = otherBackendClaims(opts.leadership, redisClaims, ours);
     const was = backendConflicts.get(name);
     if (others.length > 0) {
-      const message = backendConflictMessage(name, opts.leadership, others);
-      if (!was)
+      const shared = sharedNamespaces(ours, others);
+      const message = backendConflictMessage(name, opts.leadership, others, shared);
+      const sameTargets = was !== undefined && [...was.namespaces].sort().join(',') === shared.join(',');
+      if (!sameTargets)
         log.error(
-          { cluster: name, leadership: opts.leadership, otherLeadership: others.map((o) => o.leadership) },
+          {
+            cluster: name,
+            namespaces: shared,
+            leadership: opts.leadership,
+            otherLeadership: [...new Set(others.map((o) => o.leadership))],
+          },
           message,
         );
-      backendConflicts.set(name, message);
-      return was !== message;
+      backendConflicts.set(name, { namespaces: new Set(shared), message });
+      return was?.message !== message;
     }
     if (!was) return false;
     backendConflicts.delete(name);
     log.info(
-      { cluster: name, leadership: opts.leadership },
-      'no replica of this cluster elects through another backend any more: cleaning its targets again',
+      { cluster: name, namespaces: [...was.namespaces], leadership: opts.leadership },
+      'no replica that serves these namespaces elects through another backend any more: cleaning them again',
     );
     return true;
   }
@@ -263,20 +295,21 @@ export function createClusterClaims(opts: ClusterClaimsOptions): ClusterClaims {
       CLAIM_SCRIPT,
       1,
       clusterClaimsKey(opts.prefix, c.name),
-      claimField(ourFingerprints(c), opts.leadership),
+      claimField(ourFingerprints(c), opts.leadership, opts.namespaces(c.name)),
       String(CLAIM_HORIZON_MS),
     )) as (string | number)[];
     const now = Number(reply[0]);
     const claims: Claim[] = [];
     for (let i = 1; i + 1 < reply.length; i += 2) {
       const ageMs = Math.max(0, now - Number(reply[i + 1]));
-      const { fingerprints, leadership } = parseClaimField(String(reply[i]));
+      const { fingerprints, leadership, namespaces } = parseClaimField(String(reply[i]));
       claims.push({
         fingerprints,
         live: ageMs <= liveMs,
         ageMs,
         from: 'redis',
         ...(leadership === undefined ? {} : { leadership }),
+        ...(namespaces === undefined ? {} : { namespaces }),
       });
     }
     const first = !fromRedis.has(c.name);
@@ -308,7 +341,10 @@ export function createClusterClaims(opts: ClusterClaimsOptions): ClusterClaims {
       if (!fromRedis.has(cluster)) return 'unchecked';
       return refused.get(cluster);
     },
-    backendConflict: (cluster) => backendConflicts.get(cluster),
+    backendConflict(cluster, namespace) {
+      const conflict = backendConflicts.get(cluster);
+      return conflict?.namespaces.has(namespace) ? conflict.message : undefined;
+    },
     checked: (cluster) => fromRedis.has(cluster),
     onChange(cb) {
       listeners.push(cb);

@@ -67,7 +67,11 @@ export function targetGates(
       onClaims,
       BRIEF_WAIT_MS,
     ),
-    stateGate(LEADERSHIP_BACKEND_CONFLICT, () => claims.backendConflict(target.cluster), onClaims),
+    stateGate(
+      LEADERSHIP_BACKEND_CONFLICT,
+      () => claims.backendConflict(target.cluster, target.namespace),
+      onClaims,
+    ),
     stateGate(
       CLUSTER_NAME_CONFLICT,
       () => {

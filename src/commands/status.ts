@@ -15,7 +15,7 @@ import { KubeconfigError } from '../kube/kubeconfig.ts';
 import { leadershipMarker } from '../leadership/open-backend.ts';
 import { membershipScope, targetKey } from '../queue/job-identity.ts';
 import { readBalance } from '../status/balance-read.ts';
-import { readRefusal } from '../status/claims-read.ts';
+import { readClaims, refusalOf } from '../status/claims-read.ts';
 import { discoveredTargets } from '../status/discovered-targets.ts';
 import {
   ANSWER_TIMEOUT_MS,
@@ -79,16 +79,21 @@ async function status(flags: Record<string, unknown>): Promise<number> {
           'spark-driver-cleaner: status: discovered namespaces (context:* targets) are read from the elections in etcd or ZooKeeper; without either only the fixed targets are shown\n',
         );
     }
-    // Each cluster name once: is it claimed by another cluster (src/status/claims-read.ts)?
+    // Each cluster name's claims read once: is it claimed by another cluster, or are some of its namespaces
+    // served through another leadership backend (src/status/claims-read.ts)?
     const identities = new Map([...resolved.clusters.values()].map((c) => [c.name, c]));
-    const refusals = new Map(
+    const claims = new Map(
       await Promise.all(
         [...identities.values()].map(
-          async (c) =>
-            [c.name, await readRefusal(store.redis, store.prefix, c, leadershipMarker(config))] as const,
+          async (c) => [c.name, await readClaims(store.redis, store.prefix, c)] as const,
         ),
       ),
     );
+    const marker = leadershipMarker(config);
+    const refusalFor = (t: { cluster: string; namespace: string }) => {
+      const read = claims.get(t.cluster);
+      return read ? refusalOf(read, t.namespace, marker) : undefined;
+    };
     const rows = await Promise.all(
       targets.map((t) =>
         readTargetStatus(t, {
@@ -98,7 +103,7 @@ async function status(flags: Record<string, unknown>): Promise<number> {
           prefix: store.prefix,
           nowMs,
           overdueGraceMs: graceMs,
-          refusal: refusals.get(t.cluster),
+          refusal: refusalFor(t),
         }),
       ),
     );

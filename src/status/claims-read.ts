@@ -12,17 +12,35 @@ import { clusterClaimsKey } from '../queue/job-identity.ts';
 import type { RedisClient } from '../queue/redis-client.ts';
 
 /**
- * The refusal of `cluster`'s name as the replicas would see it now — another cluster claims the name, or a
- * replica of it elects through another leadership backend than `leadership` (this configuration's:
- * src/leadership/open-backend.ts `leadershipMarker`) — or undefined. Ages by Redis's clock, as the replicas'.
+ * The refusal of the target (`cluster`, `namespace`) as the replicas would see it now — another cluster claims
+ * the name, or a replica that serves that namespace of it elects through another leadership backend than
+ * `leadership` (this configuration's: src/leadership/open-backend.ts `leadershipMarker`) — or undefined. Ages
+ * by Redis's clock, as the replicas'.
+ * @param claims the cluster's claims ({@link readClaims})
+ */
+export function refusalOf(claims: ClaimsRead, namespace: string, leadership: string): string | undefined {
+  const { cluster } = claims;
+  const backends = otherBackendClaims(leadership, claims.claims, [namespace]);
+  if (backends.length > 0) return backendConflictMessage(cluster.name, leadership, backends, [namespace]);
+  const others = foreignClaims(cluster.fingerprints, claims.claims);
+  return others.length > 0 ? refusalMessage(cluster, cluster.fingerprints, others) : undefined;
+}
+
+/** The claims on one cluster name, as {@link readClaims} read them. */
+export interface ClaimsRead {
+  readonly cluster: ClusterIdentity;
+  readonly claims: readonly Claim[];
+}
+
+/**
+ * Reads the claims on `cluster`'s name (one HGETALL, Redis's TIME).
  * @throws the Redis client's error when Redis cannot be reached.
  */
-export async function readRefusal(
+export async function readClaims(
   redis: RedisClient,
   prefix: string,
   cluster: ClusterIdentity,
-  leadership: string,
-): Promise<string | undefined> {
+): Promise<ClaimsRead> {
   const [time, all] = await Promise.all([
     redis.time(),
     redis.hgetall(clusterClaimsKey(prefix, cluster.name)),
@@ -30,17 +48,15 @@ export async function readRefusal(
   const now = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
   const claims: Claim[] = Object.entries(all ?? {}).map(([field, seen]) => {
     const ageMs = Math.max(0, now - Number(seen));
-    const { fingerprints, leadership: theirs } = parseClaimField(field);
+    const { fingerprints, leadership, namespaces } = parseClaimField(field);
     return {
       fingerprints,
       live: ageMs <= CLAIM_LIVE_MS,
       ageMs,
       from: 'redis',
-      ...(theirs === undefined ? {} : { leadership: theirs }),
+      ...(leadership === undefined ? {} : { leadership }),
+      ...(namespaces === undefined ? {} : { namespaces }),
     };
   });
-  const backends = otherBackendClaims(leadership, claims);
-  if (backends.length > 0) return backendConflictMessage(cluster.name, leadership, backends);
-  const others = foreignClaims(cluster.fingerprints, claims);
-  return others.length > 0 ? refusalMessage(cluster, cluster.fingerprints, others) : undefined;
+  return { cluster, claims };
 }

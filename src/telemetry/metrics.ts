@@ -419,7 +419,7 @@ export function createMetrics(opts: MetricsOptions): CleanerMetrics {
   // that say nothing, at hundreds of targets.
   new Gauge({
     name: 'sdc_target_refused',
-    help: '1 while this replica refuses the target (absent otherwise): reason="cluster-name-conflict" — another cluster claims the same cluster name (clusterName, clusterNames) on the shared Redis, etcd or ZooKeeper, so nothing of that name is cleaned until one is renamed; reason="leadership-backend-conflict" — replicas of the same cluster elect through another leadership backend (a rollback to a release without this backend, or a fleet configured two ways), so nothing of it is cleaned until one backend is left.',
+    help: '1 while this replica refuses the target (absent otherwise): reason="cluster-name-conflict" — another cluster claims the same cluster name (clusterName, clusterNames) on the shared Redis, etcd or ZooKeeper, so nothing of that name is cleaned until one is renamed; reason="leadership-backend-conflict" — replicas that serve the same namespace of the cluster elect through another leadership backend (a rollback to a release without this backend, or a fleet configured two ways), so the target is not cleaned until one backend is left.',
     labelNames: [...TARGET, 'reason'],
     registers,
     collect() {

@@ -34,6 +34,8 @@ afterAll(async () => {
 const INTERVAL_MS = 200;
 /** The leadership backend the test's replicas claim with, unless a case says otherwise. */
 const LEADERSHIP = 'etcd spark-driver-cleaner/';
+/** The namespaces the test's replicas serve, unless a case says otherwise. */
+const NAMESPACES = ['spark'];
 const id = (name: string, ...fingerprints: string[]): ClusterIdentity => ({
   name,
   source: 'clusterName',
@@ -43,7 +45,7 @@ const id = (name: string, ...fingerprints: string[]): ClusterIdentity => ({
 function claims(
   prefix: string,
   cluster: ClusterIdentity,
-  opts: { members?: () => MemberClaims[]; url?: string; leadership?: string } = {},
+  opts: { members?: () => MemberClaims[]; url?: string; leadership?: string; namespaces?: string[] } = {},
 ) {
   const conn = new Redis(opts.url ?? redis.url, { maxRetriesPerRequest: 1, retryStrategy: () => 200 });
   conn.on('error', () => undefined);
@@ -55,6 +57,7 @@ function claims(
     clusters: [cluster],
     members: opts.members,
     leadership: opts.leadership ?? LEADERSHIP,
+    namespaces: () => opts.namespaces ?? NAMESPACES,
     log: mem.log,
     intervalMs: INTERVAL_MS,
   });
@@ -93,41 +96,86 @@ describe('cluster name claims (real Redis)', () => {
     );
   });
 
-  it('replicas of one cluster electing through two backends: both refuse it; the other stops → cleaning resumes', async () => {
+  it('replicas of one cluster electing through two backends for one namespace: both refuse it; the other stops → cleaning resumes', async () => {
     const cluster = id('shared', 'ca:cccccccccccc');
-    const onEtcd = claims('cc-backend', cluster, { leadership: 'etcd spark-driver-cleaner/' });
+    const onEtcd = claims('cc-backend', cluster, {
+      leadership: 'etcd spark-driver-cleaner/',
+      namespaces: ['spark', 'etl'],
+    });
     await waitFor('the etcd replica looked', () => onEtcd.c.refusal('shared') !== 'unchecked');
-    expect(onEtcd.c.backendConflict('shared')).toBeUndefined();
-    // Same cluster, same name: a rollback whose replicas elect through ZooKeeper, or none.
-    const onZk = claims('cc-backend', cluster, { leadership: 'zookeeper /spark-driver-cleaner' });
-    await waitFor('the ZooKeeper replica refuses', () => onZk.c.backendConflict('shared') !== undefined);
+    expect(onEtcd.c.backendConflict('shared', 'spark')).toBeUndefined();
+    // Same cluster, same name, one namespace in common: a rollback whose replicas elect through ZooKeeper.
+    const onZk = claims('cc-backend', cluster, {
+      leadership: 'zookeeper /spark-driver-cleaner',
+      namespaces: ['spark', 'ml'],
+    });
     await waitFor(
-      'the etcd replica refuses at its next look',
-      () => onEtcd.c.backendConflict('shared') !== undefined,
+      'the ZooKeeper replica refuses spark',
+      () => onZk.c.backendConflict('shared', 'spark') !== undefined,
     );
+    await waitFor(
+      'the etcd replica refuses spark at its next look',
+      () => onEtcd.c.backendConflict('shared', 'spark') !== undefined,
+    );
+    // Only the namespace both serve: each cleans its own.
+    expect(onEtcd.c.backendConflict('shared', 'etl')).toBeUndefined();
+    expect(onZk.c.backendConflict('shared', 'ml')).toBeUndefined();
     // Not a name conflict: one cluster.
     expect(onEtcd.c.refusal('shared')).toBeUndefined();
-    expect(onEtcd.c.backendConflict('shared')).toContain('through zookeeper /spark-driver-cleaner');
+    expect(onEtcd.c.backendConflict('shared', 'spark')).toContain('through zookeeper /spark-driver-cleaner');
     expect(onEtcd.lines.filter((l) => l.level === 'error')).toEqual([
       expect.objectContaining({
         cluster: 'shared',
+        namespaces: ['spark'],
         leadership: 'etcd spark-driver-cleaner/',
         otherLeadership: ['zookeeper /spark-driver-cleaner'],
       }),
     ]);
-    // A replica of the same backend refuses nothing.
-    const sameBackend = claims('cc-backend', cluster, { leadership: 'etcd spark-driver-cleaner/' });
+    // A replica of the same backend refuses the shared namespace too.
+    const sameBackend = claims('cc-backend', cluster, {
+      leadership: 'etcd spark-driver-cleaner/',
+      namespaces: ['spark', 'etl'],
+    });
     await waitFor('the second etcd replica looked', () => sameBackend.c.refusal('shared') !== 'unchecked');
-    expect(sameBackend.c.backendConflict('shared')).toContain('through zookeeper');
+    expect(sameBackend.c.backendConflict('shared', 'spark')).toContain('through zookeeper');
     onZk.c.stop();
     await waitFor(
       'the etcd replicas resume',
-      () => [onEtcd, sameBackend].every((r) => r.c.backendConflict('shared') === undefined),
+      () => [onEtcd, sameBackend].every((r) => r.c.backendConflict('shared', 'spark') === undefined),
       10_000,
     );
     expect(onEtcd.lines.at(-1)?.msg).toBe(
-      'no replica of this cluster elects through another backend any more: cleaning its targets again',
+      'no replica that serves these namespaces elects through another backend any more: cleaning them again',
     );
+  });
+
+  it('fleets of one cluster electing through two backends for different namespaces refuse nothing', async () => {
+    const cluster = id('split', 'ca:dddddddddddd');
+    const onEtcd = claims('cc-split', cluster, {
+      leadership: 'etcd spark-driver-cleaner/',
+      namespaces: ['a'],
+    });
+    const onZk = claims('cc-split', cluster, {
+      leadership: 'zookeeper /spark-driver-cleaner',
+      namespaces: ['b'],
+    });
+    // Each has read the other's claim: two looks after both have claimed.
+    const probe = new Redis(redis.url);
+    conns.push(probe);
+    await waitFor(
+      'both claimed',
+      async () => Object.keys(await probe.hgetall(clusterClaimsKey('cc-split', 'split'))).length === 2,
+    );
+    const changes: string[] = [];
+    onEtcd.c.onChange(() => changes.push('etcd'));
+    onZk.c.onChange(() => changes.push('zk'));
+    const since = Date.now();
+    await waitFor('two more looks each', () => Date.now() - since > 3 * INTERVAL_MS);
+    expect([onEtcd.c.backendConflict('split', 'a'), onZk.c.backendConflict('split', 'b')]).toEqual([
+      undefined,
+      undefined,
+    ]);
+    expect([...onEtcd.lines, ...onZk.lines].filter((l) => l.level === 'error')).toEqual([]);
   });
 
   it('a CA rotation (old CA, then the bundle, then the new CA alone) refuses nothing', async () => {
@@ -147,7 +195,7 @@ describe('cluster name claims (real Redis)', () => {
       const [s, us] = await probe.time();
       return Number(s) * 1000 + Math.floor(Number(us) / 1000);
     };
-    const field = (...fps: string[]) => claimField(fps, LEADERSHIP);
+    const field = (...fps: string[]) => claimField(fps, LEADERSHIP, NAMESPACES);
     const bundleSeen = Number(await probe.hget(key, field('ca:000000000001', 'ca:000000000002')));
     await waitFor(
       'the bundle claim no longer live',

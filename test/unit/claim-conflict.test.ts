@@ -89,30 +89,43 @@ describe('refusalMessage', () => {
 });
 
 describe('the leadership backend in a claim', () => {
-  it('a claim field carries the fingerprints and the backend; one without a backend reads as unknown', () => {
-    const field = claimField(['ca:aa', 'ca:bb'], 'zookeeper /kyuubi-sdc');
-    expect(field).toBe('ca:aa,ca:bb|zookeeper /kyuubi-sdc');
+  it('a claim field carries the fingerprints, the backend and the namespaces; older fields read as unknown', () => {
+    const field = claimField(['ca:aa', 'ca:bb'], 'zookeeper /kyuubi-sdc', ['spark', 'etl', 'spark']);
+    expect(field).toBe('ca:aa,ca:bb|zookeeper /kyuubi-sdc|etl,spark');
     expect(parseClaimField(field)).toEqual({
       fingerprints: ['ca:aa', 'ca:bb'],
       leadership: 'zookeeper /kyuubi-sdc',
+      namespaces: ['etl', 'spark'],
     });
-    expect(parseClaimField('ca:aa')).toEqual({ fingerprints: ['ca:aa'], leadership: undefined });
+    expect(parseClaimField('ca:aa')).toEqual({
+      fingerprints: ['ca:aa'],
+      leadership: undefined,
+      namespaces: undefined,
+    });
+    expect(parseClaimField('ca:aa|etcd x/')).toEqual({
+      fingerprints: ['ca:aa'],
+      leadership: 'etcd x/',
+      namespaces: undefined,
+    });
   });
 
   it.each([
-    ['the same backend', 'etcd spark-driver-cleaner/', true, 0],
-    ['another backend, live', 'zookeeper /sdc', true, 1],
-    ['another backend, no longer live', 'zookeeper /sdc', false, 0],
-    ['another etcd prefix', 'etcd other/', true, 1],
-    ['no backend written', undefined, true, 0],
-  ] as const)('%s → %i conflicting claim(s)', (_name, leadership, isLive, n) => {
+    ['the same backend', 'etcd spark-driver-cleaner/', true, ['spark'], 0],
+    ['another backend, live, the same namespace', 'zookeeper /sdc', true, ['spark'], 1],
+    ['another backend, live, other namespaces', 'zookeeper /sdc', true, ['etl', 'ml'], 0],
+    ['another backend, live, namespaces not said (all)', 'zookeeper /sdc', true, undefined, 1],
+    ['another backend, no longer live', 'zookeeper /sdc', false, ['spark'], 0],
+    ['another etcd prefix', 'etcd other/', true, ['spark', 'etl'], 1],
+    ['no backend written', undefined, true, ['spark'], 0],
+  ] as const)('%s → %i conflicting claim(s)', (_name, leadership, isLive, namespaces, n) => {
     const claim: Claim = {
       fingerprints: ['ca:aa'],
       live: isLive,
       ageMs: 1000,
       from: 'redis',
       ...(leadership === undefined ? {} : { leadership }),
+      ...(namespaces === undefined ? {} : { namespaces }),
     };
-    expect(otherBackendClaims('etcd spark-driver-cleaner/', [claim])).toHaveLength(n);
+    expect(otherBackendClaims('etcd spark-driver-cleaner/', [claim], ['spark', 'kyuubi'])).toHaveLength(n);
   });
 });

@@ -62,10 +62,12 @@ describe('replicas of one cluster on two leadership backends', () => {
       const zkLine = await onZk.waitForLine(refusal, 30_000);
       const etcdLine = await onEtcd.waitForLine(refusal, 45_000);
       expect(zkLine).toMatchObject({
+        namespaces: [ns],
         leadership: 'zookeeper /spark-driver-cleaner',
         otherLeadership: ['etcd spark-driver-cleaner/'],
       });
       expect(etcdLine).toMatchObject({
+        namespaces: [ns],
         leadership: 'etcd spark-driver-cleaner/',
         otherLeadership: ['zookeeper /spark-driver-cleaner'],
       });
