@@ -42,7 +42,10 @@ import {
   targetKey,
   targetLabel,
 } from './queue/job-identity.ts';
-import { createPreviousReleaseWorkers } from './queue/previous-release-workers.ts';
+import {
+  createPreviousReleaseWorkers,
+  type PreviousReleaseWorkers,
+} from './queue/previous-release-workers.ts';
 import { checkRedisAccess, redisRefusal } from './queue/redis-access-check.ts';
 import { createRedisClient, duplicateClient, type RedisClient } from './queue/redis-client.ts';
 import { watchRedisOutage } from './queue/redis-outage.ts';
@@ -236,15 +239,16 @@ export async function startReplica(
     });
   });
   // Release 0.1.0 named targets by context: while one of its replicas may consume, this version's leader
-  // waits (src/leadership/previous-release-gate.ts).
-  const workers = lead
-    ? undefined
-    : createPreviousReleaseWorkers({ redis: commands, prefix: config.queuePrefix, log });
-  const previousRelease: PreviousReleaseWait = lead?.previousRelease
-    ? { kind: 'election', ...lead.previousRelease }
-    : workers
-      ? { kind: 'single-server', ...previousReleaseWorkerGates(workers) }
-      : { kind: 'none' };
+  // waits (src/leadership/previous-release-gate.ts). On etcd, 0.1.0 elected there too: its old election. In
+  // single-server mode and on ZooKeeper (0.1.0 has none: beside a ZooKeeper fleet, a 0.1.0 replica of a
+  // rollback runs in single-server mode), its old queue's workers.
+  let workers: PreviousReleaseWorkers | undefined;
+  let previousRelease: PreviousReleaseWait;
+  if (lead?.previousRelease) previousRelease = { kind: 'election', ...lead.previousRelease };
+  else {
+    workers = createPreviousReleaseWorkers({ redis: commands, prefix: config.queuePrefix, log });
+    previousRelease = { kind: 'queue-workers', ...previousReleaseWorkerGates(workers) };
+  }
   const tlogOf = (ref: TargetRef) =>
     log.child({ cluster: ref.cluster, context: ref.context, namespace: ref.namespace });
   // Per target its own informer, or (informerScope: cluster) a view of its context's one shared informer;

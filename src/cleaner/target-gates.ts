@@ -4,8 +4,9 @@
  * - `cluster-name-unchecked`: the first look at the cluster name's claims in Redis has not answered yet;
  * - `cluster-name-conflict`: another cluster claims the same cluster name (src/cleaner/cluster-claims.ts);
  * - `previous-release`: a replica of release 0.1.0 may still consume the target under its old names
- *   (src/leadership/previous-release-gate.ts): on etcd, its old election; in single-server mode, its old queue.
- *   ZooKeeper is new in this release: no 0.1.0 replica can be on it.
+ *   (src/leadership/previous-release-gate.ts): on etcd, its old election; in single-server mode and on ZooKeeper
+ *   (which 0.1.0 does not know: a 0.1.0 replica beside a ZooKeeper fleet runs in single-server mode), the
+ *   workers of its old queue.
  */
 import { FencedError } from '../leadership/fenced-error.ts';
 import { BRIEF_WAIT_MS, type LeadershipGate } from '../leadership/gated-leadership.ts';
@@ -24,12 +25,12 @@ export const LEADERSHIP_BACKEND_CONFLICT = 'leadership-backend-conflict';
 
 /**
  * How a replica waits for release 0.1.0: `election` — on a leadership backend 0.1.0 ran on, its old election
- * (src/leadership/open-backend.ts `previousRelease`); `single-server` — its old queue's workers; `none`.
+ * (src/leadership/open-backend.ts `previousRelease`); `queue-workers` — in single-server mode and on ZooKeeper,
+ * the workers of its old queue.
  */
 export type PreviousReleaseWait =
   | { readonly kind: 'election'; gateFor(target: TargetRef, log: Logger): LeadershipGate }
-  | { readonly kind: 'single-server'; gateFor(queue: string): LeadershipGate }
-  | { readonly kind: 'none' };
+  | { readonly kind: 'queue-workers'; gateFor(queue: string): LeadershipGate };
 
 /** A gate that is closed while `closed()` says so, fenced on that answer (no I/O). */
 function stateGate(
@@ -83,6 +84,6 @@ export function targetGates(
   ];
   const prev = deps.previousRelease;
   if (prev.kind === 'election') gates.push(prev.gateFor(target, deps.log));
-  if (prev.kind === 'single-server') gates.push(prev.gateFor(previousReleaseQueueName(target)));
+  if (prev.kind === 'queue-workers') gates.push(prev.gateFor(previousReleaseQueueName(target)));
   return gates;
 }

@@ -36,9 +36,11 @@ import {
 } from '../failure/helpers.ts';
 import { deletesPer } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { useZooKeeper } from '../helpers/zookeeper.ts';
 import { extractPreviousRelease, PREVIOUS_RELEASE } from './previous-release.ts';
 
 const cluster = useFailureCluster({ context: 'up' });
+const zk = useZooKeeper();
 /**
  * Long enough that the jobs are still pending when the leadership changes hands: the second replica's start
  * (a Node process loading the cleaner: seconds alone, tens of seconds when the whole suite loads both cores)
@@ -189,10 +191,12 @@ async function rollWhilePodsFallDue(
   first: (id: string) => ReplicaProcess,
   second: (id: string) => ReplicaProcess,
   single = false,
-  whileFirstNewStarts: (next: ReplicaProcess) => Promise<unknown> = async () => undefined,
+  whileFirstNewStarts: (next: ReplicaProcess, old: ReplicaProcess) => Promise<unknown> = async () =>
+    undefined,
+  replicas = 2,
 ): Promise<{ olds: ReplicaProcess[]; news: ReplicaProcess[] }> {
   const server = cluster().server;
-  const olds = ['a', 'b'].map((x) => first(`${ns}-1${x}`));
+  const olds = ['a', 'b'].slice(0, replicas).map((x) => first(`${ns}-1${x}`));
   const news: ReplicaProcess[] = [];
   if (single)
     // Without a backend every replica leads (no `elected leader` line): each consumes once it reconciled.
@@ -215,7 +219,7 @@ async function rollWhilePodsFallDue(
       const next = second(`${ns}-2${'ab'[i]}`);
       news.push(next);
       await next.waitForLine((l) => l.msg === 'replica started', 60_000);
-      if (i === 0) await whileFirstNewStarts(next);
+      if (i === 0) await whileFirstNewStarts(next, old);
       // Both versions side by side while pods fall due: wait for a few of them to be deleted meanwhile.
       const overlap = server.clock.now();
       await waitFor(
@@ -295,6 +299,32 @@ describe(`both versions side by side while pods fall due (${PREVIOUS_RELEASE.ver
       );
       expect(news[0]?.lines.find((l) => l.msg === 'elected, but not consuming: waiting')?.why).toMatch(
         /^a worker of release 0\.1\.0 consumes this target's 0\.1\.0 queue/,
+      );
+      await stopAll(news);
+    },
+    CASE_TIMEOUT_MS,
+  );
+
+  it(
+    'on ZooKeeper, rollback scaled to one replica first: the 0.1.0 replica runs in single-server mode and this version waits for its worker; one DELETE per pod, none early',
+    async () => {
+      const ns = 'zk-back';
+      const onZk = { SDC_ETCD_ENDPOINTS: '', SDC_ZOOKEEPER: zk().connect };
+      const { news } = await rollWhilePodsFallDue(
+        ns,
+        (id) => cluster().startReplica(id, env(ns, 'up7', onZk)),
+        // 0.1.0 does not know ZooKeeper: without etcd it runs in single-server mode.
+        (id) => spawnPrevious(id, env(ns, 'up7', single)),
+        false,
+        // This version, elected on ZooKeeper, stops consuming once the 0.1.0 worker consumes the old queue.
+        (_next, old) =>
+          old.waitForLine(
+            (l) =>
+              l.msg === 'elected, but not consuming: waiting' &&
+              /^a worker of release 0\.1\.0 consumes this target's 0\.1\.0 queue/.test(String(l.why)),
+            60_000,
+          ),
+        1,
       );
       await stopAll(news);
     },
