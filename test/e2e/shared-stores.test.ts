@@ -364,6 +364,11 @@ describe('a cluster whose identity changes between two runs (its CA file replace
         expect(deletesPer(a, uids)).toEqual(uids.map(() => 1));
         expect(earlyDeletes(a, ns, 20_000)).toEqual([]);
         // The second run re-created them from its informer: its reconcile added them to the new name's queue.
+        // (A pod is gone once its DELETE is answered; the replica's line is read from its stdout after.)
+        await waitFor(
+          'a deleted line of the second run per pod',
+          () => second.lines.filter((l) => l.msg === 'driver pod deleted').length >= pods.length,
+        );
         expect(second.lines.filter((l) => l.msg === 'driver pod deleted').length).toBe(pods.length);
       } finally {
         await stopAll([second]);
