@@ -283,6 +283,11 @@ export interface LeaderSample {
   namespace: string;
   /** The replica id, undefined when no replica was in line. */
   leader: string | undefined;
+  /**
+   * The sampling window it belongs to (one follower cut): spans never join two windows, as the leader may have
+   * changed and changed back between them (another process of the same replica id, even). Default: one window.
+   */
+  window?: number;
 }
 
 /**
@@ -291,7 +296,7 @@ export interface LeaderSample {
  * that confirmed itself with a plain read would go on deleting). Consecutive samples of a namespace naming the
  * same replica say it led from the first one's answer to the last one's sending; a DELETE of another replica
  * from `marginMs` after the first to the last is a violation. Nothing is judged across a change of leader
- * between two samples (when it happened is unknown).
+ * between two samples (when it happened is unknown), nor between two sampling windows.
  */
 export function checkStaleLeaderDeletes(
   samples: readonly LeaderSample[],
@@ -301,8 +306,12 @@ export function checkStaleLeaderDeletes(
   /** Per namespace, the spans in which one replica led throughout: [from, to]. */
   const spans: { namespace: string; leader: string; fromMs: number; toMs: number }[] = [];
   const byNs = new Map<string, LeaderSample[]>();
-  for (const x of samples) byNs.set(x.namespace, [...(byNs.get(x.namespace) ?? []), x]);
-  for (const [namespace, list] of byNs) {
+  for (const x of samples) {
+    const key = `${x.namespace}\0${x.window ?? 0}`;
+    byNs.set(key, [...(byNs.get(key) ?? []), x]);
+  }
+  for (const list of byNs.values()) {
+    const namespace = list[0]?.namespace ?? '';
     list.sort((a, b) => a.fromMs - b.fromMs);
     let first: LeaderSample | undefined;
     let last: LeaderSample | undefined;

@@ -274,7 +274,8 @@ export async function runNemesis(
         // The leaders sampled from ZooKeeper are the first cluster's.
         ...(c === 0
           ? checkStaleLeaderDeletes(
-              timeline.flatMap((f) => f.leaders ?? []),
+              // One window per fault that sampled (a follower cut): spans never bridge two of them.
+              timeline.flatMap((f, window) => (f.leaders ?? []).map((l) => ({ ...l, window }))),
               sent,
             )
           : []),

@@ -285,6 +285,24 @@ describe('checkStaleLeaderDeletes', () => {
     expect(v).toHaveLength(n);
     if (n > 0) expect(v[0]?.invariant).toBe('stale-leader-delete');
   });
+
+  it('two sampling windows that both show r2: a DELETE of r1 between them is not judged (r2 may have left and come back)', () => {
+    const windows = [
+      ...[9000, 9500, 10_000].map((at) => ({ ...sample(at, 'nem-b', 'r2'), window: 1 })),
+      ...[50_000, 50_500].map((at) => ({ ...sample(at, 'nem-b', 'r2'), window: 2 })),
+    ];
+    expect(checkStaleLeaderDeletes(windows, [{ replica: 'r1', path, atMs: 30_000, uid: 'u1' }])).toEqual([]);
+    // Within one window it is.
+    expect(checkStaleLeaderDeletes(windows, [{ replica: 'r1', path, atMs: 50_450, uid: 'u1' }])).toHaveLength(
+      0,
+    );
+    expect(
+      checkStaleLeaderDeletes(
+        [...[50_000, 50_500, 51_000, 52_000].map((at) => ({ ...sample(at, 'nem-b', 'r2'), window: 2 }))],
+        [{ replica: 'r1', path, atMs: 51_500, uid: 'u1' }],
+      ),
+    ).toHaveLength(1);
+  });
 });
 
 describe('checkTerminatingDeletes', () => {
