@@ -320,8 +320,9 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
 
   /**
    * Moves a delayed job whose stored deadline (`stored`: its data as JSON) is later than `deadlineMs` by at
-   * least {@link EARLIER_MIN_MS} to that deadline: its delay, then its stored deadline. False when there is
-   * nothing to move, or the job is not delayed (BullMQ's changeDelay refuses it: running, or finished).
+   * least {@link EARLIER_MIN_MS} to that deadline: its stored deadline, then its delay. False when there is
+   * nothing to move, or the job is not delayed (BullMQ's changeDelay refuses it: running, or finished; its
+   * stored deadline is then the earlier one, which is this replica's retention anyway).
    */
   const bringForward = async (id: string, stored: string | null | undefined, deadlineMs: number) => {
     let storedDeadline: unknown;
@@ -333,12 +334,14 @@ export function createCleanupQueue(opts: CleanupQueueOptions): CleanupQueue {
     if (typeof storedDeadline !== 'number' || storedDeadline - deadlineMs < EARLIER_MIN_MS) return false;
     const job = await Job.fromId<StoredJobData>(queue, id);
     if (!job) return false;
+    // The stored deadline first, then the delay: once its delay is changed, a worker may take the job at once,
+    // and with the old deadline still stored it would put the job back for the old delay.
     try {
+      await job.updateData({ ...job.data, deadlineMs });
       await job.changeDelay(Math.max(0, deadlineMs - opts.now()));
     } catch {
       return false;
     }
-    await job.updateData({ ...job.data, deadlineMs }).catch(() => undefined);
     return true;
   };
 

@@ -409,13 +409,15 @@ describe("a retention changed between replicas (the leader's own retention decid
 
   it('lowered (1 h → 1 s): the leader’s reconcile brings the job forward; the pod is deleted once, not an hour later', async () => {
     const ns = 'tc-retention-down';
-    const { cleaner, lead, queue } = await startCleaner(ns, 'resource-version');
+    const { cleaner, lead, queue, lines } = await startCleaner(ns, 'resource-version');
     const p = createDriver(ns, 'due');
     expect(await enqueuedWith(queue, ns, p, 3_600_000)).toBe('added');
     // The term's reconcile (the periodic one is an hour away) must find the pod in the cache.
     await waitFor('the pod in the cache', () => cleaner.informer.get(nameOf(p)));
     lead.elect();
-    await waitFor('pod deleted', () => gone(p), 15_000);
+    await waitFor('pod deleted', () => gone(p), 15_000).catch((err: Error) => {
+      throw new Error(`${err.message}\n${lines.map((l) => JSON.stringify(l)).join('\n')}`);
+    });
     expect(deletesOf(p)).toEqual([200]);
   });
 });
