@@ -77,6 +77,22 @@ export function parseClaimField(field: string): {
 }
 
 /**
+ * A claim read from the name's Redis hash: its field ({@link claimField}) last refreshed `ageMs` ago (by
+ * Redis's clock), live when that is at most `liveMs`.
+ */
+export function redisClaim(field: string, ageMs: number, liveMs: number): Claim {
+  const { fingerprints, leadership, namespaces } = parseClaimField(field);
+  return {
+    fingerprints,
+    live: ageMs <= liveMs,
+    ageMs,
+    from: 'redis',
+    ...(leadership === undefined ? {} : { leadership }),
+    ...(namespaces === undefined ? {} : { namespaces }),
+  };
+}
+
+/**
  * The live claims on a cluster name made through another leadership backend than `ours` by replicas that serve
  * one of `namespaces` (a claim that does not name its namespaces serves them all), most recently seen first.
  * Whatever their fingerprints: replicas that serve one namespace of one cluster name on one Redis share its

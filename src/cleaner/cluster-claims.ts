@@ -32,13 +32,7 @@ import type { Logger } from '../log.ts';
 import { clusterClaimsKey } from '../queue/job-identity.ts';
 import type { RedisClient } from '../queue/redis-client.ts';
 import { sleep } from '../sleep.ts';
-import {
-  type Claim,
-  claimField,
-  foreignClaims,
-  otherBackendClaims,
-  parseClaimField,
-} from './claim-conflict.ts';
+import { type Claim, claimField, foreignClaims, otherBackendClaims, redisClaim } from './claim-conflict.ts';
 
 /** How often a replica refreshes its claims and reads the others', ms. */
 export const CLAIM_INTERVAL_MS = 30_000;
@@ -301,16 +295,7 @@ export function createClusterClaims(opts: ClusterClaimsOptions): ClusterClaims {
     const now = Number(reply[0]);
     const claims: Claim[] = [];
     for (let i = 1; i + 1 < reply.length; i += 2) {
-      const ageMs = Math.max(0, now - Number(reply[i + 1]));
-      const { fingerprints, leadership, namespaces } = parseClaimField(String(reply[i]));
-      claims.push({
-        fingerprints,
-        live: ageMs <= liveMs,
-        ageMs,
-        from: 'redis',
-        ...(leadership === undefined ? {} : { leadership }),
-        ...(namespaces === undefined ? {} : { namespaces }),
-      });
+      claims.push(redisClaim(String(reply[i]), Math.max(0, now - Number(reply[i + 1])), liveMs));
     }
     const first = !fromRedis.has(c.name);
     fromRedis.set(c.name, claims);

@@ -5,7 +5,7 @@
  * members' claims in etcd or ZooKeeper) is not read here: the replicas report a refusal they see there in
  * `/api/v1/leaders` and `sdc_target_refused`.
  */
-import { type Claim, foreignClaims, otherBackendClaims, parseClaimField } from '../cleaner/claim-conflict.ts';
+import { type Claim, foreignClaims, otherBackendClaims, redisClaim } from '../cleaner/claim-conflict.ts';
 import { backendConflictMessage, CLAIM_LIVE_MS, refusalMessage } from '../cleaner/cluster-claims.ts';
 import type { ClusterIdentity } from '../kube/cluster-identity.ts';
 import { clusterClaimsKey } from '../queue/job-identity.ts';
@@ -46,17 +46,8 @@ export async function readClaims(
     redis.hgetall(clusterClaimsKey(prefix, cluster.name)),
   ]);
   const now = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
-  const claims: Claim[] = Object.entries(all ?? {}).map(([field, seen]) => {
-    const ageMs = Math.max(0, now - Number(seen));
-    const { fingerprints, leadership, namespaces } = parseClaimField(field);
-    return {
-      fingerprints,
-      live: ageMs <= CLAIM_LIVE_MS,
-      ageMs,
-      from: 'redis',
-      ...(leadership === undefined ? {} : { leadership }),
-      ...(namespaces === undefined ? {} : { namespaces }),
-    };
-  });
+  const claims = Object.entries(all ?? {}).map(([field, seen]) =>
+    redisClaim(field, Math.max(0, now - Number(seen)), CLAIM_LIVE_MS),
+  );
   return { cluster, claims };
 }
