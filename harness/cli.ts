@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * The harness command line (never shipped): `demo` (the whole system on one machine), `apiserver` (the
- * sandbox Kubernetes API server), `bench` (benchmarks) and the hidden `baseline-replica` the demo and the
+ * sandbox Kubernetes API server), `bench` (benchmarks), `wait-report` (the
+ * tests' waits against their bounds, harness/wait-log.ts) and the hidden `baseline-replica` the demo and the
  * benchmarks spawn. The cleaner itself is src/cli.ts; the harness runs it as child processes.
  *
  * Exit codes: 0 success, 1 runtime failure, 2 bad option or usage.
@@ -10,6 +11,7 @@ import { Command } from 'commander';
 import { registerApiserverCommand } from './commands/apiserver.ts';
 import { registerBenchCommand } from './commands/bench.ts';
 import { registerDemoCommand } from './commands/demo.ts';
+import { registerWaitReportCommand } from './commands/wait-report.ts';
 
 const program = new Command()
   .name('harness')
@@ -22,5 +24,6 @@ const program = new Command()
 registerDemoCommand(program);
 registerApiserverCommand(program);
 registerBenchCommand(program);
+registerWaitReportCommand(program);
 
 await program.parseAsync(process.argv);

@@ -6,6 +6,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { startWait } from '../wait-log.ts';
 
 /** The cleaner's CLI entry point, src/cli.ts (the harness runs from source only). */
 export const CLI_PATH = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
@@ -123,12 +124,23 @@ export function spawnReplica(opts: SpawnReplicaOptions): ReplicaProcess {
     stderr: () => stderr,
     exited,
     waitForLine(match, timeoutMs = 30_000) {
+      const done = startWait(`replica ${opts.id}: a log line`, timeoutMs);
       const found = lines.find(match);
-      if (found) return Promise.resolve(found);
+      if (found) {
+        done(true);
+        return Promise.resolve(found);
+      }
       return new Promise((resolve, reject) => {
-        const w = { match, resolve };
+        const w = {
+          match,
+          resolve: (l: LogLine) => {
+            done(true);
+            resolve(l);
+          },
+        };
         waiters.add(w);
         const t = setTimeout(() => {
+          done(false);
           waiters.delete(w);
           reject(
             new Error(

@@ -28,6 +28,7 @@ import {
 import { type LocalZooKeeper, startZooKeeper } from '../../harness/sandbox/local-zookeeper.ts';
 import { CLI_PATH, type ReplicaProcess, spawnReplica } from '../../harness/sandbox/replica-process.ts';
 import { parseClaimField } from '../../src/cleaner/claim-conflict.ts';
+import { CLAIM_INTERVAL_MS } from '../../src/cleaner/cluster-claims.ts';
 import { parseLabelSelector } from '../../src/config/label-selector.ts';
 import { KYUUBI_STATE_DEFAULTS } from '../../src/kube/application-state.ts';
 import { trimPod } from '../../src/kube/driver-pod.ts';
@@ -322,12 +323,17 @@ describe('two fleets given one explicit cluster name for two clusters', () => {
           cleanedOnce(a, ns, podsA, 'cluster A cleaned once the name is its own'),
           cleanedOnce(b, ns, podsB, 'cluster B cleaned under its new name'),
         ]);
-        await waitFor('fleet A logs the end of the refusal', () =>
-          fleetA.every((r) =>
-            r.lines.some(
-              (l) => l.msg === 'cluster name no longer used by another cluster: cleaning its targets again',
+        // Each replica of fleet A sees the claims go at its own next refresh: within one claim interval of
+        // B's stop (the leader's already came, as cluster A was cleaned), plus 10 s for a stalled process.
+        await waitFor(
+          'fleet A logs the end of the refusal',
+          () =>
+            fleetA.every((r) =>
+              r.lines.some(
+                (l) => l.msg === 'cluster name no longer used by another cluster: cleaning its targets again',
+              ),
             ),
-          ),
+          CLAIM_INTERVAL_MS + 10_000,
         );
       } finally {
         await stopAll([...fleetA, ...fleetB]);

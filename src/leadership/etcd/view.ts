@@ -183,7 +183,17 @@ export function createElectionView(opts: ElectionViewOptions): ElectionView {
         }
         watches += 1;
         watcher = w;
+        // etcd3 resumes a dropped watch from the revision of its last *created* answer (etcd3 1.1.2,
+        // lib/watch.js: Watcher on 'connected' → updateRevision), which is the store's revision when the watch
+        // was created, not the last event delivered: the history still to be sent then (the keys written
+        // between our read and the watch's creation) would be skipped for good, and this view would miss
+        // members and candidates until the next full read. So at each drop the resume starts after the last
+        // revision this view applied.
+        w.on('disconnected', () => {
+          if (watcher === w) w.request.start_revision = (revision + 1n).toString();
+        });
         w.on('data', (res) => {
+          if (watcher !== w) return;
           const touched = new Set<string>();
           let membersChanged = false;
           for (const ev of res.events) if (apply(ev.kv, ev.type === 'Delete', touched)) membersChanged = true;
