@@ -15,7 +15,7 @@ export interface WaitSite {
   readonly waits: number;
   readonly longestMs: number;
   readonly boundMs: number;
-  /** Waits that ran out at their bound (a `waitForLine` that lost a race to another replica counts here). */
+  /** Waits that ran out at their bound (a `waitForLine` that lost a race to another replica's counts here). */
   readonly ranOut: number;
 }
 
@@ -49,6 +49,11 @@ export function registerWaitReportCommand(program: Command): void {
         process.stderr.write(`wait-report: cannot read ${file}: ${(err as Error).message}\n`);
         process.exit(2);
       }
+      // A reader that stops early (`| head`) is not an error.
+      process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+        if (err.code === 'EPIPE') process.exit(0);
+        throw err;
+      });
       const records = text
         .split('\n')
         .filter(Boolean)

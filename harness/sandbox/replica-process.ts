@@ -140,7 +140,7 @@ export function spawnReplica(opts: SpawnReplicaOptions): ReplicaProcess {
         };
         waiters.add(w);
         const t = setTimeout(() => {
-          done(false);
+          if (waiters.has(w)) done(false);
           waiters.delete(w);
           reject(
             new Error(

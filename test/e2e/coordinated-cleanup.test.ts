@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sparkDriverPod, startSparkWorkload } from '../../harness/sandbox/workload.ts';
 import { firstLeader } from '../failure/helpers.ts';
+import { boundMs, E2E_BOUNDS } from '../helpers/bounds.ts';
 import {
   createTerminatedDrivers,
   deletesPer,
@@ -80,17 +81,21 @@ describe('coordinated cleanup', () => {
     await waitFor(
       'every terminated driver deleted',
       () => alpha().pods.list(ns).filter(isDriver).length === 0,
-      60_000,
+      E2E_BOUNDS.cleaned,
     );
     expect(deletesPer(alpha(), uids)).toEqual(uids.map(() => 1));
     expect(alpha().requests.deletesByUid().size).toBe(200);
     // Executors went with their drivers (garbage collection), never by a DELETE of ours.
     expect(alpha().pods.list(ns)).toEqual([]);
     // The log line follows the API's answer: wait for it rather than racing the replica's stdout.
-    const accepted = await waitFor('200 accepted log lines', () => {
-      const ls = linesWhere(replicas, (l) => l.outcome === 'accepted' && l.namespace === ns);
-      return ls.length >= 200 ? ls : undefined;
-    }).catch((err: Error) => {
+    const accepted = await waitFor(
+      '200 accepted log lines',
+      () => {
+        const ls = linesWhere(replicas, (l) => l.outcome === 'accepted' && l.namespace === ns);
+        return ls.length >= 200 ? ls : undefined;
+      },
+      E2E_BOUNDS.follows,
+    ).catch((err: Error) => {
       throw new Error(`${err.message}\n${tally(replicas)}`);
     });
     expect(accepted).toHaveLength(200);
@@ -150,9 +155,13 @@ describe('coordinated cleanup', () => {
         alpha().pods.list('two-a').filter(isDriver).length +
           alpha().pods.list('two-b').filter(isDriver).length ===
         0,
-      30_000,
+      E2E_BOUNDS.cleaned,
     );
-    await waitFor('beta cleaned', () => beta().pods.list('two-c').filter(isDriver).length === 0, 30_000);
+    await waitFor(
+      'beta cleaned',
+      () => beta().pods.list('two-c').filter(isDriver).length === 0,
+      E2E_BOUNDS.cleaned,
+    );
     const ua = a.stats.terminated.map((t) => t.uid);
     const ub = b.stats.terminated.map((t) => t.uid);
     expect(deletesPer(alpha(), ua)).toEqual(ua.map(() => 1));
@@ -199,8 +208,8 @@ describe('coordinated cleanup', () => {
     await Promise.all([a.done, b.done, z.done]);
     const driversIn = (server: typeof alpha, namespaces: string[]) =>
       namespaces.reduce((n, ns) => n + server().pods.list(ns).filter(isDriver).length, 0);
-    await waitFor('alpha cleaned', () => driversIn(alpha, ['cs-a', 'cs-b']) === 0, 30_000);
-    await waitFor('beta cleaned', () => driversIn(beta, ['cs-c']) === 0, 30_000);
+    await waitFor('alpha cleaned', () => driversIn(alpha, ['cs-a', 'cs-b']) === 0, E2E_BOUNDS.cleaned);
+    await waitFor('beta cleaned', () => driversIn(beta, ['cs-c']) === 0, E2E_BOUNDS.cleaned);
     const ua = a.stats.terminated.map((t) => t.uid);
     const ub = b.stats.terminated.map((t) => t.uid);
     expect(deletesPer(alpha(), ua)).toEqual(ua.map(() => 1));
@@ -222,7 +231,7 @@ describe('coordinated cleanup', () => {
       await waitFor(
         'both replicas watching',
         () => informerRequests().filter((r) => r.verb === 'watch').length >= 2,
-        30_000,
+        E2E_BOUNDS.follows,
       );
       expect(
         informerRequests()
@@ -244,26 +253,41 @@ describe('coordinated cleanup', () => {
     const e = env(`alpha:${ns}`, 't3', { SDC_RETENTION: '5s' });
     const replicas = [cluster.startReplica('k1', e), cluster.startReplica('k2', e)];
     await Promise.race(
-      replicas.map((r) => r.waitForLine((l) => l.msg === 'elected leader' && l.namespace === ns)),
+      replicas.map((r) =>
+        r.waitForLine((l) => l.msg === 'elected leader' && l.namespace === ns, E2E_BOUNDS.elected),
+      ),
     );
     const pods = createTerminatedDrivers(alpha(), ns, 10, 'fo');
     const uids = pods.map((p) => p.metadata?.uid ?? '');
     const queue = cluster.queueOf('alpha', ns, 't3');
     try {
-      await waitFor('10 delayed jobs', async () => (await queue.bullQueue.getDelayedCount()) === 10);
+      await waitFor(
+        '10 delayed jobs',
+        async () => (await queue.bullQueue.getDelayedCount()) === 10,
+        E2E_BOUNDS.follows,
+      );
       // Both informers have seen (and enqueued) the ten pods, so neither has anything new to say.
-      await waitFor('both replicas saw the pods', () =>
-        replicas.every((r) => r.lines.filter((l) => l.msg === 'enqueue' && l.namespace === ns).length >= 10),
+      await waitFor(
+        'both replicas saw the pods',
+        () =>
+          replicas.every(
+            (r) => r.lines.filter((l) => l.msg === 'enqueue' && l.namespace === ns).length >= 10,
+          ),
+        E2E_BOUNDS.follows,
       );
       // Leadership settled: the first elected may hand the target over to its assigned replica, whose election
       // reconcile must be over before the loss (else it, not a reconcile after the loss, re-adds the jobs).
-      const leader = await firstLeader(replicas, ns);
-      await waitFor('the leader reconciled in its term', () => {
-        const lines = leader.lines.filter((l) => l.namespace === ns);
-        return lines
-          .slice(lines.findLastIndex((l) => l.msg === 'elected leader'))
-          .some((l) => l.msg === 'reconciled');
-      });
+      const leader = await firstLeader(replicas, ns, E2E_BOUNDS.elected);
+      await waitFor(
+        'the leader reconciled in its term',
+        () => {
+          const lines = leader.lines.filter((l) => l.namespace === ns);
+          return lines
+            .slice(lines.findLastIndex((l) => l.msg === 'elected leader'))
+            .some((l) => l.msg === 'reconciled');
+        },
+        E2E_BOUNDS.follows,
+      );
       // Every job is lost while the informers, which enqueued them, have nothing new to say: only a
       // reconcile can bring them back. Then the leader dies, so its successor's election reconcile must.
       await queue.redis.flushall();
@@ -275,7 +299,8 @@ describe('coordinated cleanup', () => {
     await waitFor(
       'pods deleted by the new leader',
       () => alpha().pods.list(ns).filter(isDriver).length === 0,
-      30_000,
+      // Measured ≤ 4.9 s: the killed leader's lease ends within a TTL (3 s), then the new term reconciles.
+      boundMs(4_900),
     );
     expect(deletesPer(alpha(), uids)).toEqual(uids.map(() => 1));
     // Reconciles before the loss found the informers' jobs (added 0); after it, they re-added all ten.
@@ -303,7 +328,9 @@ describe('coordinated cleanup', () => {
     const e = env(`alpha:${ns}`, 't4', { SDC_RETENTION: '2s' });
     const replicas = [cluster.startReplica('c1', e), cluster.startReplica('c2', e)];
     await Promise.race(
-      replicas.map((r) => r.waitForLine((l) => l.msg === 'elected leader' && l.namespace === ns)),
+      replicas.map((r) =>
+        r.waitForLine((l) => l.msg === 'elected leader' && l.namespace === ns, E2E_BOUNDS.elected),
+      ),
     );
     const [byPerson, control] = createTerminatedDrivers(alpha(), ns, 2, 'cx');
     // A terminal driver already being deleted: a finalizer holds it with deletionTimestamp set.
@@ -322,11 +349,13 @@ describe('coordinated cleanup', () => {
       await waitFor(
         'jobs of the two plain pods',
         async () => (await queue.bullQueue.getDelayedCount()) === 2,
+        E2E_BOUNDS.follows,
       );
       alpha().pods.delete(ns, byPerson?.metadata?.name ?? '');
       await waitFor(
         'job of the deleted pod cancelled',
         async () => !(await queue.bullQueue.getJob(uidOf(byPerson))),
+        E2E_BOUNDS.follows,
       );
       expect(await queue.isTombstoned(uidOf(byPerson))).toBe(true);
       expect(await queue.isTombstoned(heldPod.metadata?.uid ?? '')).toBe(true);
@@ -334,7 +363,7 @@ describe('coordinated cleanup', () => {
       await waitFor(
         'control pod deleted',
         () => !alpha().pods.get(ns, control?.metadata?.name ?? ''),
-        20_000,
+        E2E_BOUNDS.cleaned,
       );
       expect(deletesPer(alpha(), [uidOf(byPerson), heldPod.metadata?.uid ?? '', uidOf(control)])).toEqual([
         0, 0, 1,
@@ -364,7 +393,9 @@ describe('coordinated cleanup', () => {
     const e = env(`alpha:${ns}`, 't5');
     const replicas = [cluster.startReplica('s1', e), cluster.startReplica('s2', e)];
     await Promise.race(
-      replicas.map((r) => r.waitForLine((l) => l.msg === 'elected leader' && l.namespace === ns)),
+      replicas.map((r) =>
+        r.waitForLine((l) => l.msg === 'elected leader' && l.namespace === ns, E2E_BOUNDS.elected),
+      ),
     );
     // A running driver named like an old, finished one: the old UID's job must not touch it.
     const current = alpha().pods.create(
@@ -384,13 +415,17 @@ describe('coordinated cleanup', () => {
       });
       await queue.enqueue(job('6a0c4d1e-0000-4000-8000-00000000aaaa', name));
       await queue.enqueue(job('6a0c4d1e-0000-4000-8000-00000000bbbb', 'never-existed-driver'));
-      const outcomes = await waitFor('both jobs processed', () => {
-        const ls = linesWhere(
-          replicas,
-          (l) => l.namespace === ns && (l.outcome === 'replaced' || l.outcome === 'already-absent'),
-        );
-        return ls.length >= 2 ? ls : undefined;
-      });
+      const outcomes = await waitFor(
+        'both jobs processed',
+        () => {
+          const ls = linesWhere(
+            replicas,
+            (l) => l.namespace === ns && (l.outcome === 'replaced' || l.outcome === 'already-absent'),
+          );
+          return ls.length >= 2 ? ls : undefined;
+        },
+        E2E_BOUNDS.follows,
+      );
       expect(outcomes.map((l) => [l.outcome, l.level]).sort()).toEqual([
         ['already-absent', 'debug'],
         ['replaced', 'debug'],
@@ -413,7 +448,7 @@ describe('coordinated cleanup', () => {
     const ns = 'faults';
     const e = env(`alpha:${ns}`, 't6');
     const replica = cluster.startReplica('f1', e);
-    await replica.waitForLine((l) => l.msg === 'elected leader' && l.namespace === ns);
+    await replica.waitForLine((l) => l.msg === 'elected leader' && l.namespace === ns, E2E_BOUNDS.elected);
     const path = `/api/v1/namespaces/${ns}/pods/`;
     // Faults apply in order of injection to the next matching requests.
     alpha().faults.inject({ verb: 'delete', path, status: 403, count: 1 });
@@ -422,10 +457,19 @@ describe('coordinated cleanup', () => {
     alpha().faults.inject({ verb: 'delete', path, reset: true, count: 1 });
     const [pod] = createTerminatedDrivers(alpha(), ns, 1, 'flaky');
     const uid = pod?.metadata?.uid ?? '';
-    await waitFor('pod finally deleted', () => !alpha().pods.get(ns, pod?.metadata?.name ?? ''), 30_000);
+    // Measured ≤ 4.1 s: four failed DELETEs, each retried after its backoff (429: after its Retry-After, 1 s).
+    await waitFor(
+      'pod finally deleted',
+      () => !alpha().pods.get(ns, pod?.metadata?.name ?? ''),
+      boundMs(4_100),
+    );
     const codes = alpha().requests.deletesByUid().get(uid) ?? [];
     expect([...codes].sort()).toEqual([0, 200, 403, 429, 500].sort());
-    await waitFor('the accepted log line', () => replica.lines.some((l) => l.outcome === 'accepted'));
+    await waitFor(
+      'the accepted log line',
+      () => replica.lines.some((l) => l.outcome === 'accepted'),
+      E2E_BOUNDS.follows,
+    );
     const failed = replica.lines.filter((l) => l.outcome === 'failed');
     expect(failed.map((l) => l.level)).toEqual(['warn', 'warn', 'warn', 'warn']);
     expect(failed.filter((l) => l.code).map((l) => l.code)).toEqual(expect.arrayContaining([403, 429, 500]));

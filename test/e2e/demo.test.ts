@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { HARNESS_CLI_PATH } from '../../harness/sandbox/replica-process.ts';
+import { boundMs } from '../helpers/bounds.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 interface Proc {
@@ -124,116 +125,142 @@ function expectNoSurvivors(run: DemoRun) {
 const ZOOKEEPER_DEMO = ['--leadership', 'zookeeper', '--pods', '20', '--replicas', '2', '--json'];
 
 describe('spark-driver-cleaner demo', () => {
-  it('--pods 60 --replicas 3 --retention 2s --json: every driver deleted once, nothing left running', async () => {
-    const run = startDemo(['--pods', '60', '--replicas', '3', '--retention', '2s', '--json']);
-    const code = await run.exited;
-    const s = parseSummary(run);
-    expect(code, run.stderr().slice(-2000)).toBe(0);
-    expect(s).toMatchObject({
-      replicas: 3,
-      pods_created: 60,
-      pods_terminated: 60,
-      pods_deleted: 60,
-      pods_leaked: 0,
-      // The cleaner's own self-check agrees with the ground truth: nothing overdue at the end.
-      overdue_pods_reported: 0,
-      delete_requests: 60,
-      delete_requests_per_pod: { max: 1, mean: 1 },
-      failed_outcomes: 0,
-      failovers: 0,
-    });
-    expect(s.targets).toEqual([
-      'cluster-a:spark-etl',
-      'cluster-a:spark-adhoc',
-      'cluster-b:spark-ml',
-      'cluster-b:spark-reports',
-    ]);
-    expect(Object.keys(s.leaders).sort()).toEqual([...s.targets].sort());
-    for (const leader of Object.values(s.leaders)) expect(leader).toMatch(/^replica-[123]$/);
-    // Each replica's URL is printed at start.
-    expect(run.stderr().match(/replica-\d \(pid \d+\) {2}http:\/\/127\.0\.0\.1:\d+/g)).toHaveLength(3);
-    const kinds = expectNoSurvivors(run);
-    expect(kinds).toEqual(expect.arrayContaining(['redis-server', 'etcd']));
-    expect(run.seen.size).toBeGreaterThanOrEqual(5);
-  }, 150_000);
+  it(
+    '--pods 60 --replicas 3 --retention 2s --json: every driver deleted once, nothing left running',
+    async () => {
+      const run = startDemo(['--pods', '60', '--replicas', '3', '--retention', '2s', '--json']);
+      const code = await run.exited;
+      const s = parseSummary(run);
+      expect(code, run.stderr().slice(-2000)).toBe(0);
+      expect(s).toMatchObject({
+        replicas: 3,
+        pods_created: 60,
+        pods_terminated: 60,
+        pods_deleted: 60,
+        pods_leaked: 0,
+        // The cleaner's own self-check agrees with the ground truth: nothing overdue at the end.
+        overdue_pods_reported: 0,
+        delete_requests: 60,
+        delete_requests_per_pod: { max: 1, mean: 1 },
+        failed_outcomes: 0,
+        failovers: 0,
+      });
+      expect(s.targets).toEqual([
+        'cluster-a:spark-etl',
+        'cluster-a:spark-adhoc',
+        'cluster-b:spark-ml',
+        'cluster-b:spark-reports',
+      ]);
+      expect(Object.keys(s.leaders).sort()).toEqual([...s.targets].sort());
+      for (const leader of Object.values(s.leaders)) expect(leader).toMatch(/^replica-[123]$/);
+      // Each replica's URL is printed at start.
+      expect(run.stderr().match(/replica-\d \(pid \d+\) {2}http:\/\/127\.0\.0\.1:\d+/g)).toHaveLength(3);
+      const kinds = expectNoSurvivors(run);
+      expect(kinds).toEqual(expect.arrayContaining(['redis-server', 'etcd']));
+      expect(run.seen.size).toBeGreaterThanOrEqual(5);
+    },
+    // The whole run: measured ≤ 16.1 s.
+    boundMs(16_100),
+  );
 
-  it('--leadership zookeeper --pods 20 --replicas 2: leaders elected on a launched ZooKeeper, every driver deleted once, nothing left running', async () => {
-    const logDir = mkdtempSync(join(tmpdir(), 'sdc-demo-zk-'));
-    const run = startDemo([...ZOOKEEPER_DEMO, '--log-dir', logDir]);
-    const code = await run.exited;
-    const s = parseSummary(run);
-    expect(code, run.stderr().slice(-2000)).toBe(0);
-    expect(s).toMatchObject({
-      replicas: 2,
-      pods_terminated: 20,
-      pods_deleted: 20,
-      pods_leaked: 0,
-      delete_requests: 20,
-      delete_requests_per_pod: { max: 1, mean: 1 },
-    });
-    expect(Object.keys(s.leaders).sort()).toEqual([...s.targets].sort());
-    expect(run.stderr()).toMatch(/demo: started .*zookeeper 127\.0\.0\.1:\d+/);
-    const kinds = expectNoSurvivors(run);
-    // ZooKeeper (a JVM) instead of etcd.
-    expect(kinds).toEqual(expect.arrayContaining(['redis-server', 'java']));
-    expect(kinds).not.toContain('etcd');
-    // Each replica held a ZooKeeper session (not single-server mode).
-    for (const replica of ['replica-1', 'replica-2']) {
-      const lines = readFileSync(join(logDir, 'coordinated', `${replica}.log`), 'utf8');
-      expect(lines, replica).toContain('"msg":"zookeeper session connected"');
-    }
-    rmSync(logDir, { recursive: true, force: true });
-  }, 150_000);
+  it(
+    '--leadership zookeeper --pods 20 --replicas 2: leaders elected on a launched ZooKeeper, every driver deleted once, nothing left running',
+    async () => {
+      const logDir = mkdtempSync(join(tmpdir(), 'sdc-demo-zk-'));
+      const run = startDemo([...ZOOKEEPER_DEMO, '--log-dir', logDir]);
+      const code = await run.exited;
+      const s = parseSummary(run);
+      expect(code, run.stderr().slice(-2000)).toBe(0);
+      expect(s).toMatchObject({
+        replicas: 2,
+        pods_terminated: 20,
+        pods_deleted: 20,
+        pods_leaked: 0,
+        delete_requests: 20,
+        delete_requests_per_pod: { max: 1, mean: 1 },
+      });
+      expect(Object.keys(s.leaders).sort()).toEqual([...s.targets].sort());
+      expect(run.stderr()).toMatch(/demo: started .*zookeeper 127\.0\.0\.1:\d+/);
+      const kinds = expectNoSurvivors(run);
+      // ZooKeeper (a JVM) instead of etcd.
+      expect(kinds).toEqual(expect.arrayContaining(['redis-server', 'java']));
+      expect(kinds).not.toContain('etcd');
+      // Each replica held a ZooKeeper session (not single-server mode).
+      for (const replica of ['replica-1', 'replica-2']) {
+        const lines = readFileSync(join(logDir, 'coordinated', `${replica}.log`), 'utf8');
+        expect(lines, replica).toContain('"msg":"zookeeper session connected"');
+      }
+      rmSync(logDir, { recursive: true, force: true });
+    },
+    // The whole run: measured ≤ 15 s.
+    boundMs(15_000),
+  );
 
-  it('--kill-leader-at: the leader is SIGKILLed mid-run, another takes over, no pod gets a second DELETE', async () => {
-    const run = startDemo(['--pods', '60', '--retention', '2s', '--kill-leader-at', '3', '--json']);
-    const code = await run.exited;
-    const s = parseSummary(run);
-    expect(code, run.stderr().slice(-2000)).toBe(0);
-    expect(s.failovers).toBeGreaterThanOrEqual(1);
-    expect(s.delete_requests_per_pod.max).toBe(1);
-    expect(s.pods_leaked).toBe(0);
-    expect(s.pods_deleted).toBe(s.pods_terminated);
-    expect(s.pods_terminated).toBe(60);
-    const killed = /SIGKILL (replica-\d), the leader of (cluster-a:spark-etl)/.exec(run.stderr());
-    expect(killed, run.stderr().slice(-2000)).not.toBeNull();
-    // The killed replica leads nothing at the end.
-    expect(Object.values(s.leaders)).not.toContain(killed?.[1]);
-    expect(s.leaders['cluster-a:spark-etl']).toMatch(/^replica-\d$/);
-    expectNoSurvivors(run);
-  }, 150_000);
+  it(
+    '--kill-leader-at: the leader is SIGKILLed mid-run, another takes over, no pod gets a second DELETE',
+    async () => {
+      const run = startDemo(['--pods', '60', '--retention', '2s', '--kill-leader-at', '3', '--json']);
+      const code = await run.exited;
+      const s = parseSummary(run);
+      expect(code, run.stderr().slice(-2000)).toBe(0);
+      expect(s.failovers).toBeGreaterThanOrEqual(1);
+      expect(s.delete_requests_per_pod.max).toBe(1);
+      expect(s.pods_leaked).toBe(0);
+      expect(s.pods_deleted).toBe(s.pods_terminated);
+      expect(s.pods_terminated).toBe(60);
+      const killed = /SIGKILL (replica-\d), the leader of (cluster-a:spark-etl)/.exec(run.stderr());
+      expect(killed, run.stderr().slice(-2000)).not.toBeNull();
+      // The killed replica leads nothing at the end.
+      expect(Object.values(s.leaders)).not.toContain(killed?.[1]);
+      expect(s.leaders['cluster-a:spark-etl']).toMatch(/^replica-\d$/);
+      expectNoSurvivors(run);
+    },
+    // The whole run: measured ≤ 15 s.
+    boundMs(15_000),
+  );
 
-  it('SIGINT mid-run stops redis-server, etcd and every replica before the demo exits', async () => {
-    const run = startDemo(['--pods', '5000', '--json']);
-    await waitFor(
-      'the three replicas printed their URLs',
-      () => (run.stderr().match(/replica-\d \(pid \d+\)/g) ?? []).length === 3,
-      120_000,
-      200,
-    );
-    const tree = descendants(run.child.pid as number);
-    expect(tree.map((p) => p.comm)).toEqual(expect.arrayContaining(['redis-server', 'etcd']));
-    expect(tree.length).toBeGreaterThanOrEqual(5); // redis, etcd, three replicas
-    for (const p of tree) run.seen.set(p.pid, p);
-    run.child.kill('SIGINT');
-    expect(await run.exited).toBe(130);
-    expectNoSurvivors(run);
-  }, 150_000);
+  it(
+    'SIGINT mid-run stops redis-server, etcd and every replica before the demo exits',
+    async () => {
+      const run = startDemo(['--pods', '5000', '--json']);
+      await waitFor(
+        'the three replicas printed their URLs',
+        () => (run.stderr().match(/replica-\d \(pid \d+\)/g) ?? []).length === 3,
+        // Redis, etcd, the API servers and three replicas started: measured ≤ 3.9 s.
+        boundMs(3_900),
+        200,
+      );
+      const tree = descendants(run.child.pid as number);
+      expect(tree.map((p) => p.comm)).toEqual(expect.arrayContaining(['redis-server', 'etcd']));
+      expect(tree.length).toBeGreaterThanOrEqual(5); // redis, etcd, three replicas
+      for (const p of tree) run.seen.set(p.pid, p);
+      run.child.kill('SIGINT');
+      expect(await run.exited).toBe(130);
+      expectNoSurvivors(run);
+    },
+    // The whole run: measured ≤ 4.2 s.
+    boundMs(4_200),
+  );
 
-  it('--baseline: every replica sends its own DELETE, so each pod gets as many as there are replicas', async () => {
-    const run = startDemo(['--baseline', '--pods', '20', '--replicas', '3', '--retention', '1s', '--json']);
-    const code = await run.exited;
-    const s = parseSummary(run);
-    expect(code, run.stderr().slice(-2000)).toBe(0);
-    expect(s.pods_terminated).toBe(20);
-    expect(s.pods_leaked).toBe(0);
-    expect(s.delete_requests_per_pod.max).toBe(3);
-    expect(s.delete_requests).toBe(3 * s.pods_terminated);
-    // One replica wins each pod; the two others' 404s are logged as failures, as Kyuubi does.
-    expect(s.failed_outcomes).toBe(2 * s.pods_terminated);
-    expect(s.leaders).toEqual({});
-    expectNoSurvivors(run);
-  }, 150_000);
+  it(
+    '--baseline: every replica sends its own DELETE, so each pod gets as many as there are replicas',
+    async () => {
+      const run = startDemo(['--baseline', '--pods', '20', '--replicas', '3', '--retention', '1s', '--json']);
+      const code = await run.exited;
+      const s = parseSummary(run);
+      expect(code, run.stderr().slice(-2000)).toBe(0);
+      expect(s.pods_terminated).toBe(20);
+      expect(s.pods_leaked).toBe(0);
+      expect(s.delete_requests_per_pod.max).toBe(3);
+      expect(s.delete_requests).toBe(3 * s.pods_terminated);
+      // One replica wins each pod; the two others' 404s are logged as failures, as Kyuubi does.
+      expect(s.failed_outcomes).toBe(2 * s.pods_terminated);
+      expect(s.leaders).toEqual({});
+      expectNoSurvivors(run);
+    },
+    // The whole run: measured ≤ 7.3 s.
+    boundMs(7_300),
+  );
 
   it('bad options exit with code 2 and name the option', async () => {
     const bad = startDemo(['--replicas', '0']);

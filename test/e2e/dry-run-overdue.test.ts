@@ -8,6 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { httpUrl } from '../failure/helpers.ts';
+import { boundMs, E2E_BOUNDS } from '../helpers/bounds.ts';
 import {
   createTerminatedDrivers,
   deletesPer,
@@ -57,7 +58,7 @@ describe('dry run left on', () => {
   it('due pods stay, /metrics reports dry run and counts them as would-be overdue; dry run off deletes each once', async () => {
     const pods = createTerminatedDrivers(kube(), NS, 3, 'dry').map((p) => p.metadata?.uid as string);
     const dry = cluster.startReplica('dry-1', env(true));
-    const url = await httpUrl(dry);
+    const url = await httpUrl(dry, E2E_BOUNDS.elected);
 
     expect(await sample(url, 'sdc_dry_run ')).toBe(1);
     // Each pod's job runs at its deadline and ends `would-delete`; the pods stay.
@@ -68,13 +69,13 @@ describe('dry run left on', () => {
           url,
           `sdc_cleanup_outcomes_total{context="kube",namespace="${NS}",outcome="would-delete"}`,
         )) === 3,
-      60_000,
+      E2E_BOUNDS.cleaned,
       200,
     );
     await waitFor(
       'the three pods counted as would-be overdue',
       async () => (await sample(url, `sdc_overdue_pods${target}`)) === 3,
-      30_000,
+      E2E_BOUNDS.follows,
       200,
     );
     expect(await sample(url, `sdc_overdue_oldest_age_seconds${target}`)).toBeGreaterThanOrEqual(1);
@@ -82,7 +83,8 @@ describe('dry run left on', () => {
       (l) =>
         l.msg ===
         'self-check: dry run is on and pods are past their would-delete deadline: nothing deletes them',
-      30_000,
+      // At most 2 × overdueGrace (2 s) and a self-check interval (5 s) past the deadline; measured ≤ 3.8 s.
+      boundMs(3_800),
     );
     expect(warning).toMatchObject({ level: 'warn', overdue: 3, dryRun: true });
     expect(deletesPer(kube(), pods)).toEqual([0, 0, 0]);
@@ -92,7 +94,7 @@ describe('dry run left on', () => {
 
     // Dry run off: the pods it logged as would-delete are deleted at once, each once, and nothing is overdue.
     const live = cluster.startReplica('dry-1', env(false));
-    const liveUrl = await httpUrl(live);
+    const liveUrl = await httpUrl(live, E2E_BOUNDS.elected);
     expect(await sample(liveUrl, 'sdc_dry_run ')).toBe(0);
     await waitFor(
       'the three pods deleted',
@@ -103,13 +105,13 @@ describe('dry run left on', () => {
               .pods.list(NS)
               .some((p) => p.metadata?.uid === uid),
         ),
-      60_000,
+      E2E_BOUNDS.cleaned,
     );
     expect(deletesPer(kube(), pods)).toEqual([1, 1, 1]);
     await waitFor(
       'nothing overdue',
       async () => (await sample(liveUrl, `sdc_overdue_pods${target}`)) === 0,
-      30_000,
+      E2E_BOUNDS.follows,
       200,
     );
     live.kill('SIGTERM');

@@ -34,6 +34,7 @@ import {
   useFailureCluster,
   waitGone,
 } from '../failure/helpers.ts';
+import { boundMs, E2E_BOUNDS } from '../helpers/bounds.ts';
 import { serviceEnv } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -112,7 +113,7 @@ async function cli(args: string[], env: Record<string, string>): Promise<{ code:
   try {
     const { stdout } = await run(process.execPath, [CLI_PATH, ...args], {
       env: { ...process.env, ...env, SDC_LOG_LEVEL: 'silent' },
-      timeout: 60_000,
+      timeout: E2E_BOUNDS.cli,
     });
     return { code: 0, stdout };
   } catch (err) {
@@ -124,7 +125,7 @@ async function cli(args: string[], env: Record<string, string>): Promise<{ code:
 /** The value of `name{…namespace="ns"…}` in a replica's /metrics, summed over its other labels. */
 async function metric(r: ReplicaProcess, name: string, ns: string): Promise<number> {
   const text = await (
-    await fetch(`${await httpUrl(r)}/metrics`, { signal: AbortSignal.timeout(5000) })
+    await fetch(`${await httpUrl(r, E2E_BOUNDS.elected)}/metrics`, { signal: AbortSignal.timeout(5000) })
   ).text();
   let sum = 0;
   for (const line of text.split('\n'))
@@ -138,11 +139,11 @@ describe('the application state follows Kyuubi’s settings', () => {
     const ns = 'ks-pod';
     const replicas = startReplicas(ns, 2);
     try {
-      await firstLeader(replicas, ns);
+      await firstLeader(replicas, ns, E2E_BOUNDS.elected);
       const sidecar = sidecarDriver(ns, 'mesh-etl');
       // A driver without a sidecar, created after it: once it is gone, the sidecar pod had every chance.
       const [control] = createDrivers(cluster().server, ns, 1, 'control');
-      await waitGone(cluster().server, [control as V1Pod], 'the control driver deleted');
+      await waitGone(cluster().server, [control as V1Pod], 'the control driver deleted', E2E_BOUNDS.cleaned);
       expect(cluster().server.pods.get(ns, nameOf(sidecar))?.metadata?.uid).toBe(uidOf(sidecar));
       expect(deletesOf(uidOf(sidecar))).toEqual([]);
       expect(enqueuedBy(replicas, uidOf(sidecar))).toEqual([]);
@@ -152,6 +153,7 @@ describe('the application state follows Kyuubi’s settings', () => {
         await waitFor(
           `${r.id} counts the kept pod`,
           async () => (await metric(r, 'sdc_pods_kept_by_pod_phase', ns)) === 1,
+          E2E_BOUNDS.follows,
         );
       const ref = `${cluster().context}:${ns}/${nameOf(sidecar)}`;
       const explained = await cli(['explain', ref, '--json'], envFor(ns));
@@ -164,13 +166,20 @@ describe('the application state follows Kyuubi’s settings', () => {
       expect(e.verdict).toContain('kyuubi.kubernetes.application.state.source=CONTAINER');
       expect(e.verdict).toContain('applicationStateSource=CONTAINER (SDC_APPLICATION_STATE_SOURCE)');
       // status reads what the leader recorded in Redis (it writes when its count changes, every 5 s at most).
-      const status = await waitFor('status shows the kept pod', async () => {
-        const s = await cli(['status', '--json'], envFor(ns));
-        const t = (
-          JSON.parse(s.stdout) as { targets: { keptByPodPhase: { count: number; pods: string[] } | null }[] }
-        ).targets[0];
-        return t?.keptByPodPhase?.count === 1 ? t.keptByPodPhase : undefined;
-      });
+      // Measured ≤ 4.3 s: the leader's write (at most every 5 s), then a run of `status`.
+      const status = await waitFor(
+        'status shows the kept pod',
+        async () => {
+          const s = await cli(['status', '--json'], envFor(ns));
+          const t = (
+            JSON.parse(s.stdout) as {
+              targets: { keptByPodPhase: { count: number; pods: string[] } | null }[];
+            }
+          ).targets[0];
+          return t?.keptByPodPhase?.count === 1 ? t.keptByPodPhase : undefined;
+        },
+        boundMs(4_300),
+      );
       expect(status.pods).toEqual([nameOf(sidecar)]);
       const text = await cli(['status'], envFor(ns));
       expect(text.stdout).toMatch(
@@ -192,12 +201,18 @@ describe('the application state follows Kyuubi’s settings', () => {
           },
         ],
       });
-      await waitGone(cluster().server, [sidecar], 'the sidecar driver deleted once its pod ended');
+      await waitGone(
+        cluster().server,
+        [sidecar],
+        'the sidecar driver deleted once its pod ended',
+        E2E_BOUNDS.cleaned,
+      );
       expect(deletesOf(uidOf(sidecar))).toEqual([200]);
       for (const r of replicas)
         await waitFor(
           `${r.id} counts no kept pod`,
           async () => (await metric(r, 'sdc_pods_kept_by_pod_phase', ns)) === 0,
+          E2E_BOUNDS.follows,
         );
       expect(
         checkInvariants(cluster().server, ns, [uidOf(sidecar), uidOf(control)], { retentionMs: 1000 }),
@@ -211,13 +226,15 @@ describe('the application state follows Kyuubi’s settings', () => {
     const ns = 'ks-container';
     const replicas = startReplicas(ns, 2, { SDC_APPLICATION_STATE_SOURCE: 'CONTAINER' });
     try {
-      await firstLeader(replicas, ns);
+      await firstLeader(replicas, ns, E2E_BOUNDS.elected);
       const ok = sidecarDriver(ns, 'mesh-ok');
       const failed = sidecarDriver(ns, 'mesh-oom', { exitCode: 137 });
       // A Running pod is deleted gracefully (deletionTimestamp, then gone after its grace period): the accepted
       // DELETE is the cleaner's part.
-      await waitFor('both sidecar drivers deleted', () =>
-        [ok, failed].every((p) => deletesOf(uidOf(p)).length > 0),
+      await waitFor(
+        'both sidecar drivers deleted',
+        () => [ok, failed].every((p) => deletesOf(uidOf(p)).length > 0),
+        E2E_BOUNDS.cleaned,
       );
       expect(deletesOf(uidOf(ok))).toEqual([200]);
       expect(deletesOf(uidOf(failed))).toEqual([200]);
@@ -242,10 +259,14 @@ describe('the application state follows Kyuubi’s settings', () => {
       SDC_APPLICATION_STATE_CONTAINER: 'driver',
     });
     try {
-      await firstLeader(replicas, ns);
+      await firstLeader(replicas, ns, E2E_BOUNDS.elected);
       const other = sidecarDriver(ns, 'default-name');
       const renamed = sidecarDriver(ns, 'renamed', { container: 'driver' });
-      await waitFor('the renamed-container driver deleted', () => deletesOf(uidOf(renamed)).length > 0);
+      await waitFor(
+        'the renamed-container driver deleted',
+        () => deletesOf(uidOf(renamed)).length > 0,
+        E2E_BOUNDS.cleaned,
+      );
       expect(deletesOf(uidOf(renamed))).toEqual([200]);
       // Created before it, and seen first by the same informer: had it been eligible, it would be enqueued by now.
       // No container named `driver`: the pod phase (Running) decides, as in Kyuubi.
@@ -264,13 +285,13 @@ describe('another deleter', () => {
     // A retention the test never reaches: only the other deleter deletes.
     const replicas = startReplicas(ns, 2, { SDC_RETENTION: '1h' });
     try {
-      await firstLeader(replicas, ns);
+      await firstLeader(replicas, ns, E2E_BOUNDS.elected);
       const pods = createDrivers(cluster().server, ns, 3, 'doomed');
       const enqueued = (uid: string) =>
         replicas.some((r) =>
           r.lines.some((l) => l.msg === 'enqueue' && l.uid === uid && l.result === 'added'),
         );
-      await waitFor('every pod enqueued', () => pods.every((p) => enqueued(uidOf(p))));
+      await waitFor('every pod enqueued', () => pods.every((p) => enqueued(uidOf(p))), E2E_BOUNDS.follows);
       // As a Kyuubi server with its cleanup on deletes them: by name, no precondition; a separate process.
       await run(
         'kubectl',
@@ -284,14 +305,16 @@ describe('another deleter', () => {
           '--wait=false',
           ...pods.map(nameOf),
         ],
-        { timeout: 30_000 },
+        { timeout: E2E_BOUNDS.cli },
       );
-      await waitGone(cluster().server, pods, 'the pods deleted by kubectl');
+      await waitGone(cluster().server, pods, 'the pods deleted by kubectl', E2E_BOUNDS.cleaned);
       // Every replica has cancelled each job (its informer saw the deletion): the counts are final.
       const cancelled = (r: ReplicaProcess, uid: string) =>
         r.lines.some((l) => l.msg === 'cleanup cancelled: tombstoned' && l.uid === uid);
-      await waitFor('every replica saw every deletion', () =>
-        replicas.every((r) => pods.every((p) => cancelled(r, uidOf(p)))),
+      await waitFor(
+        'every replica saw every deletion',
+        () => replicas.every((r) => pods.every((p) => cancelled(r, uidOf(p)))),
+        E2E_BOUNDS.follows,
       );
       const counts = await Promise.all(
         replicas.map((r) => metric(r, 'sdc_pods_deleted_by_others_total', ns)),
@@ -311,7 +334,7 @@ describe('pod fields the cleaner cannot read', () => {
     const [replica] = startReplicas(ns, 1);
     const r = replica as ReplicaProcess;
     try {
-      await firstLeader([r], ns);
+      await firstLeader([r], ns, E2E_BOUNDS.elected);
       const nowMs = cluster().server.clock.now();
       const garbled = sparkDriverPod({ namespace: ns, appName: 'garbled', phase: 'Succeeded', nowMs });
       const term = garbled.status?.containerStatuses?.[0]?.state?.terminated;
@@ -333,9 +356,14 @@ describe('pod fields the cleaner cannot read', () => {
         }
       // A marker created after those events: once it is enqueued, the informer has handled them all.
       const [marker] = createDrivers(cluster().server, ns, 1, 'marker');
-      await r.waitForLine((l) => l.msg === 'enqueue' && l.uid === uidOf(marker), 30_000);
+      await r.waitForLine((l) => l.msg === 'enqueue' && l.uid === uidOf(marker), E2E_BOUNDS.follows);
       // The garbled finishedAt: the retention counts from when the cleaner first saw it; deleted once.
-      await waitGone(cluster().server, [g], 'the pod with the garbled finishedAt deleted');
+      await waitGone(
+        cluster().server,
+        [g],
+        'the pod with the garbled finishedAt deleted',
+        E2E_BOUNDS.cleaned,
+      );
       expect(deletesOf(uidOf(g))).toEqual([200]);
       const warned = (uid: string) =>
         r.lines.filter(

@@ -45,6 +45,7 @@ import {
   uidOf,
   waitGone,
 } from '../failure/helpers.ts';
+import { boundMs, E2E_BOUNDS } from '../helpers/bounds.ts';
 import { deletesPer, tempFile } from '../helpers/cluster.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -130,8 +131,14 @@ function earlyDeletes(server: SandboxApiServer, namespace: string, retentionMs =
 }
 
 /** Every pod of `pods` gone from `server`, one DELETE each, none early, nothing else deleted. */
-async function cleanedOnce(server: SandboxApiServer, namespace: string, pods: V1Pod[], what: string) {
-  await waitGone(server, pods, what, 90_000);
+async function cleanedOnce(
+  server: SandboxApiServer,
+  namespace: string,
+  pods: V1Pod[],
+  what: string,
+  timeoutMs: number = E2E_BOUNDS.cleaned,
+) {
+  await waitGone(server, pods, what, timeoutMs);
   const uids = pods.map(uidOf);
   expect(deletesPer(server, uids), `${what}: DELETE requests per pod`).toEqual(uids.map(() => 1));
   expect(checkInvariants(server, namespace, uids, { retentionMs: RETENTION_MS }), what).toEqual(CLEAN);
@@ -140,7 +147,9 @@ async function cleanedOnce(server: SandboxApiServer, namespace: string, pods: V1
 
 /** `/api/v1/leaders` of a replica. */
 async function leadersOf(r: ReplicaProcess) {
-  const res = await fetch(`${await httpUrl(r)}/api/v1/leaders`, { signal: AbortSignal.timeout(5000) });
+  const res = await fetch(`${await httpUrl(r, E2E_BOUNDS.elected)}/api/v1/leaders`, {
+    signal: AbortSignal.timeout(5000),
+  });
   return (await res.json()) as {
     targets: Record<string, { cluster: string; leader: string | null; refused: string | null }>;
     balance?: { members: string[] };
@@ -158,8 +167,8 @@ async function twoFleets(storeA: Store, storeB: Store, namespace: string, prefix
   const fleetB = ids.map((id) => start(id, b, storeB, namespace, prefix));
   try {
     const [leaderA, leaderB] = await Promise.all([
-      firstLeader(fleetA, namespace, 90_000),
-      firstLeader(fleetB, namespace, 90_000),
+      firstLeader(fleetA, namespace, E2E_BOUNDS.elected),
+      firstLeader(fleetB, namespace, E2E_BOUNDS.elected),
     ]);
     // Each cluster's own leader at once, each balancing among its own members only (the election of one
     // cluster's target holds only its own fleet's candidates, whatever their ids).
@@ -179,6 +188,7 @@ async function twoFleets(storeA: Store, storeB: Store, namespace: string, prefix
             (fleet.length === 1 || JSON.stringify(body.balance?.members) === JSON.stringify(ids))
           );
         },
+        E2E_BOUNDS.follows,
       );
     const podsA = createDrivers(a, namespace, 8, `${prefix}-a`);
     const podsB = createDrivers(b, namespace, 8, `${prefix}-b`);
@@ -230,7 +240,7 @@ function cli(args: string[], env: Record<string, string>): Promise<{ code: numbe
     execFile(
       process.execPath,
       [CLI_PATH, ...args],
-      { env: { ...process.env, ...env, SDC_LOG_LEVEL: 'silent' }, timeout: 60_000 },
+      { env: { ...process.env, ...env, SDC_LOG_LEVEL: 'silent' }, timeout: E2E_BOUNDS.cli },
       (err, stdout, stderr) => resolve({ code: err ? Number(err.code ?? 1) : 0, out: `${stdout}${stderr}` }),
     );
   });
@@ -252,7 +262,9 @@ describe('two fleets given one explicit cluster name for two clusters', () => {
         const refusal = (r: ReplicaProcess) =>
           r.waitForLine(
             (l) => l.level === 'error' && /^cluster name prod is used by two clusters/.test(String(l.msg)),
-            60_000,
+            // Measured ≤ 1.7 s; at worst a claim interval: a replica that checked before the other fleet
+            // claimed the name sees it at its next refresh.
+            boundMs(1_700, CLAIM_INTERVAL_MS),
           );
         const lines = await Promise.all([...fleetA, ...fleetB].map(refusal));
         // Both identities (the name and each cluster's fingerprints) and the setting to change.
@@ -271,7 +283,9 @@ describe('two fleets given one explicit cluster name for two clusters', () => {
         // Pods due in both clusters meanwhile: none is deleted, and no DELETE reaches either cluster.
         const podsA = createDrivers(a, ns, 4, 'na');
         const podsB = createDrivers(b, ns, 4, 'nb');
-        const metrics = await (await fetch(`${await httpUrl(fleetA[0] as ReplicaProcess)}/metrics`)).text();
+        const metrics = await (
+          await fetch(`${await httpUrl(fleetA[0] as ReplicaProcess, E2E_BOUNDS.follows)}/metrics`)
+        ).text();
         expect(metrics).toContain(
           `sdc_target_refused{cluster="prod",context="${CONTEXT}",namespace="${ns}",reason="cluster-name-conflict"} 1`,
         );
@@ -292,7 +306,7 @@ describe('two fleets given one explicit cluster name for two clusters', () => {
         await waitFor(
           'the pods 5 s past their deadline',
           () => a.clock.now() > due && b.clock.now() > due,
-          30_000,
+          boundMs(0, RETENTION_MS + 5000),
         );
         const wrong = [...a.requests.deletes(), ...b.requests.deletes()].filter((d) =>
           [...podsA, ...podsB].some((p) => uidOf(p) === d.uid),
@@ -319,12 +333,25 @@ describe('two fleets given one explicit cluster name for two clusters', () => {
         fleetB = ['b0'].map((id) =>
           start(id, b, { etcd: etcdB }, ns, prefix, { SDC_CLUSTER_NAME: 'prod-b' }),
         );
+        // Fleet A's leader sees the claims go at its next refresh, within a claim interval; fleet B starts anew.
         await Promise.all([
-          cleanedOnce(a, ns, podsA, 'cluster A cleaned once the name is its own'),
-          cleanedOnce(b, ns, podsB, 'cluster B cleaned under its new name'),
+          cleanedOnce(
+            a,
+            ns,
+            podsA,
+            'cluster A cleaned once the name is its own',
+            boundMs(3_700, CLAIM_INTERVAL_MS),
+          ),
+          cleanedOnce(
+            b,
+            ns,
+            podsB,
+            'cluster B cleaned under its new name',
+            E2E_BOUNDS.elected + E2E_BOUNDS.cleaned,
+          ),
         ]);
         // Each replica of fleet A sees the claims go at its own next refresh: within one claim interval of
-        // B's stop (the leader's already came, as cluster A was cleaned), plus 10 s for a stalled process.
+        // B's stop (the leader's already came, as cluster A was cleaned), plus the floor for a stalled process.
         await waitFor(
           'fleet A logs the end of the refusal',
           () =>
@@ -333,7 +360,7 @@ describe('two fleets given one explicit cluster name for two clusters', () => {
                 (l) => l.msg === 'cluster name no longer used by another cluster: cleaning its targets again',
               ),
             ),
-          CLAIM_INTERVAL_MS + 10_000,
+          boundMs(0, CLAIM_INTERVAL_MS),
         );
       } finally {
         await stopAll([...fleetA, ...fleetB]);
@@ -352,12 +379,16 @@ describe('a cluster whose identity changes between two runs (its CA file replace
       // The retention outlasts the first fleet, so its jobs are pending when it stops.
       const retention = { SDC_RETENTION: '20s' };
       const first = start('r0', a, { etcd: etcdA }, ns, prefix, retention);
-      await firstLeader([first], ns, 90_000);
+      await firstLeader([first], ns, E2E_BOUNDS.elected);
       const pods = createDrivers(a, ns, 6, 'rot');
-      await waitFor('the first run enqueued every pod', () =>
-        pods.every((p) => first.lines.some((l) => l.uid === uidOf(p) && l.msg === 'enqueue')),
+      await waitFor(
+        'the first run enqueued every pod',
+        () => pods.every((p) => first.lines.some((l) => l.uid === uidOf(p) && l.msg === 'enqueue')),
+        E2E_BOUNDS.follows,
       );
-      const before = String((await first.waitForLine((l) => l.msg === 'replica started')).clusters);
+      const before = String(
+        (await first.waitForLine((l) => l.msg === 'replica started', E2E_BOUNDS.follows)).clusters,
+      );
       await stopAll([first]);
       // The same server, its kubeconfig now trusting a bundle that also holds an older CA (a rotation's file):
       // the name derived from the oldest certificate is another one.
@@ -375,9 +406,10 @@ describe('a cluster whose identity changes between two runs (its CA file replace
       );
       const second = start('r0', a, { etcd: etcdA }, ns, prefix, { ...retention, KUBECONFIG: rotated });
       try {
-        const started = await second.waitForLine((l) => l.msg === 'replica started', 60_000);
+        const started = await second.waitForLine((l) => l.msg === 'replica started', E2E_BOUNDS.elected);
         expect(JSON.stringify(started.clusters)).not.toBe(before);
-        await waitGone(a, pods, 'every pod deleted by the second run', 90_000);
+        // The pods' retention (20 s) runs from their creation; measured ≤ 19.2 s in all.
+        await waitGone(a, pods, 'every pod deleted by the second run', boundMs(0, 20_000));
         const uids = pods.map(uidOf);
         expect(deletesPer(a, uids)).toEqual(uids.map(() => 1));
         expect(earlyDeletes(a, ns, 20_000)).toEqual([]);
@@ -386,6 +418,7 @@ describe('a cluster whose identity changes between two runs (its CA file replace
         await waitFor(
           'a deleted line of the second run per pod',
           () => second.lines.filter((l) => l.msg === 'driver pod deleted').length >= pods.length,
+          E2E_BOUNDS.follows,
         );
         expect(second.lines.filter((l) => l.msg === 'driver pod deleted').length).toBe(pods.length);
       } finally {

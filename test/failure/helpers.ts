@@ -209,8 +209,8 @@ export function linesSince(r: ReplicaProcess, sinceMs: number, match: (l: LogLin
 }
 
 /** The replica's HTTP base URL, from its `http server listening` line. */
-export async function httpUrl(r: ReplicaProcess): Promise<string> {
-  const line = await r.waitForLine((l) => l.msg === 'http server listening');
+export async function httpUrl(r: ReplicaProcess, timeoutMs = 30_000): Promise<string> {
+  const line = await r.waitForLine((l) => l.msg === 'http server listening', timeoutMs);
   return String(line.url);
 }
 
