@@ -25,10 +25,10 @@ import {
   checkInvariants,
   createDrivers,
   firstLeader,
-  httpUrl,
   nameOf,
   remember,
   replicaEnv,
+  replicaMetric,
   stopAll,
   uidOf,
   useFailureCluster,
@@ -122,17 +122,8 @@ async function cli(args: string[], env: Record<string, string>): Promise<{ code:
   }
 }
 
-/** The value of `name{…namespace="ns"…}` in a replica's /metrics, summed over its other labels. */
-async function metric(r: ReplicaProcess, name: string, ns: string): Promise<number> {
-  const text = await (
-    await fetch(`${await httpUrl(r, E2E_BOUNDS.elected)}/metrics`, { signal: AbortSignal.timeout(5000) })
-  ).text();
-  let sum = 0;
-  for (const line of text.split('\n'))
-    if (line.startsWith(`${name}{`) && line.includes(`namespace="${ns}"`))
-      sum += Number(line.split(' ').pop());
-  return sum;
-}
+const metric = (r: ReplicaProcess, name: string, ns: string) =>
+  replicaMetric(r, name, ns, E2E_BOUNDS.elected);
 
 describe('the application state follows Kyuubi’s settings', () => {
   it('POD (Kyuubi’s default): a sidecar driver is left alone, explained and counted; deleted once the pod ends', async () => {

@@ -12,8 +12,8 @@ import type { LogLine, ReplicaProcess } from '../../harness/sandbox/replica-proc
 import {
   createDrivers,
   firstLeader,
-  httpUrl,
   replicaEnv,
+  replicaMetric,
   stopAll,
   uidOf,
   useFailureCluster,
@@ -29,18 +29,6 @@ const zk = useZooKeeper();
 /** The refusal's error line (src/cleaner/cluster-claims.ts `backendConflictMessage`). */
 const refusal = (l: LogLine) =>
   l.level === 'error' && String(l.msg).includes('elect their leaders through two backends');
-
-/** The value of `name{…namespace="ns"…}` in a replica's /metrics, summed over its other labels. */
-async function metric(r: ReplicaProcess, name: string, ns: string): Promise<number> {
-  const text = await (
-    await fetch(`${await httpUrl(r)}/metrics`, { signal: AbortSignal.timeout(5000) })
-  ).text();
-  let sum = 0;
-  for (const line of text.split('\n'))
-    if (line.startsWith(`${name}{`) && line.includes(`namespace="${ns}"`))
-      sum += Number(line.split(' ').pop());
-  return sum;
-}
 
 describe('replicas of one cluster on two leadership backends', () => {
   it('an etcd fleet and a ZooKeeper replica: both refuse the targets, with an error line and sdc_target_refused; the newcomer never deletes; due pods wait', async () => {
@@ -74,7 +62,7 @@ describe('replicas of one cluster on two leadership backends', () => {
       for (const r of [onEtcd, onZk])
         await waitFor(
           `${r.id} reports the refusal`,
-          async () => (await metric(r, 'sdc_target_refused', ns)) === 1,
+          async () => (await replicaMetric(r, 'sdc_target_refused', ns)) === 1,
         );
 
       // Pods that fall due now wait on both sides: overdue on both replicas' self-checks, never deleted.
@@ -83,7 +71,7 @@ describe('replicas of one cluster on two leadership backends', () => {
       await waitFor(
         'both replicas count the new pods overdue',
         async () =>
-          (await Promise.all(both.map((r) => metric(r, 'sdc_overdue_pods', ns)))).every((n) => n >= 3),
+          (await Promise.all(both.map((r) => replicaMetric(r, 'sdc_overdue_pods', ns)))).every((n) => n >= 3),
         60_000,
       );
       expect(deletesPer(server, after.map(uidOf))).toEqual([0, 0, 0]);
