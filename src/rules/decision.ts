@@ -129,7 +129,9 @@ function timeMs(t: unknown): number | undefined {
  * TTL-after-finished controller does ("Found Job finished in the future … cleanup will be deferred"):
  * clamping it to `nowMs` deleted pods early whenever this replica's clock was behind, because the job's
  * deadline then came from the lagging clock (found by the nemesis, a replica's clock stepped back 17 s).
- * `skewMs` reports by how much it was in the future (0 when not), for a log line.
+ * `skewMs` reports by how much the pod's own finish time was in the future (0 when not, and 0 without one: a
+ * first-seen stamp is this replica's own, taken on a clock not behind the API server's, and may lead `nowMs` by
+ * that clock's offset or the millisecond that passed between the two readings), for a log line.
  */
 export function deadlineMs(
   finishedAtMs: number | undefined,
@@ -138,6 +140,6 @@ export function deadlineMs(
   firstSeenTerminalMs: number = nowMs,
 ): { deadlineMs: number; finishedAtMs: number; skewMs: number } {
   const finished = finishedAtMs ?? firstSeenTerminalMs;
-  const skewMs = Math.max(0, finished - nowMs);
+  const skewMs = finishedAtMs === undefined ? 0 : Math.max(0, finishedAtMs - nowMs);
   return { deadlineMs: finished + retentionMs, finishedAtMs: finished, skewMs };
 }

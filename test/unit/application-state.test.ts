@@ -346,6 +346,13 @@ describe('deadlineMs(finishedAt, retention, now)', () => {
       { deadlineMs: now + 2000, skewMs: 0 },
     ],
     [
+      'no finishedAt, first seen stamped ahead of now (a clock not behind the API server’s) → no skew: the pod has no finish time',
+      undefined,
+      5000,
+      now + 1,
+      { deadlineMs: now + 5001, skewMs: 0 },
+    ],
+    [
       'no finishedAt, never seen before → now + retention',
       undefined,
       5000,
