@@ -18,8 +18,9 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sparkDriverPod } from '../../harness/sandbox/workload.ts';
 import { queueName } from '../../src/queue/job-identity.ts';
-import { IDLE_CHECKS } from '../../src/queue/queue-consumer.ts';
+import { CONSUMER_CLOSE_TIMEOUT_MS, IDLE_CHECKS } from '../../src/queue/queue-consumer.ts';
 import { QUEUE_COUNTS_MAX_AGE_MS } from '../../src/telemetry/metrics.ts';
+import { boundMs } from '../helpers/bounds.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { http, type OpsEnv, type OpsReplica, startOpsEnv } from './ops-env.ts';
 
@@ -55,12 +56,16 @@ async function redisNowMs(): Promise<number> {
 }
 
 /** The clients connected to Redis, our probe left out, and how many are BullMQ workers' blocking connections. */
-async function clients(): Promise<{ all: number; workers: number }> {
+async function clients(): Promise<{ all: number; workers: number; names: string[] }> {
   const lines = String(await probe.client('LIST'))
     .trim()
     .split('\n');
   const others = lines.filter((l) => !l.includes(`id=${probeId} `));
-  return { all: others.length, workers: others.filter((l) => /name=\S*:w:/.test(l)).length };
+  return {
+    all: others.length,
+    workers: others.filter((l) => /name=\S*:w:/.test(l)).length,
+    names: others.map((l) => /name=(\S*)/.exec(l)?.[1] ?? '?'),
+  };
 }
 let probeId = 0;
 
@@ -152,7 +157,20 @@ afterAll(async () => {
 
 describe(`Redis cost of ${T} targets × ${R} replicas`, () => {
   it(`clients ≤ T + 3R = ${T + 3 * R}: one blocking connection per led target, a few per replica`, async () => {
-    const c = await clients();
+    // Counted once no connection is still closing: a worker that handed its target over while the fleet settled
+    // closes its connections within CONSUMER_CLOSE_TIMEOUT_MS. A connection kept longer fails here.
+    let c = await clients();
+    await waitFor(
+      `at most T + 3R = ${T + 3 * R} clients`,
+      async () => {
+        c = await clients();
+        return c.workers === T && c.all <= T + 3 * R;
+      },
+      boundMs(0, CONSUMER_CLOSE_TIMEOUT_MS),
+      250,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}; connected: ${c.names.join(' ')}`);
+    });
     console.info(
       `[redis-fleet] T=${T} R=${R} clients: ${c.all} (${c.workers} workers' blocking connections)`,
     );
