@@ -478,10 +478,6 @@ export async function stopAll(replicas: ReplicaProcess[]): Promise<(number | str
 }
 
 /**
- * The values of a gauge per namespace in a replica's /metrics; `where` keeps only the series whose line
- * contains it (e.g. `reason="stepped-down"`).
- */
-/**
  * The value of `name{…namespace="ns"…}` in a replica's /metrics, summed over its other labels (0: no such
  * series). `timeoutMs`: how long to wait for the replica's HTTP server, ms.
  */
@@ -501,6 +497,10 @@ export async function replicaMetric(
   return sum;
 }
 
+/**
+ * The values of a gauge per namespace in a replica's /metrics; `where` keeps only the series whose line
+ * contains it (e.g. `reason="stepped-down"`).
+ */
 export async function gaugeByNamespace(url: string, name: string, where = ''): Promise<Map<string, number>> {
   const text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
   const out = new Map<string, number>();
