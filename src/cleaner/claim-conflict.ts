@@ -77,10 +77,12 @@ export function parseClaimField(field: string): {
 }
 
 /**
- * A claim read from the name's Redis hash: its field ({@link claimField}) last refreshed `ageMs` ago (by
- * Redis's clock), live when that is at most `liveMs`.
+ * A claim read from the name's Redis hash: its field ({@link claimField}) and the value stored with it, when it
+ * was last refreshed (`seenMs`, epoch ms by Redis's clock), read at `nowMs` (the same clock); live when its age is
+ * at most `liveMs`.
  */
-export function redisClaim(field: string, ageMs: number, liveMs: number): Claim {
+export function redisClaim(field: string, seenMs: number, nowMs: number, liveMs: number): Claim {
+  const ageMs = Math.max(0, nowMs - seenMs);
   const { fingerprints, leadership, namespaces } = parseClaimField(field);
   return {
     fingerprints,

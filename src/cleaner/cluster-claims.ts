@@ -295,7 +295,7 @@ export function createClusterClaims(opts: ClusterClaimsOptions): ClusterClaims {
     const now = Number(reply[0]);
     const claims: Claim[] = [];
     for (let i = 1; i + 1 < reply.length; i += 2) {
-      claims.push(redisClaim(String(reply[i]), Math.max(0, now - Number(reply[i + 1])), liveMs));
+      claims.push(redisClaim(String(reply[i]), Number(reply[i + 1]), now, liveMs));
     }
     const first = !fromRedis.has(c.name);
     fromRedis.set(c.name, claims);

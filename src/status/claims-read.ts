@@ -47,7 +47,7 @@ export async function readClaims(
   ]);
   const now = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
   const claims = Object.entries(all ?? {}).map(([field, seen]) =>
-    redisClaim(field, Math.max(0, now - Number(seen)), CLAIM_LIVE_MS),
+    redisClaim(field, Number(seen), now, CLAIM_LIVE_MS),
   );
   return { cluster, claims };
 }
